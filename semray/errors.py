@@ -1,0 +1,79 @@
+"""One exception hierarchy for semray; every message says what to do next."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class SemrayError(Exception):
+    """Base of every error semray raises on purpose."""
+
+
+class PlanError(SemrayError):
+    """A logical plan is invalid (unknown column, bad expression, bad argument)."""
+
+
+class ColumnNotFoundError(PlanError):
+    """A referenced column does not exist in the operator's input."""
+
+    def __init__(self, column: str, available: Iterable[str], where: str) -> None:
+        names = [name for name in available if name != "_rowid"]
+        hint = suggest(column, names)
+        message = f"column {column!r} not found in {where}"
+        if hint:
+            message += f"; did you mean {hint!r}?"
+        else:
+            message += f" (columns: {', '.join(names) or 'none'})"
+        super().__init__(message)
+        self.column = column
+
+
+class TableNotFoundError(PlanError):
+    """A query names a table that was not given."""
+
+    def __init__(self, table: str, available: Iterable[str]) -> None:
+        names = list(available)
+        hint = suggest(table, names)
+        message = f"table {table!r} not found"
+        message += f"; did you mean {hint!r}?" if hint else f" (tables: {', '.join(names) or 'none'})"
+        super().__init__(message)
+        self.table = table
+
+
+class ExpressionError(PlanError):
+    """A SQL expression does not parse or does not type-check against its input."""
+
+
+class PlanFormatError(PlanError):
+    """A JSON plan is malformed or of an unsupported version."""
+
+
+class SourceError(SemrayError):
+    """A data source is missing, unreadable or empty."""
+
+
+class LoweringError(SemrayError):
+    """A logical operator has no physical implementation (yet)."""
+
+
+class ExecutionError(SemrayError):
+    """A pipeline failed while running."""
+
+
+class ClusterError(SemrayError):
+    """Ray could not be started or reached."""
+
+
+def suggest(name: str, candidates: Iterable[str]) -> str | None:
+    """Return the closest candidate to ``name``, or None when nothing is close.
+
+    >>> suggest("revew", ["review", "rating"])
+    'review'
+    """
+    pool = list(candidates)
+    lowered = {candidate.lower(): candidate for candidate in pool}
+    if name.lower() in lowered:
+        return lowered[name.lower()]
+    matches = difflib.get_close_matches(name, pool, n=1, cutoff=0.6)
+    return matches[0] if matches else None

@@ -1,0 +1,89 @@
+"""The base of every logical operator: a frozen, structurally compared plan node."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict
+
+from semray.operators.schema import Schema
+
+
+class Node(BaseModel):
+    """A logical operator. Children are fields; derived facts are cached properties.
+
+    Subclasses declare capabilities as class variables so that rules ask
+    ``node.calls_llm`` instead of testing concrete classes.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op: str
+    child_fields: ClassVar[tuple[str, ...]] = ()
+    calls_llm: ClassVar[bool] = False
+    row_preserving: ClassVar[bool] = False
+    """Each input row yields exactly one output row with the same row id."""
+    deterministic: ClassVar[bool] = True
+
+    def model_post_init(self, context: Any, /) -> None:
+        # Invariants are checked at construction: deriving the schema validates columns.
+        _ = self.output_schema
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        nodes: list[Node] = []
+        for name in self.child_fields:
+            value = getattr(self, name)
+            nodes.extend(value if isinstance(value, tuple) else (value,))
+        return tuple(nodes)
+
+    def with_children(self, children: tuple[Node, ...]) -> Self:
+        """A copy of this node over new children, in ``children`` order."""
+        if children == self.children:
+            return self
+        update: dict[str, Any] = {}
+        remaining = list(children)
+        for name in self.child_fields:
+            value = getattr(self, name)
+            if isinstance(value, tuple):
+                update[name] = tuple(remaining[: len(value)])
+                del remaining[: len(value)]
+            else:
+                update[name] = remaining.pop(0)
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        return type(self).model_validate({**fields, **update})
+
+    @functools.cached_property
+    def output_schema(self) -> Schema:
+        return self.derive_schema()
+
+    def derive_schema(self) -> Schema:
+        raise NotImplementedError
+
+    def columns_read(self) -> frozenset[str]:
+        """Input columns this operator reads (not the ones it passes through)."""
+        return frozenset()
+
+    def label(self) -> str:
+        """One line describing this node for EXPLAIN, e.g. ``Filter rating >= 4``."""
+        return self.op
+
+
+def transform(node: Node, rewrite: Callable[[Node], Node]) -> Node:
+    """Rewrite a plan bottom-up: children first, then ``rewrite`` on the rebuilt node.
+
+    >>> transform(plan, lambda n: n)  == plan  # doctest: +SKIP
+    True
+    """
+    children = tuple(transform(child, rewrite) for child in node.children)
+    return rewrite(node.with_children(children))
+
+
+def walk(node: Node) -> list[Node]:
+    """Every node of a plan, parents before children."""
+    nodes = [node]
+    for child in node.children:
+        nodes.extend(walk(child))
+    return nodes

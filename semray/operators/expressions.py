@@ -1,0 +1,172 @@
+"""SQL expressions inside plans: parsed with sqlglot, typed by DuckDB's binder.
+
+Relational predicates, projections and aggregates are SQL text in the plan. Here they
+are parsed (sqlglot, DuckDB dialect), their column references checked against the input
+schema with a suggestion for typos, and their result types derived by binding them
+against an empty table of that schema in DuckDB, the engine that later evaluates them.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import duckdb
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from semray.errors import ColumnNotFoundError, ExpressionError
+from semray.operators.schema import Schema, quote
+
+DIALECT = "duckdb"
+
+
+def parse_expression(sql: str, where: str) -> exp.Expression:
+    """Parse one SQL expression, e.g. ``parse_expression("rating >= 4", "Filter")``."""
+    if not sql or not sql.strip():
+        raise ExpressionError(f"{where}: empty expression")
+    try:
+        tree = sqlglot.parse_one(sql, read=DIALECT, into=exp.Condition)
+    except ParseError as error:
+        detail = error.errors[0] if error.errors else {}
+        column = detail.get("col")
+        position = f" at column {column}" if column else ""
+        description = detail.get("description", str(error))
+        raise ExpressionError(f"{where}: cannot parse {sql!r}{position}: {description}") from None
+    if isinstance(tree, exp.Select | exp.Query):
+        raise ExpressionError(f"{where}: expected an expression, got a query: {sql!r}")
+    return tree
+
+
+def referenced_columns(tree: exp.Expression) -> tuple[str, ...]:
+    """Column names an expression reads, in first-use order (qualifiers dropped)."""
+    names: dict[str, None] = {}
+    for column in tree.find_all(exp.Column):
+        names.setdefault(column.name, None)
+    return tuple(names)
+
+
+def check_columns(sql: str, schema: Schema, where: str) -> tuple[str, ...]:
+    """Parse ``sql`` and check that every column it reads exists in ``schema``."""
+    tree = parse_expression(sql, where)
+    names = referenced_columns(tree)
+    for name in names:
+        if name not in schema:
+            raise ColumnNotFoundError(name, schema.names, where)
+    return names
+
+
+def expression_type(sql: str, schema: Schema, where: str) -> str:
+    """DuckDB type of ``sql`` evaluated over rows of ``schema``.
+
+    >>> expression_type("rating * 2", Schema.of(("rating", "BIGINT")), "Project")
+    'BIGINT'
+    """
+    check_columns(sql, schema, where)
+    return _bind(sql, _schema_key(schema), where, aggregate=False)
+
+
+def aggregate_type(sql: str, keys: tuple[str, ...], schema: Schema, where: str) -> str:
+    """DuckDB type of an aggregate expression grouped by ``keys``."""
+    tree = parse_expression(sql, where)
+    if not any(isinstance(node, exp.AggFunc) for node in tree.walk()):
+        raise ExpressionError(f"{where}: {sql!r} is not an aggregate (use count, sum, avg, min, max, ...)")
+    for name in referenced_columns(tree):
+        if name not in schema:
+            raise ColumnNotFoundError(name, schema.names, where)
+    return _bind(sql, _schema_key(schema), where, aggregate=True, keys=keys)
+
+
+def _schema_key(schema: Schema) -> tuple[tuple[str, str], ...]:
+    return tuple((column.name, column.type) for column in schema.columns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bind(
+    sql: str,
+    schema_key: tuple[tuple[str, str], ...],
+    where: str,
+    *,
+    aggregate: bool,
+    keys: tuple[str, ...] = (),
+) -> str:
+    connection = duckdb.connect()
+    columns = ", ".join(f"{quote(name)} {kind}" for name, kind in schema_key) or "_empty INTEGER"
+    connection.execute(f"CREATE TABLE input ({columns})")
+    # One all-NULL row makes DuckDB fold constants, so "rating > 'abc'" fails here
+    # rather than halfway through a run.
+    connection.execute("INSERT INTO input DEFAULT VALUES")
+    group = f" GROUP BY {', '.join(quote(key) for key in keys)}" if aggregate and keys else ""
+    try:
+        query = f"SELECT ({sql}) AS value FROM input{group}"
+        connection.execute(query).fetchall()
+        described = connection.execute(f"DESCRIBE {query}").fetchall()
+    except duckdb.Error as error:
+        message = str(error).split("\n")[0]
+        raise ExpressionError(f"{where}: {sql!r} does not type-check: {message}") from None
+    finally:
+        connection.close()
+    return str(described[0][1])
+
+
+def check_join_condition(sql: str, left: Schema, right: Schema, where: str) -> None:
+    """Check a join condition over ``l.column`` and ``r.column`` references."""
+    tree = parse_expression(sql, where)
+    for column in tree.find_all(exp.Column):
+        side = column.table
+        if side == "l":
+            left.require([column.name], f"{where} (left input)")
+        elif side == "r":
+            right.require([column.name], f"{where} (right input)")
+        elif side:
+            raise ExpressionError(f"{where}: qualify join columns as l.<column> or r.<column>, got {column.sql()!r}")
+        elif column.name not in left and column.name not in right:
+            raise ColumnNotFoundError(column.name, left.names + right.names, where)
+    connection = duckdb.connect()
+    try:
+        for alias, schema in (("l", left), ("r", right)):
+            columns = ", ".join(f"{quote(c.name)} {c.type}" for c in schema.columns) or "_empty INTEGER"
+            connection.execute(f"CREATE TABLE {alias} ({columns})")
+            connection.execute(f"INSERT INTO {alias} DEFAULT VALUES")
+        kind = connection.execute(f"DESCRIBE SELECT ({sql}) AS value FROM l, r").fetchall()[0][1]
+        connection.execute(f"SELECT ({sql}) FROM l, r").fetchall()
+    except duckdb.Error as error:
+        message = str(error).split("\n")[0]
+        raise ExpressionError(f"{where}: {sql!r} does not type-check: {message}") from None
+    finally:
+        connection.close()
+    if kind != "BOOLEAN":
+        raise ExpressionError(f"{where}: join condition {sql!r} is {kind}, not BOOLEAN")
+
+
+def equi_join_keys(sql: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """Split a join condition into ``l.a = r.b`` key pairs and a residual predicate.
+
+    >>> equi_join_keys("l.id = r.pid AND l.x > r.y")
+    ((('id', 'pid'),), 'l.x > r.y')
+    """
+    tree = parse_expression(sql, "Join")
+    conjuncts = list(tree.flatten()) if isinstance(tree, exp.And) else [tree]
+    keys: list[tuple[str, str]] = []
+    residual: list[exp.Expression] = []
+    for conjunct in conjuncts:
+        pair = _key_pair(conjunct)
+        if pair is None:
+            residual.append(conjunct)
+        else:
+            keys.append(pair)
+    rest = exp.and_(*residual).sql(dialect=DIALECT) if residual else None
+    return tuple(keys), rest
+
+
+def _key_pair(conjunct: exp.Expression) -> tuple[str, str] | None:
+    if not isinstance(conjunct, exp.EQ):
+        return None
+    a, b = conjunct.this, conjunct.expression
+    if not (isinstance(a, exp.Column) and isinstance(b, exp.Column)):
+        return None
+    if a.table == "l" and b.table == "r":
+        return a.name, b.name
+    if a.table == "r" and b.table == "l":
+        return b.name, a.name
+    return None

@@ -1,0 +1,211 @@
+"""Semantic logical operators: LLM- and embedding-powered steps over templates.
+
+Each validates its template's ``{column}`` references and derives its output schema.
+Their execution comes from later work; here they build, serialize and EXPLAIN.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from pydantic import Field
+
+from semray.errors import PlanError
+from semray.operators.base import Node
+from semray.operators.relational import ROW_ID_COLUMN, Frozen, Unary
+from semray.operators.schema import Column, Schema
+from semray.operators.templates import check_template, split_side, template_columns
+
+if TYPE_CHECKING:
+    from semray.operators.plan import PlanNode
+
+Tier = Literal["auto", "embedding", "small", "large"]
+ValueType = Literal["text", "int", "float", "bool", "date"]
+SQL_TYPES: dict[str, str] = {"text": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "date": "DATE"}
+
+
+class Semantic(Unary):
+    """A semantic operator over one input, driven by an instruction template."""
+
+    calls_llm: ClassVar[bool] = True
+    instruction: str
+    tier: Tier = "auto"
+
+    def template_columns(self) -> tuple[str, ...]:
+        return check_template(self.instruction, self.input_schema.names, type(self).__name__)
+
+    def columns_read(self) -> frozenset[str]:
+        return frozenset(template_columns(self.instruction, type(self).__name__))
+
+    def with_output(self, *columns: Column) -> Schema:
+        for column in columns:
+            if column.name in self.input_schema:
+                raise PlanError(f"{type(self).__name__}: output column {column.name!r} already exists in the input; choose another name")
+        return Schema(columns=self.input_schema.columns + columns)
+
+    def label(self) -> str:
+        tier = "" if self.tier == "auto" else f" [{self.tier}]"
+        return f"{type(self).__name__}{tier} {self.instruction!r}"
+
+
+class SemFilter(Semantic):
+    """Keep rows for which the instruction holds: ``SemFilter(input=s, instruction="{review} is positive")``."""
+
+    op: Literal["sem_filter"] = "sem_filter"
+
+    def derive_schema(self) -> Schema:
+        self.template_columns()
+        return self.input_schema
+
+
+class SemMap(Semantic):
+    """Add one column computed by the model; a score when ``lo``/``hi`` are given."""
+
+    op: Literal["sem_map"] = "sem_map"
+    row_preserving: ClassVar[bool] = True
+    output: str
+    output_type: ValueType = "text"
+    lo: float | None = None
+    hi: float | None = None
+
+    def derive_schema(self) -> Schema:
+        self.template_columns()
+        if (self.lo is None) != (self.hi is None):
+            raise PlanError("SemMap: give both lo and hi for a score, or neither")
+        if self.lo is not None and self.hi is not None:
+            if self.output_type not in ("int", "float"):
+                raise PlanError("SemMap: a score range needs output_type 'int' or 'float'")
+            if self.lo >= self.hi:
+                raise PlanError(f"SemMap: score range lo={self.lo} must be below hi={self.hi}")
+        return self.with_output(Column(name=self.output, type=SQL_TYPES[self.output_type]))
+
+
+class ExtractField(Frozen):
+    name: str
+    type: ValueType = "text"
+    description: str = ""
+
+
+class SemExtract(Semantic):
+    """Extract typed fields from text; a field the text lacks comes back null."""
+
+    op: Literal["sem_extract"] = "sem_extract"
+    row_preserving: ClassVar[bool] = True
+    fields: tuple[ExtractField, ...]
+
+    def derive_schema(self) -> Schema:
+        self.template_columns()
+        if not self.fields:
+            raise PlanError("SemExtract: give at least one field, e.g. 'sender: text'")
+        return self.with_output(*(Column(name=f.name, type=SQL_TYPES[f.type]) for f in self.fields))
+
+
+class SemClassify(Semantic):
+    """Assign one of N labels: ``labels=("positive", "negative", "neutral")``."""
+
+    op: Literal["sem_classify"] = "sem_classify"
+    row_preserving: ClassVar[bool] = True
+    labels: tuple[str, ...]
+    output: str = "label"
+
+    def derive_schema(self) -> Schema:
+        self.template_columns()
+        if len(self.labels) < 2:
+            raise PlanError("SemClassify: give at least two labels")
+        if len(set(self.labels)) != len(self.labels):
+            raise PlanError(f"SemClassify: labels must be unique, got {list(self.labels)}")
+        return self.with_output(Column(name=self.output, type="VARCHAR"))
+
+
+class SemTopK(Semantic):
+    """The k rows that best satisfy the instruction, ranked 1..k in ``output``."""
+
+    op: Literal["sem_topk"] = "sem_topk"
+    k: int = Field(ge=1)
+    output: str = "rank"
+
+    def derive_schema(self) -> Schema:
+        self.template_columns()
+        return self.with_output(Column(name=self.output, type="BIGINT"))
+
+
+class SemAgg(Semantic):
+    """Answer or summarise the instruction over each group of rows (all rows without keys)."""
+
+    op: Literal["sem_agg"] = "sem_agg"
+    keys: tuple[str, ...] = ()
+    output: str = "answer"
+
+    def derive_schema(self) -> Schema:
+        self.template_columns()
+        schema = self.input_schema
+        schema.require(self.keys, "SemAgg keys")
+        if self.output in self.keys:
+            raise PlanError(f"SemAgg: output {self.output!r} clashes with a key")
+        keys = tuple(Column(name=key, type=schema.type_of(key)) for key in self.keys)
+        return Schema(columns=(ROW_ID_COLUMN, *keys, Column(name=self.output, type="VARCHAR")))
+
+
+class SemSearch(Unary):
+    """Retrieve the k rows of ``column`` nearest to a query by vectors, full text or both."""
+
+    op: Literal["sem_search"] = "sem_search"
+    column: str
+    query: str
+    k: int = Field(ge=1)
+    mode: Literal["vector", "fts", "hybrid"] = "vector"
+    output: str = "score"
+
+    def derive_schema(self) -> Schema:
+        self.input_schema.require([self.column], "SemSearch")
+        if self.input_schema.type_of(self.column) != "VARCHAR":
+            raise PlanError(f"SemSearch: column {self.column!r} is {self.input_schema.type_of(self.column)}, not text")
+        if not self.query.strip():
+            raise PlanError("SemSearch: the query is empty")
+        if self.output in self.input_schema:
+            raise PlanError(f"SemSearch: output column {self.output!r} already exists; choose another name")
+        return Schema(columns=self.input_schema.columns + (Column(name=self.output, type="DOUBLE"),))
+
+    def columns_read(self) -> frozenset[str]:
+        return frozenset({self.column})
+
+    def label(self) -> str:
+        return f"SemSearch {self.mode} {self.column} ~ {self.query!r} k={self.k}"
+
+
+class SemJoin(Node):
+    """Pairs of rows for which an instruction over ``{l.col}`` and ``{r.col}`` holds."""
+
+    op: Literal["sem_join"] = "sem_join"
+    calls_llm: ClassVar[bool] = True
+    child_fields: ClassVar[tuple[str, ...]] = ("left", "right")
+    left: PlanNode
+    right: PlanNode
+    instruction: str
+    tier: Tier = "auto"
+    implementation: Literal["auto", "nested", "blocked", "factorized"] = "auto"
+
+    def derive_schema(self) -> Schema:
+        references = template_columns(self.instruction, "SemJoin")
+        sides = {split_side(reference, "SemJoin") for reference in references}
+        for side, column in sides:
+            schema = self.left.output_schema if side == "l" else self.right.output_schema
+            schema.require([column], f"SemJoin instruction ({'left' if side == 'l' else 'right'} input)")
+        if {side for side, _ in sides} != {"l", "r"}:
+            raise PlanError("SemJoin: the instruction must reference both sides, e.g. {l.review} and {r.review}")
+        left = self.left.output_schema
+        taken = set(left.names)
+        right_columns = []
+        for column in self.right.output_schema.user_columns():
+            name = column.name
+            while name in taken:
+                name += "_right"
+            taken.add(name)
+            right_columns.append(Column(name=name, type=column.type))
+        return Schema(columns=left.columns + tuple(right_columns))
+
+    def columns_read(self) -> frozenset[str]:
+        return frozenset(split_side(r, "SemJoin")[1] for r in template_columns(self.instruction, "SemJoin"))
+
+    def label(self) -> str:
+        return f"SemJoin[{self.implementation}] {self.instruction!r}"
