@@ -1,0 +1,1 @@
+"""semray: analytical queries with relational and semantic operators on Ray."""

@@ -1,0 +1,1 @@
+"""semray.planner."""

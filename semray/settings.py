@@ -1,0 +1,29 @@
+"""One frozen settings object, read from ``SEMRAY_*`` environment variables.
+
+Build it once at the edge (CLI, ``semray.connect``) and pass it down.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Runtime configuration, e.g. ``Settings(state_dir=Path("/tmp/s"), num_cpus=2)``."""
+
+    model_config = SettingsConfigDict(env_prefix="SEMRAY_", frozen=True, extra="forbid")
+
+    state_dir: Path = Field(default=Path(".semray"), description="runs, journals, caches, Ray temp files")
+    ray_address: str | None = Field(default=None, description="connect to this Ray cluster instead of starting one")
+    num_cpus: int = Field(default=2, ge=1, description="CPUs of the embedded local Ray")
+    object_store_bytes: int | None = Field(default=None, description="object store size of the embedded Ray")
+    batch_size: int = Field(default=4096, ge=1, description="rows per batch for relational operators")
+    log_format: str = Field(default="auto", description="auto | console | json")
+    log_level: str = Field(default="info")
+
+    @property
+    def state_path(self) -> Path:
+        return self.state_dir.expanduser().resolve()
