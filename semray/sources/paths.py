@@ -1,0 +1,133 @@
+"""Resolve a source path (a file, a folder or a glob) into a sorted, checked list of files."""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from semray.errors import SourceError, suggest
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(frozen=True, slots=True)
+class FileSet:
+    """The files of a source, e.g. ``FileSet(root=Path("data"), files=(...), multi=True)``.
+
+    ``multi`` is True when the path named a folder or a glob: row ids then carry each
+    file's path relative to ``root``, so they stay stable when files are added.
+    """
+
+    path: str
+    root: Path
+    files: tuple[Path, ...]
+    multi: bool
+
+    def relative(self, file: Path) -> str:
+        return file.relative_to(self.root).as_posix() if self.multi else file.name
+
+    def prefix(self, file: Path) -> str | None:
+        """The relative path used in row ids, or None for a single-file source."""
+        return self.relative(file) if self.multi else None
+
+
+def has_glob(path: str) -> bool:
+    return any(char in path for char in _GLOB_CHARS)
+
+
+def resolve_files(path: str | None, kind: str, extensions: Sequence[str], pattern: str | None = None) -> FileSet:
+    """The files a ``kind`` source reads, sorted by relative path.
+
+    A folder is searched recursively for ``extensions`` (or ``pattern``, a glob relative
+    to the folder); names starting with ``.`` or ``_`` (``_SUCCESS``, ``.DS_Store``) are
+    skipped. Raises SourceError for a missing path, an unreadable file, or no match.
+    """
+    if not path:
+        raise SourceError(f"a {kind} source needs a path (a file, a folder or a glob pattern)")
+    if has_glob(path):
+        root = _glob_root(path)
+        files = sorted((Path(p) for p in glob.glob(path, recursive=True) if Path(p).is_file()), key=_sort_key(root))
+        if not files:
+            raise SourceError(f"no files match {path!r}; check the pattern and the folder {str(root)!r}")
+        return FileSet(path=path, root=root, files=tuple(files), multi=True)
+    target = Path(path).expanduser()
+    if target.is_dir():
+        files = _list_folder(target, extensions, pattern)
+        if not files:
+            wanted = pattern or " or ".join(f"*{ext}" for ext in extensions)
+            raise SourceError(f"folder {path!r} has no {wanted} files; point the {kind} source at a folder that does")
+        return FileSet(path=path, root=target, files=tuple(files), multi=True)
+    if not target.exists():
+        raise SourceError(_missing_message(target, kind))
+    check_readable(target)
+    return FileSet(path=path, root=target.parent, files=(target,), multi=False)
+
+
+def check_readable(file: Path) -> None:
+    """Open ``file`` once so permission problems surface with a clear message."""
+    try:
+        with file.open("rb"):
+            pass
+    except PermissionError as error:
+        raise SourceError(f"cannot read {str(file)!r}: permission denied; check the file's permissions") from error
+    except IsADirectoryError as error:
+        raise SourceError(f"{str(file)!r} is a folder, not a file") from error
+    except OSError as error:
+        raise SourceError(f"cannot read {str(file)!r}: {error.strerror or error}") from error
+
+
+def read_bytes(file: Path) -> bytes:
+    """The whole file, with OS errors turned into SourceError."""
+    try:
+        return file.read_bytes()
+    except PermissionError as error:
+        raise SourceError(f"cannot read {str(file)!r}: permission denied; check the file's permissions") from error
+    except OSError as error:
+        raise SourceError(f"cannot read {str(file)!r}: {error.strerror or error}") from error
+
+
+def _list_folder(folder: Path, extensions: Sequence[str], pattern: str | None) -> list[Path]:
+    candidates = folder.glob(pattern) if pattern else folder.rglob("*")
+    lowered = tuple(ext.lower() for ext in extensions)
+    found = []
+    for candidate in candidates:
+        relative = candidate.relative_to(folder)
+        if any(part.startswith((".", "_")) for part in relative.parts):
+            continue
+        if not candidate.is_file():
+            continue
+        if pattern is None and lowered and not candidate.name.lower().endswith(lowered):
+            continue
+        found.append(candidate)
+    return sorted(found, key=_sort_key(folder))
+
+
+def _sort_key(root: Path) -> Callable[[Path], str]:
+    def key(file: Path) -> str:
+        return file.relative_to(root).as_posix()
+
+    return key
+
+
+def _glob_root(pattern: str) -> Path:
+    """The deepest folder of ``pattern`` before its first glob character."""
+    parts = Path(pattern).parts
+    fixed: list[str] = []
+    for part in parts:
+        if has_glob(part):
+            break
+        fixed.append(part)
+    return Path(*fixed) if fixed else Path(".")
+
+
+def _missing_message(target: Path, kind: str) -> str:
+    message = f"{kind} source {str(target)!r} does not exist"
+    parent = target.parent if str(target.parent) else Path(".")
+    if parent.is_dir():
+        hint = suggest(target.name, os.listdir(parent))
+        if hint:
+            return f"{message}; did you mean {str(parent / hint)!r}?"
+    return f"{message}; check the path"
