@@ -1,1 +1,40 @@
-"""semray: analytical queries with relational and semantic operators on Ray."""
+"""semray: analytical queries with relational and semantic operators on Ray.
+
+>>> import semray
+>>> semray.read_csv("reviews.csv").filter("rating >= 4").collect()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+import os as _os
+from typing import Any
+
+# Ray 2.60 binds every interface unless this is set before ray is first imported; the
+# embedded cluster must listen on 127.0.0.1 only (checked by tests/test_cluster.py).
+_os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+_os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+_EXPORTS = {
+    "Query": "semray.api",
+    "from_arrow": "semray.api",
+    "from_pandas": "semray.api",
+    "load_plan": "semray.api",
+    "read_csv": "semray.api",
+    "read_json": "semray.api",
+    "read_parquet": "semray.api",
+    "read_sql": "semray.api",
+    "read_text": "semray.api",
+    "SemrayError": "semray.errors",
+    "Settings": "semray.settings",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: importing semray.operators must not pull in the readers, pandas or Ray.
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'semray' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -28,6 +28,7 @@ from semray.operators.semantic import (
     SemMap,
     SemSearch,
     SemTopK,
+    parse_fields,
 )
 from semray.operators.serialize import PLAN_VERSION, plan_from_json, plan_json_schema, plan_to_json
 
@@ -36,5 +37,5 @@ __all__ = [
     "ExtractField", "Filter", "Join", "Limit", "NamedExpr", "Node", "PlanNode", "Project", "Scan", "Schema",
     "SemAgg", "SemClassify", "SemExtract", "SemFilter", "SemJoin", "SemMap", "SemSearch", "SemTopK", "Sort",
     "SortKey", "SourceSpec", "Union", "plan_from_json", "plan_json_schema", "plan_to_json", "render_tree",
-    "transform", "walk",
+    "parse_fields", "transform", "walk",
 ]

@@ -6,9 +6,30 @@ import functools
 from collections.abc import Callable
 from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from semray.errors import PlanError
 from semray.operators.schema import Schema
+
+
+class NodeArgumentError(PlanError, ValueError):
+    """A node's arguments are malformed. A ValueError too, so that pydantic reports
+    where in a nested JSON plan it happened; ``path`` leads to the bad field."""
+
+    def __init__(self, node: str, path: tuple[str, ...], detail: str) -> None:
+        super().__init__(f"{node}: invalid {'.'.join(path) or 'arguments'}: {detail}")
+        self.path = path
+        self.detail = detail
+
+
+def locate(error: ValidationError) -> tuple[tuple[str, ...], str]:
+    """The full path and message of a validation error's first problem, through nested nodes."""
+    first = error.errors()[0]
+    path = tuple(str(part) for part in first["loc"])
+    inner = first.get("ctx", {}).get("error")
+    if isinstance(inner, NodeArgumentError):
+        return path + inner.path, inner.detail
+    return path, first["msg"]
 
 
 class Node(BaseModel):
@@ -26,6 +47,12 @@ class Node(BaseModel):
     row_preserving: ClassVar[bool] = False
     """Each input row yields exactly one output row with the same row id."""
     deterministic: ClassVar[bool] = True
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            raise NodeArgumentError(type(self).__name__, *locate(error)) from None
 
     def model_post_init(self, context: Any, /) -> None:
         # Invariants are checked at construction: deriving the schema validates columns.

@@ -209,3 +209,21 @@ class SemJoin(Node):
 
     def label(self) -> str:
         return f"SemJoin[{self.implementation}] {self.instruction!r}"
+
+
+def parse_fields(spec: str) -> tuple[ExtractField, ...]:
+    """Parse ``"sender: text, amount: float"`` into extraction fields (type defaults to text).
+
+    >>> [f.type for f in parse_fields("sender, amount: float")]
+    ['text', 'float']
+    """
+    fields = []
+    for part in spec.split(","):
+        name, _, kind = (piece.strip() for piece in part.partition(":"))
+        if not name:
+            raise PlanError(f"SemExtract: empty field in {spec!r}; write 'name: type, ...'")
+        kind = kind or "text"
+        if kind not in SQL_TYPES:
+            raise PlanError(f"SemExtract: field {name!r} has type {kind!r}; use one of {', '.join(SQL_TYPES)}")
+        fields.append(ExtractField(name=name, type=kind))  # type: ignore[arg-type]
+    return tuple(fields)

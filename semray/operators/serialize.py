@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from semray.errors import PlanFormatError
-from semray.operators.base import Node
+from semray.operators.base import Node, locate
 from semray.operators.plan import PlanNode
 
 PLAN_VERSION = 1
@@ -53,9 +53,8 @@ def plan_from_dict(raw: Any) -> Node:
     try:
         document = _DOCUMENT.validate_python(raw)
     except ValidationError as error:
-        first = error.errors()[0]
-        path = ".".join(str(part) for part in first["loc"])
-        raise PlanFormatError(f"invalid plan at {path}: {first['msg']} ({error.error_count()} error(s) in all)") from None
+        path, message = locate(error)
+        raise PlanFormatError(f"invalid plan at {'.'.join(path)}: {message}") from None
     return document.plan
 
 

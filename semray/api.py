@@ -1,0 +1,267 @@
+"""The public Query builder: read sources, chain operators, explain, collect.
+
+>>> import semray
+>>> q = semray.read_csv("reviews.csv").filter("rating >= 4").select("product", "rating")  # doctest: +SKIP
+>>> q.collect()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from semray.errors import PlanError, SourceError
+from semray.operators import (
+    Aggregate,
+    Distinct,
+    Filter,
+    Join,
+    Limit,
+    NamedExpr,
+    Node,
+    Project,
+    Scan,
+    Schema,
+    SemAgg,
+    SemClassify,
+    SemExtract,
+    SemFilter,
+    SemJoin,
+    SemMap,
+    SemSearch,
+    SemTopK,
+    Sort,
+    SortKey,
+    SourceSpec,
+    Union,
+    parse_fields,
+    plan_from_json,
+    plan_to_json,
+    render_tree,
+)
+from semray.operators.semantic import ExtractField, Tier, ValueType
+from semray.settings import Settings
+from semray.sources import open_source, register_table
+
+OptionValue = str | int | float | bool | None
+
+
+class Query:
+    """An immutable logical plan plus the settings to run it with."""
+
+    def __init__(self, plan: Node, settings: Settings | None = None) -> None:
+        self._plan = plan
+        self._settings = settings
+
+    @property
+    def plan(self) -> Node:
+        return self._plan
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings or Settings()
+
+    @property
+    def schema(self) -> Schema:
+        return self._plan.output_schema
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(column.name for column in self.schema.user_columns())
+
+    def _then(self, plan: Node) -> Query:
+        return Query(plan, self._settings)
+
+    def with_settings(self, settings: Settings) -> Query:
+        return Query(self._plan, settings)
+
+    # relational ---------------------------------------------------------------------
+    def filter(self, predicate: str) -> Query:
+        """Keep rows where a SQL predicate holds: ``q.filter("rating >= 4")``."""
+        return self._then(Filter(input=self._plan, predicate=predicate))
+
+    def select(self, *columns: str, **exprs: str) -> Query:
+        """Keep columns and compute new ones: ``q.select("product", stars="rating * 1.0")``."""
+        items = [NamedExpr(name=name, expr=_quote_if_needed(name)) for name in columns]
+        items += [NamedExpr(name=name, expr=expr) for name, expr in exprs.items()]
+        return self._then(Project(input=self._plan, exprs=tuple(items)))
+
+    def join(self, other: Query, on: str, how: Literal["inner", "left", "semi", "anti"] = "inner") -> Query:
+        """Join on a condition over ``l.`` and ``r.`` columns: ``a.join(b, "l.id = r.product_id")``."""
+        return self._then(Join(left=self._plan, right=other.plan, kind=how, on=on))
+
+    def aggregate(self, by: Sequence[str] | str = (), **aggs: str) -> Query:
+        """Group and aggregate: ``q.aggregate(by="product", n="count(*)", avg="avg(rating)")``."""
+        keys = (by,) if isinstance(by, str) else tuple(by)
+        items = tuple(NamedExpr(name=name, expr=expr) for name, expr in aggs.items())
+        return self._then(Aggregate(input=self._plan, keys=keys, aggs=items))
+
+    def sort(self, *columns: str, descending: bool | Sequence[bool] = False, nulls_first: bool | None = None) -> Query:
+        """Order rows: ``q.sort("rating", "product", descending=[True, False])``."""
+        flags = [descending] * len(columns) if isinstance(descending, bool) else list(descending)
+        if len(flags) != len(columns):
+            raise PlanError(f"sort: {len(columns)} columns but {len(flags)} descending flags")
+        keys = tuple(SortKey(column=c, descending=d, nulls_first=nulls_first) for c, d in zip(columns, flags, strict=True))
+        return self._then(Sort(input=self._plan, keys=keys))
+
+    def limit(self, count: int, offset: int = 0) -> Query:
+        return self._then(Limit(input=self._plan, count=count, offset=offset))
+
+    def distinct(self) -> Query:
+        return self._then(Distinct(input=self._plan))
+
+    def union(self, *others: Query, distinct: bool = False) -> Query:
+        plan: Node = Union(inputs=(self._plan, *(other.plan for other in others)))
+        return self._then(Distinct(input=plan) if distinct else plan)
+
+    # semantic -----------------------------------------------------------------------
+    def sem_filter(self, instruction: str, tier: Tier = "auto") -> Query:
+        """Keep rows for which an instruction holds: ``q.sem_filter("{review} complains about delivery")``."""
+        return self._then(SemFilter(input=self._plan, instruction=instruction, tier=tier))
+
+    def sem_map(
+        self,
+        instruction: str,
+        output: str,
+        output_type: ValueType = "text",
+        lo: float | None = None,
+        hi: float | None = None,
+        tier: Tier = "auto",
+    ) -> Query:
+        node = SemMap(input=self._plan, instruction=instruction, output=output, output_type=output_type, lo=lo, hi=hi, tier=tier)
+        return self._then(node)
+
+    def sem_score(self, instruction: str, output: str, lo: int = 1, hi: int = 5, tier: Tier = "auto") -> Query:
+        return self.sem_map(instruction, output, output_type="int", lo=lo, hi=hi, tier=tier)
+
+    def sem_extract(self, instruction: str, fields: str | Sequence[ExtractField], tier: Tier = "auto") -> Query:
+        """Extract typed fields: ``q.sem_extract("{email}", "sender: text, subject: text")``."""
+        parsed = parse_fields(fields) if isinstance(fields, str) else tuple(fields)
+        return self._then(SemExtract(input=self._plan, instruction=instruction, fields=parsed, tier=tier))
+
+    def sem_classify(self, instruction: str, labels: Sequence[str] | str, output: str = "label", tier: Tier = "auto") -> Query:
+        choices = tuple(label.strip() for label in labels.split("|")) if isinstance(labels, str) else tuple(labels)
+        return self._then(SemClassify(input=self._plan, instruction=instruction, labels=choices, output=output, tier=tier))
+
+    def sem_join(
+        self,
+        other: Query,
+        instruction: str,
+        implementation: Literal["auto", "nested", "blocked", "factorized"] = "auto",
+        tier: Tier = "auto",
+    ) -> Query:
+        node = SemJoin(left=self._plan, right=other.plan, instruction=instruction, implementation=implementation, tier=tier)
+        return self._then(node)
+
+    def sem_topk(self, instruction: str, k: int, output: str = "rank", tier: Tier = "auto") -> Query:
+        return self._then(SemTopK(input=self._plan, instruction=instruction, k=k, output=output, tier=tier))
+
+    def sem_agg(self, instruction: str, by: Sequence[str] | str = (), output: str = "answer", tier: Tier = "auto") -> Query:
+        keys = (by,) if isinstance(by, str) else tuple(by)
+        return self._then(SemAgg(input=self._plan, instruction=instruction, keys=keys, output=output, tier=tier))
+
+    def sem_search(self, column: str, query: str, k: int, mode: Literal["vector", "fts", "hybrid"] = "vector") -> Query:
+        return self._then(SemSearch(input=self._plan, column=column, query=query, k=k, mode=mode))
+
+    # inspection and output ----------------------------------------------------------
+    def explain(self) -> str:
+        """The logical plan and, where it lowers, the physical pipeline."""
+        from semray.pipeline.run import explain_physical
+
+        return "Logical plan\n" + render_tree(self._plan) + "\n\n" + explain_physical(self._plan, self.settings)
+
+    def to_json(self) -> str:
+        return plan_to_json(self._plan)
+
+    def collect(self) -> pa.Table:
+        """Run the plan and return all rows (with ``_rowid`` first) as an Arrow table."""
+        from semray.pipeline.run import collect
+
+        return collect(self._plan, self.settings)
+
+    def to_pandas(self) -> Any:
+        return self.collect().to_pandas()
+
+    def iter_batches(self, batch_rows: int | None = None) -> Iterator[pa.Table]:
+        """Stream results as Arrow tables without holding them all in memory."""
+        from semray.pipeline.run import iter_batches
+
+        return iter_batches(self._plan, self.settings, batch_rows)
+
+    def write_parquet(self, path: str | Path) -> int:
+        """Write results to one Parquet file, published atomically; returns the row count."""
+        from semray.pipeline.run import write_parquet
+
+        return write_parquet(self._plan, self.settings, Path(path))
+
+    def __repr__(self) -> str:
+        return f"Query(\n{render_tree(self._plan)}\n)"
+
+
+def _quote_if_needed(name: str) -> str:
+    return name if name.isidentifier() and name.islower() else '"' + name.replace('"', '""') + '"'
+
+
+def _scan(kind: str, path: str | None, options: Mapping[str, OptionValue], settings: Settings | None) -> Query:
+    clean = {key: value for key, value in options.items() if value is not None}
+    if path is not None and kind != "memory":
+        path = str(Path(path).expanduser().resolve())
+    source = open_source(kind, path, clean)
+    spec = SourceSpec(kind=kind, path=path, options=clean)  # type: ignore[arg-type]
+    schema = Schema.from_arrow(source.schema())
+    if not schema.columns:
+        raise SourceError(f"{spec.describe()} has no columns")
+    return Query(Scan(source=spec, source_schema=schema), settings)
+
+
+def read_csv(path: str | Path, settings: Settings | None = None, **options: OptionValue) -> Query:
+    return _scan("csv", str(path), options, settings)
+
+
+def read_json(path: str | Path, settings: Settings | None = None, **options: OptionValue) -> Query:
+    return _scan("json", str(path), options, settings)
+
+
+def read_parquet(path: str | Path, settings: Settings | None = None, **options: OptionValue) -> Query:
+    return _scan("parquet", str(path), options, settings)
+
+
+def read_text(path: str | Path, settings: Settings | None = None, **options: OptionValue) -> Query:
+    """One row per file of a folder, with columns ``path`` and ``text``."""
+    return _scan("text", str(path), options, settings)
+
+
+def read_sql(
+    path: str | Path, table: str | None = None, query: str | None = None, settings: Settings | None = None
+) -> Query:
+    """A table (or query) of a SQLite or DuckDB database file, by its extension."""
+    suffix = Path(path).suffix.lower()
+    kind = "duckdb" if suffix in (".duckdb", ".ddb") else "sqlite"
+    return _scan(kind, str(path), {"table": table, "query": query}, settings)
+
+
+def from_arrow(table: pa.Table, name: str | None = None, settings: Settings | None = None) -> Query:
+    """A query over an in-memory Arrow table (not savable as a JSON plan)."""
+    ref = register_table(table, name)
+    return _scan("memory", None, {"ref": ref, "name": name or "arrow table"}, settings)
+
+
+def from_pandas(frame: Any, name: str | None = None, settings: Settings | None = None) -> Query:
+    return from_arrow(pa.Table.from_pandas(frame, preserve_index=False), name or "pandas frame", settings)
+
+
+def load_plan(path: str | Path, settings: Settings | None = None) -> Query:
+    """A query from a JSON plan file (``semray run plan.json``)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SourceError(f"plan file {str(file)!r} not found") from None
+    except OSError as error:
+        raise SourceError(f"cannot read plan file {str(file)!r}: {error.strerror}") from None
+    return Query(plan_from_json(text), settings)
+
+

@@ -1,0 +1,123 @@
+"""The ``semray`` command: demo, run, explain, schema, sql, sim."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+
+from semray.errors import SemrayError
+from semray.log import configure_logging, get_logger
+from semray.settings import Settings
+
+log = get_logger("semray.cli")
+FORMATS = ("table", "csv", "json", "parquet")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level, args.log_format)
+    settings = Settings(
+        **{k: v for k, v in {"state_dir": args.state_dir, "ray_address": args.ray_address}.items() if v is not None}
+    )
+    command: Callable[[argparse.Namespace, Settings], int] = args.command
+    try:
+        return command(args, settings)
+    except SemrayError as error:
+        sys.stderr.write(f"error: {error}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="semray", description="Relational + semantic queries over corpora on Ray.")
+    parser.add_argument("--state-dir", type=Path, help="runs, caches and Ray temp files (default .semray)")
+    parser.add_argument("--ray-address", help="an existing Ray cluster (default: start a local one on 127.0.0.1)")
+    parser.add_argument("--log-format", default="auto", choices=("auto", "console", "json"))
+    parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser("demo", help="generate the demo corpus and run example queries on it")
+    demo.add_argument("--rows", type=int, default=400, help="reviews to generate (default 400)")
+    _add_output(demo)
+    demo.set_defaults(command=run_demo)
+
+    run = commands.add_parser("run", help="run a JSON plan file")
+    run.add_argument("plan", type=Path)
+    _add_output(run)
+    run.set_defaults(command=run_plan)
+
+    explain = commands.add_parser("explain", help="show the logical and physical plan of a JSON plan file")
+    explain.add_argument("plan", type=Path)
+    explain.set_defaults(command=explain_plan)
+
+    schema = commands.add_parser("schema", help="print the JSON Schema of plan files")
+    schema.set_defaults(command=print_schema)
+    return parser
+
+
+def _add_output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
+    parser.add_argument("--output", "-o", type=Path, help="write to this file instead of standard output")
+    parser.add_argument("--row-ids", action="store_true", help="include the _rowid column")
+
+
+def run_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.demo.queries import DEMO_QUERIES, demo_sources
+
+    reviews, products = demo_sources(settings, args.rows)
+    for position, demo in enumerate(DEMO_QUERIES, start=1):
+        query = demo.build(reviews, products)
+        _say(f"\n[{position}/{len(DEMO_QUERIES)}] {demo.title}\n")
+        emit(query.collect(), args)
+    return 0
+
+
+def run_plan(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.api import load_plan
+
+    query = load_plan(args.plan, settings)
+    if args.format == "parquet" and args.output:
+        rows = query.write_parquet(args.output)
+        _say(f"wrote {rows} rows to {args.output}\n")
+        return 0
+    emit(query.collect(), args)
+    return 0
+
+
+def explain_plan(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.api import load_plan
+
+    sys.stdout.write(load_plan(args.plan, settings).explain() + "\n")
+    return 0
+
+
+def print_schema(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.operators import plan_json_schema
+
+    sys.stdout.write(json.dumps(plan_json_schema(), indent=2) + "\n")
+    return 0
+
+
+def emit(table: pa.Table, args: argparse.Namespace) -> None:
+    """Write a result in the chosen format, atomically when it goes to a file."""
+    from semray.output import render
+
+    if not args.row_ids and "_rowid" in table.column_names:
+        table = table.drop_columns(["_rowid"])
+    render(table, args.format, args.output)
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(text)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,84 @@
+"""Connect to Ray: an embedded local cluster on 127.0.0.1 by default, or a given address."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import ray
+
+from semray.errors import ClusterError
+from semray.log import get_logger
+from semray.settings import Settings
+
+log = get_logger(__name__)
+
+SOCKET_PATH_LIMIT = 107
+"""Unix socket paths longer than this fail; Ray's temp dir must stay short."""
+
+
+def connect(settings: Settings) -> None:
+    """Start (or join) Ray once per process; later calls are no-ops.
+
+    The embedded cluster binds loopback only, keeps its temp dir under the state folder
+    (or a short /tmp link to it when the path is too long for Unix sockets) and is sized
+    to ``settings.num_cpus``.
+    """
+    if ray.is_initialized():
+        return
+    if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0":
+        log.warning("ray_may_bind_all_interfaces", hint="import semray before ray, or set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0")
+    if settings.ray_address:
+        log.info("ray_connect", address=settings.ray_address)
+        try:
+            ray.init(address=settings.ray_address, log_to_driver=True)
+        except (ConnectionError, RuntimeError) as error:
+            raise ClusterError(f"cannot reach the Ray cluster at {settings.ray_address}: {error}") from None
+        return
+    temp_dir = ray_temp_dir(settings)
+    log.info("ray_start_local", num_cpus=settings.num_cpus, temp_dir=str(temp_dir))
+    try:
+        ray.init(
+            num_cpus=settings.num_cpus,
+            include_dashboard=False,
+            _temp_dir=str(temp_dir),
+            object_store_memory=settings.object_store_bytes,
+            log_to_driver=True,
+            configure_logging=False,
+        )
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        raise ClusterError(f"cannot start a local Ray cluster: {error}") from None
+    _configure_data_context()
+
+
+def ray_temp_dir(settings: Settings) -> Path:
+    """A Ray temp dir under the state folder, short enough for Unix socket paths."""
+    wanted = settings.state_path / "ray"
+    wanted.mkdir(parents=True, exist_ok=True)
+    # Ray appends about 60 characters (session_<date>_<pid>/sockets/plasma_store).
+    if len(str(wanted)) <= SOCKET_PATH_LIMIT - 70:
+        return wanted
+    digest = hashlib.sha1(str(wanted).encode()).hexdigest()[:10]
+    link = Path(tempfile.gettempdir()) / f"semray-{digest}"
+    if link.is_symlink() and link.resolve() != wanted.resolve():
+        link.unlink()
+    if not link.exists():
+        link.symlink_to(wanted, target_is_directory=True)
+    return link
+
+
+def _configure_data_context() -> None:
+    from ray.data import DataContext  # the one import of ray.data outside pipeline/, for global options
+
+    context = DataContext.get_current()
+    # Deterministic output order makes runs reproducible and ORDER BY ... LIMIT exact.
+    context.execution_options.preserve_order = True
+    context.enable_progress_bars = False
+    context.print_on_execution_start = False
+
+
+def shutdown() -> None:
+    if ray.is_initialized():
+        ray.shutdown()

@@ -1,0 +1,72 @@
+"""Result rendering for the CLI: a terminal table, CSV, JSON lines or Parquet."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.table import Table
+
+from semray.errors import SemrayError
+
+MAX_TABLE_ROWS = 50
+
+
+def render(table: pa.Table, fmt: str, path: Path | None = None) -> None:
+    """Write ``table`` as ``fmt`` to ``path`` (atomically) or to standard output."""
+    if fmt == "parquet":
+        if path is None:
+            raise SemrayError("--format parquet needs --output FILE")
+        _atomic_write(path, lambda handle: pq.write_table(table, handle))
+        return
+    text = {"table": _as_table, "csv": _as_csv, "json": _as_json}[fmt](table)
+    if path is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        _atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def _as_table(table: pa.Table) -> str:
+    view = Table(show_lines=False)
+    for name in table.column_names:
+        view.add_column(name, overflow="fold")
+    for row in table.slice(0, MAX_TABLE_ROWS).to_pylist():
+        view.add_row(*("∅" if value is None else str(value) for value in row.values()))
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=160, force_terminal=False)
+    console.print(view)
+    more = table.num_rows - MAX_TABLE_ROWS
+    suffix = f"... {more} more rows (use --format csv or json for all)\n" if more > 0 else ""
+    return buffer.getvalue() + suffix + f"({table.num_rows} rows)\n"
+
+
+def _as_csv(table: pa.Table) -> str:
+    buffer = io.BytesIO()
+    pacsv.write_csv(table, buffer)
+    return buffer.getvalue().decode("utf-8")
+
+
+def _as_json(table: pa.Table) -> str:
+    return "".join(json.dumps(row, default=str, ensure_ascii=False) + "\n" for row in table.to_pylist())
+
+
+def _atomic_write(path: Path, write: object) -> None:
+    path = path.expanduser().resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        with open(temporary, "wb") as handle:
+            write(handle)  # type: ignore[operator]
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)

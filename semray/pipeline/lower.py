@@ -1,0 +1,192 @@
+"""Lowering: logical operators -> physical stages, one small function per operator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlglot
+from sqlglot import exp
+
+from semray.errors import LoweringError
+from semray.operators.base import Node
+from semray.operators.expressions import DIALECT
+from semray.operators.relational import Aggregate, Distinct, Filter, Join, Limit, Project, Scan, Sort, Union
+from semray.operators.schema import ROW_ID, quote
+from semray.pipeline.spec import (
+    BatchSqlStage,
+    JoinStage,
+    LimitStage,
+    PartitionedSqlStage,
+    ReadStage,
+    SortStage,
+    Stage,
+    UnionStage,
+)
+from semray.settings import Settings
+
+RIGHT_ROW_ID = "_rowid_r"
+PARTITION = "_part"
+
+
+def lower(node: Node, settings: Settings) -> Stage:
+    """The physical plan of a logical plan; raises LoweringError for unsupported operators."""
+    handler = LOWERINGS.get(type(node))
+    if handler is None:
+        raise LoweringError(
+            f"{type(node).__name__} has no physical implementation yet; "
+            "semantic operators run once their execution lands (see docs/architecture.md)"
+        )
+    return handler(node, settings)
+
+
+def lower_scan(node: Node, settings: Settings) -> Stage:
+    assert isinstance(node, Scan)
+    return ReadStage(source=node.source, columns=node.columns, batch_rows=settings.batch_size)
+
+
+def lower_filter(node: Node, settings: Settings) -> Stage:
+    assert isinstance(node, Filter)
+    return BatchSqlStage(
+        sql=f"SELECT * FROM batch WHERE ({node.predicate})",
+        reason="filter",
+        inputs=(lower(node.input, settings),),
+    )
+
+
+def lower_project(node: Node, settings: Settings) -> Stage:
+    assert isinstance(node, Project)
+    items = ", ".join(f"({item.expr}) AS {quote(item.name)}" for item in node.exprs)
+    return BatchSqlStage(sql=f"SELECT {ROW_ID}, {items} FROM batch", reason="project", inputs=(lower(node.input, settings),))
+
+
+def lower_join(node: Node, settings: Settings) -> Stage:
+    assert isinstance(node, Join)
+    renames = node.right_names
+    right_items = ", ".join(f"{quote(old)} AS {quote(new)}" for old, new in renames.items())
+    renamed_right = BatchSqlStage(
+        sql=f"SELECT {ROW_ID} AS {RIGHT_ROW_ID}" + (f", {right_items}" if right_items else "") + " FROM batch",
+        reason="join: rename right side",
+        inputs=(lower(node.right, settings),),
+    )
+    keys, residual = node.keys
+    kinds = {"inner": "inner", "left": "left_outer", "semi": "left_semi", "anti": "left_anti"}
+    join = JoinStage(
+        kind=kinds[node.kind],  # type: ignore[arg-type]
+        left_keys=tuple(left for left, _ in keys),
+        right_keys=tuple(renames[right] for _, right in keys),
+        num_partitions=max(2, settings.num_cpus),
+        inputs=(lower(node.left, settings), renamed_right),
+    )
+    left_columns = [quote(name) for name in node.left.output_schema.names if name != ROW_ID]
+    if node.kind in ("semi", "anti"):
+        return BatchSqlStage(sql=f"SELECT {ROW_ID}, {', '.join(left_columns)} FROM batch", reason="join: order columns", inputs=(join,))
+    row_id = f"{ROW_ID} || '*' || coalesce({RIGHT_ROW_ID}, '') AS {ROW_ID}"
+    columns = ", ".join([row_id, *left_columns, *(quote(new) for new in renames.values())])
+    where = f" WHERE ({_resolve_join_columns(residual, node)})" if residual else ""
+    return BatchSqlStage(sql=f"SELECT {columns} FROM batch{where}", reason="join: row ids, residual", inputs=(join,))
+
+
+def _resolve_join_columns(predicate: str, node: Join) -> str:
+    """Rewrite ``l.x`` / ``r.y`` references to the joined batch's column names."""
+    renames = node.right_names
+    left_names = set(node.left.output_schema.names)
+
+    def rename(part: exp.Expression) -> exp.Expression:
+        if not isinstance(part, exp.Column):
+            return part
+        name = part.name
+        if part.table == "r" or (not part.table and name not in left_names):
+            name = renames[name]
+        return exp.column(name, quoted=True)
+
+    return sqlglot.parse_one(predicate, read=DIALECT).transform(rename).sql(dialect=DIALECT)
+
+
+def lower_aggregate(node: Node, settings: Settings) -> Stage:
+    assert isinstance(node, Aggregate)
+    keys = [quote(key) for key in node.keys]
+    needed = sorted(node.columns_read())
+    aggs = ", ".join(f"({item.expr}) AS {quote(item.name)}" for item in node.aggs)
+    if keys:
+        parts = ", ".join(f"coalesce(CAST({key} AS VARCHAR), '\\N')" for key in keys)
+        row_id = f"'g:' || md5(concat_ws(chr(31), {parts}))"
+        select = ", ".join([f"{row_id} AS {ROW_ID}", *keys] + ([aggs] if aggs else []))
+        sql = f"SELECT {select} FROM batch GROUP BY {', '.join(keys)}"
+    else:
+        sql = f"SELECT 'all' AS {ROW_ID}, {aggs} FROM batch"
+    return _partitioned(node, settings, tuple(node.keys), tuple(needed), sql, "aggregate")
+
+
+def lower_distinct(node: Node, settings: Settings) -> Stage:
+    assert isinstance(node, Distinct)
+    columns = [name for name in node.input.output_schema.names if name != ROW_ID]
+    quoted = ", ".join(quote(name) for name in columns)
+    sql = f"SELECT min({ROW_ID}) AS {ROW_ID}, {quoted} FROM batch GROUP BY {quoted}"
+    return _partitioned(node, settings, tuple(columns), (ROW_ID, *columns), sql, "distinct")
+
+
+def _partitioned(node: Aggregate | Distinct, settings: Settings, keys: tuple[str, ...], needed: tuple[str, ...], sql: str, reason: str) -> Stage:
+    count = max(2, settings.num_cpus) if keys else 1
+    partition = f"hash({', '.join(quote(k) for k in keys)}) % {count}" if keys else "0"
+    columns = ", ".join(quote(name) for name in needed) or "1 AS _unused"
+    prepare = BatchSqlStage(
+        sql=f"SELECT {columns}, CAST({partition} AS BIGINT) AS {PARTITION} FROM batch",
+        reason=f"{reason}: columns and partition",
+        inputs=(lower(node.input, settings),),
+    )
+    schema = node.input.output_schema
+    typed = tuple((name, schema.type_of(name)) for name in needed)
+    return PartitionedSqlStage(
+        partition_by=keys, num_partitions=count, sql=sql, input_columns=typed, reason=reason, inputs=(prepare,)
+    )
+
+
+def lower_sort(node: Node, settings: Settings) -> Stage:
+    assert isinstance(node, Sort)
+    names = node.input.output_schema.names
+    flags = []
+    columns: list[str] = []
+    descending: list[bool] = []
+    for position, key in enumerate(node.keys):
+        # DuckDB's default is NULLS LAST in both directions; an indicator column sorted
+        # ascending before each key places nulls exactly, whatever Ray does with them.
+        nulls_first = bool(key.nulls_first)
+        flags.append(f"({quote(key.column)} IS {'NOT ' if nulls_first else ''}NULL) AS _null{position}")
+        columns += [f"_null{position}", key.column]
+        descending += [False, key.descending]
+    prepare = BatchSqlStage(sql=f"SELECT *, {', '.join(flags)} FROM batch", reason="sort: null order", inputs=(lower(node.input, settings),))
+    sort = SortStage(columns=tuple(columns), descending=tuple(descending), inputs=(prepare,))
+    keep = ", ".join(quote(name) for name in names)
+    return BatchSqlStage(sql=f"SELECT {keep} FROM batch", reason="sort: drop helpers", inputs=(sort,))
+
+
+def lower_limit(node: Node, settings: Settings) -> Stage:
+    assert isinstance(node, Limit)
+    return LimitStage(count=node.count, offset=node.offset, inputs=(lower(node.input, settings),))
+
+
+def lower_union(node: Node, settings: Settings) -> Stage:
+    assert isinstance(node, Union)
+    columns = ", ".join(quote(name) for name in node.output_schema.names if name != ROW_ID)
+    branches = tuple(
+        BatchSqlStage(
+            sql=f"SELECT 'u{position}:' || {ROW_ID} AS {ROW_ID}" + (f", {columns}" if columns else "") + " FROM batch",
+            reason="union: branch row ids",
+            inputs=(lower(child, settings),),
+        )
+        for position, child in enumerate(node.inputs)
+    )
+    return UnionStage(inputs=branches)
+
+
+LOWERINGS: dict[type[Node], Callable[[Node, Settings], Stage]] = {
+    Scan: lower_scan,
+    Filter: lower_filter,
+    Project: lower_project,
+    Join: lower_join,
+    Aggregate: lower_aggregate,
+    Distinct: lower_distinct,
+    Sort: lower_sort,
+    Limit: lower_limit,
+    Union: lower_union,
+}

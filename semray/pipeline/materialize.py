@@ -1,0 +1,173 @@
+"""Physical stages -> a Ray Data pipeline. The only module that imports ray.data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import ray
+import ray.data as rd
+from ray.data.block import BlockMetadata
+from ray.data.datasource import Datasource, ReadTask
+
+from semray.errors import LoweringError, SourceError
+from semray.pipeline.batch_sql import empty_table, run_sql
+from semray.pipeline.lower import PARTITION
+from semray.pipeline.spec import (
+    BatchSqlStage,
+    JoinStage,
+    LimitStage,
+    PartitionedSqlStage,
+    ReadStage,
+    SortStage,
+    Stage,
+    UnionStage,
+)
+from semray.sources import open_source
+
+
+def materialize(stage: Stage) -> rd.Dataset:
+    """Build (lazily) the Ray Data pipeline for a physical plan."""
+    builder = BUILDERS.get(type(stage))
+    if builder is None:
+        raise LoweringError(f"no Ray Data builder for stage {type(stage).__name__}")
+    return builder(stage)
+
+
+class SourceDatasource(Datasource):  # type: ignore[misc]
+    """Ray Data datasource over a semray source's read tasks (stable row ids included)."""
+
+    def __init__(self, stage: ReadStage) -> None:
+        self._stage = stage
+        source = stage.source
+        self._source = open_source(source.kind, source.path, source.options)
+
+    def estimate_inmemory_data_size(self) -> int | None:
+        return None
+
+    def get_name(self) -> str:
+        return f"Read[{self._stage.source.kind}]"
+
+    def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None) -> list[ReadTask]:
+        del parallelism, data_context
+        tasks = self._source.read_tasks(self._stage.columns, self._stage.batch_rows)
+        return [
+            ReadTask(
+                read_fn=_iterate(task),
+                metadata=BlockMetadata(num_rows=task.estimated_rows, size_bytes=None, exec_stats=None, input_files=None),
+                per_task_row_limit=per_task_row_limit,
+            )
+            for task in tasks
+        ]
+
+
+def _iterate(task: Callable[[], Iterator[pa.Table]]) -> Callable[[], Iterator[pa.Table]]:
+    def read() -> Iterator[pa.Table]:
+        yield from task()
+
+    return read
+
+
+def build_read(stage: Stage) -> rd.Dataset:
+    assert isinstance(stage, ReadStage)
+    try:
+        datasource = SourceDatasource(stage)
+    except FileNotFoundError as error:
+        raise SourceError(str(error)) from None
+    return rd.read_datasource(datasource)
+
+
+def build_batch_sql(stage: Stage) -> rd.Dataset:
+    assert isinstance(stage, BatchSqlStage)
+    upstream = materialize(stage.inputs[0])
+    return upstream.map_batches(run_sql, fn_args=(stage.sql,), batch_format="pyarrow", batch_size=None, zero_copy_batch=True)
+
+
+def build_partitioned_sql(stage: Stage) -> rd.Dataset:
+    assert isinstance(stage, PartitionedSqlStage)
+    upstream = materialize(stage.inputs[0])
+    if stage.num_partitions == 1:
+        # A global aggregate is a pipeline breaker; one task sees every (pre-projected)
+        # row, and an empty input still yields SQL's one-row answer.
+        refs = upstream.to_arrow_refs()
+        result = _run_on_all.remote(stage.sql, stage.input_columns, *refs)
+        return rd.from_arrow_refs([result])
+    return upstream.groupby(PARTITION, num_partitions=stage.num_partitions).map_groups(
+        _run_partition, fn_args=(stage.sql,), batch_format="pyarrow"
+    )
+
+
+def _run_partition(batch: pa.Table, sql: str) -> pa.Table:
+    return run_sql(batch.drop_columns([PARTITION]), sql)
+
+
+@ray.remote
+def _run_on_all(sql: str, columns: tuple[tuple[str, str], ...], *tables: pa.Table) -> pa.Table:
+    parts = [table.drop_columns([PARTITION]) for table in tables if table.num_rows]
+    batch = pa.concat_tables(parts, promote_options="default") if parts else empty_table(columns)
+    return run_sql(batch, sql)
+
+
+def build_join(stage: Stage) -> rd.Dataset:
+    assert isinstance(stage, JoinStage)
+    left, right = (materialize(child) for child in stage.inputs)
+    return left.join(
+        right,
+        join_type=stage.kind,
+        num_partitions=stage.num_partitions,
+        on=stage.left_keys,
+        right_on=stage.right_keys,
+    )
+
+
+def build_sort(stage: Stage) -> rd.Dataset:
+    assert isinstance(stage, SortStage)
+    return materialize(stage.inputs[0]).sort(list(stage.columns), descending=list(stage.descending))
+
+
+def build_limit(stage: Stage) -> rd.Dataset:
+    assert isinstance(stage, LimitStage)
+    upstream = materialize(stage.inputs[0]).limit(stage.count + stage.offset)
+    if not stage.offset:
+        return upstream
+    # Ray Data has no OFFSET: keep the first offset+count rows (in order) and slice.
+    table = _concat(upstream.to_arrow_refs())
+    return rd.from_arrow(table.slice(stage.offset, stage.count))
+
+
+def build_union(stage: Stage) -> rd.Dataset:
+    assert isinstance(stage, UnionStage)
+    first, *rest = (materialize(child) for child in stage.inputs)
+    return first.union(*rest)
+
+
+def _concat(refs: list[Any]) -> pa.Table:
+    tables = [table for table in ray.get(refs) if table.num_columns]
+    return pa.concat_tables(tables, promote_options="default") if tables else pa.table({})
+
+
+def collect(stage: Stage, schema: pa.Schema) -> pa.Table:
+    """Run the pipeline and gather its rows on the driver, typed as ``schema``."""
+    tables = [table for table in ray.get(materialize(stage).to_arrow_refs()) if table.num_rows]
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables([table.select(schema.names).cast(schema) for table in tables])
+
+
+def iter_batches(stage: Stage, schema: pa.Schema, batch_rows: int) -> Iterator[pa.Table]:
+    """Stream the pipeline's output as Arrow tables of about ``batch_rows`` rows."""
+    for batch in materialize(stage).iter_batches(batch_size=batch_rows, batch_format="pyarrow"):
+        if batch.num_rows:
+            yield batch.select(schema.names).cast(schema)
+
+
+BUILDERS: dict[type[Stage], Callable[[Stage], rd.Dataset]] = {
+    ReadStage: build_read,
+    BatchSqlStage: build_batch_sql,
+    PartitionedSqlStage: build_partitioned_sql,
+    JoinStage: build_join,
+    SortStage: build_sort,
+    LimitStage: build_limit,
+    UnionStage: build_union,
+}

@@ -1,0 +1,109 @@
+"""The physical plan: frozen stages that materialize.py turns into a Ray Data pipeline.
+
+A stage says *how* (a SQL statement per batch, a hash-partitioned SQL step, a Ray
+join); the logical plan said *what*. Stages are plain values, snapshot-testable
+without a cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from semray.operators.relational import SourceSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """Base of physical stages; ``inputs`` are the upstream stages."""
+
+    inputs: tuple[Stage, ...] = field(default=(), kw_only=True)
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class ReadStage(Stage):
+    source: SourceSpec
+    columns: tuple[str, ...] | None
+    batch_rows: int
+
+    def describe(self) -> str:
+        return f"Read {self.source.describe()} (batches of {self.batch_rows})"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSqlStage(Stage):
+    """Run ``sql`` on every batch independently; the batch is the table ``batch``."""
+
+    sql: str
+    reason: str = ""
+
+    def describe(self) -> str:
+        return f"BatchSql[{self.reason}] {self.sql}"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionedSqlStage(Stage):
+    """Hash-partition rows by ``partition_by`` then run ``sql`` once per partition.
+
+    Every group (aggregate keys, distinct rows) lands in exactly one partition, so
+    per-partition SQL gives exact results for any aggregate. No keys: one partition.
+    """
+
+    partition_by: tuple[str, ...]
+    num_partitions: int
+    sql: str
+    input_columns: tuple[tuple[str, str], ...]
+    """(name, DuckDB type) of the partitioned input, to evaluate ``sql`` on no rows."""
+    reason: str = ""
+
+    def describe(self) -> str:
+        keys = ", ".join(self.partition_by) or "(single partition)"
+        return f"PartitionedSql[{self.reason}] by {keys} into {self.num_partitions}: {self.sql}"
+
+
+@dataclass(frozen=True, slots=True)
+class JoinStage(Stage):
+    """A Ray Data hash join of inputs[0] (left) and inputs[1] (right), both pre-renamed."""
+
+    kind: Literal["inner", "left_outer", "left_semi", "left_anti"]
+    left_keys: tuple[str, ...]
+    right_keys: tuple[str, ...]
+    num_partitions: int
+
+    def describe(self) -> str:
+        pairs = ", ".join(f"{a}={b}" for a, b in zip(self.left_keys, self.right_keys, strict=True))
+        return f"HashJoin {self.kind} on {pairs} ({self.num_partitions} partitions)"
+
+
+@dataclass(frozen=True, slots=True)
+class SortStage(Stage):
+    columns: tuple[str, ...]
+    descending: tuple[bool, ...]
+
+    def describe(self) -> str:
+        return "Sort " + ", ".join(c + (" DESC" if d else "") for c, d in zip(self.columns, self.descending, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class LimitStage(Stage):
+    count: int
+    offset: int = 0
+
+    def describe(self) -> str:
+        return f"Limit {self.count}" + (f" offset {self.offset}" if self.offset else "")
+
+
+@dataclass(frozen=True, slots=True)
+class UnionStage(Stage):
+    def describe(self) -> str:
+        return f"Union of {len(self.inputs)}"
+
+
+def render_stages(stage: Stage, depth: int = 0) -> str:
+    """Indented text of a physical plan, root first."""
+    lines = ["  " * depth + stage.describe()]
+    lines.extend(render_stages(child, depth + 1) for child in stage.inputs)
+    return "\n".join(lines)
