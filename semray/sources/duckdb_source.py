@@ -109,11 +109,11 @@ class DuckdbSource:
         schema = connection.sql(f"SELECT * FROM {relation} LIMIT 0").to_arrow_table().schema
         check_no_rowid(schema, where)
         if has_rowid:
-            count, low, high = connection.sql(f"SELECT count(*), min(rowid), max(rowid) FROM {relation}").fetchone()  # type: ignore[misc]
+            count, low, high = connection.execute(f"SELECT count(*), min(rowid), max(rowid) FROM {relation}").fetchone()  # type: ignore[misc]
             bounds = None if low is None else (int(low), int(high))
             empty = count == 0
         else:
-            empty = connection.sql(f"SELECT 1 FROM {relation} LIMIT 1").fetchone() is None
+            empty = connection.execute(f"SELECT 1 FROM {relation} LIMIT 1").fetchone() is None
         if empty:
             raise SourceError(f"{where} is empty (0 rows); give a table or query with at least one row")
         return cls(

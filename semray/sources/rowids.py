@@ -56,14 +56,32 @@ def rebatch(parts: Iterable[pa.Table | pa.RecordBatch], batch_rows: int) -> Iter
         table = part if isinstance(part, pa.Table) else pa.Table.from_batches([part])
         if table.num_rows == 0:
             continue
+        if table.num_columns == 0:
+            # Arrow's concat loses the row count of zero-column tables; only counts matter here.
+            table = _placeholder(table.num_rows)
         pending.append(table)
         held += table.num_rows
         while held >= batch_rows:
             merged = pa.concat_tables(pending) if len(pending) > 1 else pending[0]
-            yield merged.slice(0, batch_rows).combine_chunks()
+            yield _strip_placeholder(merged.slice(0, batch_rows).combine_chunks())
             rest = merged.slice(batch_rows)
             pending = [rest] if rest.num_rows else []
             held = rest.num_rows
     if held:
         merged = pa.concat_tables(pending) if len(pending) > 1 else pending[0]
-        yield merged.combine_chunks()
+        yield _strip_placeholder(merged.combine_chunks())
+
+
+_PLACEHOLDER = "__semray_rows__"
+
+
+def _placeholder(rows: int) -> pa.Table:
+    return pa.table({_PLACEHOLDER: pa.nulls(rows)})
+
+
+def _strip_placeholder(table: pa.Table) -> pa.Table:
+    if table.column_names == [_PLACEHOLDER]:
+        return pa.Table.from_batches(
+            [pa.RecordBatch.from_arrays([table.column(0).combine_chunks()], [_PLACEHOLDER]).select([])]
+        )
+    return table
