@@ -84,9 +84,10 @@ class DatasetSpec(BaseModel):
     text_columns: tuple[str, ...] = Field(min_length=1)
     path: Path | None = None
     labels_path: Path | None = None
-    labels_key_column: str | None = Field(
-        default=None, description="key column in the labels table (default: key_column)"
+    join_column: str | None = Field(
+        default=None, description="documents column joined to the labels (default: key_column)"
     )
+    labels_key_column: str | None = Field(default=None, description="labels column joined on (default: join_column)")
     table: pa.Table | None = Field(default=None, exclude=True)
     labels_table: pa.Table | None = Field(default=None, exclude=True)
 

@@ -49,6 +49,7 @@ from semray.serving.simulator.truth import LabelStore, RowRef
 from semray.serving.simulator.understanding import TaskClassifier, detect_format
 
 log = get_logger(__name__)
+_async_sleep = asyncio.sleep  # module attribute so tests can observe waits without waiting
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +247,7 @@ class Simulator:
         if outcome.model not in slots:
             slots[outcome.model] = asyncio.Semaphore(self.config.models[outcome.model].max_concurrency)
         async with slots[outcome.model]:
-            await asyncio.sleep(outcome.latency_s)
+            await _async_sleep(outcome.latency_s)
 
     def _wait_sync(self, outcome: Outcome) -> None:
         if outcome.latency_s <= 0:

@@ -94,26 +94,31 @@ def load_dataset(name: str, spec: DatasetSpec) -> DatasetRows:
     if spec.labels_path is not None:
         labels = _read_table(spec.labels_path)
     if labels is not None:
-        label_key = spec.labels_key_column or spec.key_column
-        _require_columns(labels, (label_key,), f"labels of dataset {name!r}")
-        extra = [c for c in labels.column_names if c != label_key and c not in documents.column_names]
-        labels = labels.select([label_key, *extra])
-        if label_key != spec.key_column:
-            labels = labels.rename_columns([spec.key_column, *extra])
-        if labels.schema.field(spec.key_column).type != documents.schema.field(spec.key_column).type:
-            labels = labels.set_column(0, spec.key_column, labels.column(0).cast(pa.string()))
-            documents = documents.set_column(
-                documents.column_names.index(spec.key_column),
-                spec.key_column,
-                documents.column(spec.key_column).cast(pa.string()),
-            )
-        documents = documents.join(labels, keys=spec.key_column, join_type="left outer")
+        documents = _join_labels(name, spec, documents, labels)
     keys = tuple(str(key) for key in documents.column(spec.key_column).to_pylist())
     if len(set(keys)) != len(keys):
         raise SimulatorConfigError(f"dataset {name!r}: key column {spec.key_column!r} has repeated values")
     texts = {column: tuple(documents.column(column).to_pylist()) for column in spec.text_columns}
     label_columns = {column: tuple(documents.column(column).to_pylist()) for column in documents.column_names}
     return DatasetRows(name=name, keys=keys, texts=texts, labels=label_columns)
+
+
+def _join_labels(name: str, spec: DatasetSpec, documents: pa.Table, labels: pa.Table) -> pa.Table:
+    """Left-join label columns onto documents; label columns the documents already have are kept as is."""
+    join_column = spec.join_column or spec.key_column
+    label_key = spec.labels_key_column or join_column
+    _require_columns(documents, (join_column,), f"dataset {name!r}")
+    _require_columns(labels, (label_key,), f"labels of dataset {name!r}")
+    extra = [c for c in labels.column_names if c != label_key and c not in documents.column_names]
+    labels = labels.select([label_key, *extra]).rename_columns([join_column, *extra])
+    if labels.schema.field(join_column).type != documents.schema.field(join_column).type:
+        # Keys typed differently on the two sides (int vs text) are compared as text.
+        labels = labels.set_column(0, join_column, labels.column(0).cast(pa.string()))
+        position = documents.column_names.index(join_column)
+        documents = documents.set_column(position, join_column, documents.column(join_column).cast(pa.string()))
+    order = documents.append_column("__order", pa.array(range(documents.num_rows), pa.int64()))
+    joined = order.join(labels, keys=join_column, join_type="left outer")
+    return joined.sort_by("__order").drop_columns(["__order"])
 
 
 @dataclass(frozen=True, slots=True)
