@@ -47,7 +47,10 @@ class ReadTask:
 class Source(Protocol):
     """A readable source, e.g. ``open_source("csv", "reviews.csv", {})``."""
 
-    kind: str
+    @property
+    def kind(self) -> str:
+        """One of ``OPENERS``: csv, json, parquet, text, sqlite, duckdb, memory."""
+        ...
 
     def schema(self) -> pa.Schema:
         """The source's columns, without ``_rowid``."""

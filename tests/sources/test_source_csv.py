@@ -136,3 +136,29 @@ def test_rowid_column_is_rejected(tmp_path):
 def test_unknown_option(reviews):
     with pytest.raises(SourceError, match="did you mean 'delimiter'"):
         open_source("csv", str(reviews), {"delimeter": ";"})
+
+
+def test_later_value_of_another_type_explains(tmp_path):
+    rows = "".join(f"{i}\n" for i in range(5000))
+    path = write(tmp_path / "drift.csv", ("n\n" + rows + "not a number\n").encode())
+    source = open_source("csv", str(path), {"infer_bytes": 1024})
+    with pytest.raises(SourceError, match="infer_bytes"):
+        for task in source.read_tasks(None, 1000):
+            list(task())
+
+
+def test_reads_only_requested_columns(reviews, monkeypatch):
+    import pyarrow.csv as pcsv
+
+    seen = []
+    original = pcsv.open_csv
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["convert_options"].include_columns)
+        return original(*args, **kwargs)
+
+    source = open_source("csv", str(reviews), {})
+    monkeypatch.setattr(pcsv, "open_csv", spy)
+    for task in source.read_tasks(["review"], 10):
+        list(task())
+    assert seen == [["review"]]

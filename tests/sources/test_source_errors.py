@@ -81,3 +81,18 @@ def test_rowid_helpers():
 
     parts = [pa.table({"a": list(range(n))}) for n in (5, 0, 2, 9)]
     assert [t.num_rows for t in rebatch(parts, 4)] == [4, 4, 4, 4]
+
+
+def test_every_reader_satisfies_the_protocol(tmp_path):
+    import pyarrow as pa
+
+    from semray.sources import Source, register_table
+
+    path = tmp_path / "a.csv"
+    path.write_text("a\n1\n")
+    for source in (
+        open_source("csv", str(path), {}),
+        open_source("memory", None, {"ref": register_table(pa.table({"a": [1]}))}),
+    ):
+        assert isinstance(source, Source)
+        assert source.kind in OPENERS

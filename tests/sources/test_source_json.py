@@ -110,3 +110,12 @@ def test_rowid_column_is_rejected(tmp_path):
     path.write_text('{"_rowid": 1}\n')
     with pytest.raises(SourceError, match="_rowid"):
         open_source("json", str(path), {})
+
+
+def test_later_value_of_another_type_explains(tmp_path):
+    path = tmp_path / "drift.jsonl"
+    path.write_text("".join(f'{{"n": {i}}}\n' for i in range(50)) + '{"n": {"nested": 1}}\n')
+    source = open_source("json", str(path), {"infer_rows": 10})
+    with pytest.raises(SourceError, match="infer_rows"):
+        for task in source.read_tasks(None, 100):
+            list(task())

@@ -115,7 +115,7 @@ def test_table_or_query_required(db):
 def test_not_a_database(tmp_path):
     path = tmp_path / "x.db"
     path.write_text("hello, not sqlite" * 100)
-    with pytest.raises(SourceError, match="x.db"):
+    with pytest.raises(SourceError, match=r"x\.db"):
         open_source("sqlite", str(path), {"table": "t"})
 
 
