@@ -46,7 +46,7 @@ def test_a_few_shared_words_do_not_match(simulator: Simulator, reviews) -> None:
 def test_quote_of_a_prefix_document_prefers_the_short_one() -> None:
     short = "the patient reports acid reflux and headaches with blurred vision and hunger"
     long = short + " and these symptoms make it very difficult to concentrate at work every day"
-    index = ShingleIndex.build([("d", 0, long), ("d", 1, short)], MatchingConfig())
+    index = ShingleIndex.build([("d", 0, long, "text"), ("d", 1, short, "text")], MatchingConfig())
     assert [row.index for row in index.match(f"Diagnose: {short}").rows] == [1]
     assert [row.index for row in index.match(f"Diagnose: {long}").rows] == [0]
 

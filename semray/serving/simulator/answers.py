@@ -48,7 +48,8 @@ def wrong_answer(task: TaskSpec, truth: Answer, store: LabelStore, question: tup
         corrupted[name] = _other_value(store.distinct(task, task.fields[name]), truth[name], question)
         return corrupted
     if task.kind == "free_text" and task.label_column is not None:
-        return _other_value(store.distinct(task, task.label_column), truth, question)
+        other = _other_value(store.distinct(task, task.label_column), truth, question)
+        return None if other is None else str(other)
     return truth
 
 

@@ -8,7 +8,7 @@ first, its shingle positions are then explained away, and the next one must win 
 A document is accepted when it has at least ``min_shingles`` votes and either covers
 ``min_coverage`` of its own shingles (truncated quotes still match) or has ``strong_shingles``.
 
->>> index = ShingleIndex.build([("d", 0, "The cat sat on the warm mat today")], MatchingConfig(shingle_words=3))
+>>> index = ShingleIndex.build([("d", 0, "The cat sat on the warm mat today", "text")], MatchingConfig(shingle_words=3))
 >>> [m.row.index for m in index.match("Is this about cats? 'the  cat SAT on the warm mat'").documents]
 [0]
 """
@@ -98,16 +98,13 @@ class ShingleIndex:
     refs: tuple[tuple[RowRef, str], ...]
 
     @classmethod
-    def build(
-        cls, documents: Iterable[tuple[str, int, str | None] | tuple[str, int, str | None, str]], config: MatchingConfig
-    ) -> ShingleIndex:
-        """Index ``(dataset, row index, text[, column])`` documents; empty texts are skipped."""
+    def build(cls, documents: Iterable[tuple[str, int, str | None, str]], config: MatchingConfig) -> ShingleIndex:
+        """Index ``(dataset, row index, text, column)`` documents; empty texts are skipped."""
         refs: list[tuple[RowRef, str]] = []
         hash_parts: list[npt.NDArray[np.uint64]] = []
         doc_parts: list[npt.NDArray[np.int64]] = []
         for entry in documents:
-            dataset, index, text = entry[0], entry[1], entry[2]
-            column = entry[3] if len(entry) > 3 else ""  # type: ignore[misc]
+            dataset, index, text, column = entry
             if not text:
                 continue
             hashes = np.unique(shingle_hashes(normalize_words(text), config.shingle_words))

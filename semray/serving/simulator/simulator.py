@@ -283,7 +283,7 @@ class Simulator:
         )
 
     def _text_response(self, request: CompletionRequest, outcomes: Sequence[Outcome]) -> CompletionResponse:
-        choices = []
+        choices: list[CompletionChoice] = []
         for outcome in outcomes:
             logprobs = _text_logprobs(outcome.tokens, request.logprobs) if request.logprobs is not None else None
             for _ in range(request.n):
