@@ -1,1 +1,69 @@
-"""semray.transactions."""
+"""Transactional runs: an append-only journal per run, durable batch commits, atomic publish,
+resume without paying twice, and optimistic isolation of concurrent runs to one output.
+
+See docs/transactions.md for the guarantees and the on-disk format.
+"""
+
+from __future__ import annotations
+
+from semray.transactions.batches import BatchLedger, RowLookup
+from semray.transactions.errors import (
+    OutputTargetError,
+    RunCancelledError,
+    RunInUseError,
+    RunNotFoundError,
+    RunStateError,
+    TransactionConflictError,
+    TransactionError,
+)
+from semray.transactions.journal import JournalRead, JournalWriter, read_journal
+from semray.transactions.keys import batch_key, fingerprint, new_run_id
+from semray.transactions.publish import current_version
+from semray.transactions.records import LLMUsage, OutputTarget
+from semray.transactions.registry import (
+    RunDetail,
+    RunStatus,
+    RunSummary,
+    cancel_run,
+    find_resumable,
+    is_cancelled,
+    list_runs,
+    show_run,
+)
+from semray.transactions.run import Run, begin_run, open_run, resume_run
+from semray.transactions.state import OperatorProgress, RunState
+
+__all__ = [
+    "BatchLedger",
+    "JournalRead",
+    "JournalWriter",
+    "LLMUsage",
+    "OperatorProgress",
+    "OutputTarget",
+    "OutputTargetError",
+    "RowLookup",
+    "Run",
+    "RunCancelledError",
+    "RunDetail",
+    "RunInUseError",
+    "RunNotFoundError",
+    "RunState",
+    "RunStateError",
+    "RunStatus",
+    "RunSummary",
+    "TransactionConflictError",
+    "TransactionError",
+    "batch_key",
+    "begin_run",
+    "cancel_run",
+    "current_version",
+    "find_resumable",
+    "fingerprint",
+    "is_cancelled",
+    "list_runs",
+    "new_run_id",
+    "open_run",
+    "read_journal",
+    "resume_run",
+    "show_run",
+]

@@ -1,0 +1,145 @@
+"""Committed batch outputs: stored durably, found again on resume, so no batch is paid for twice.
+
+Commit order: the batch's table is written to a temporary file, fsync'd and renamed into
+place; only then is its ``batch_committed`` record appended to the journal. The record is
+the commit point: a table without a record (a kill between the two) is ignored and
+overwritten when the batch is committed again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from semray.transactions.durability import fsync_directory, fsync_file, make_directory_durably
+from semray.transactions.errors import TransactionError
+from semray.transactions.journal import JOURNAL_NAME, JournalWriter, read_journal
+from semray.transactions.keys import file_safe
+from semray.transactions.records import BatchCommitted, LLMUsage
+
+ROW_ID = "_rowid"
+"""The plan's row-id column (``semray.operators.schema.ROW_ID``); not imported, as transactions
+sits below operators in the import order."""
+
+
+@dataclass(frozen=True, slots=True)
+class RowLookup:
+    """Committed output rows for some of the requested row ids, and the row ids still to compute."""
+
+    table: pa.Table | None
+    missing: tuple[str, ...]
+
+
+class BatchLedger:
+    """Commit and look up one run's batch outputs; picklable, so Ray actors can hold one.
+
+    >>> ledger.lookup("op3", key) is None  # doctest: +SKIP
+    True
+    >>> ledger.commit("op3", key, row_ids, table, LLMUsage(calls=4))  # doctest: +SKIP
+    """
+
+    def __init__(self, run_dir: Path, attempt: int) -> None:
+        self.run_dir = run_dir
+        self.attempt = attempt
+        self._journal = JournalWriter(run_dir / JOURNAL_NAME)
+        self._committed: dict[tuple[str, str], BatchCommitted] = {}
+        self._offset = 0
+
+    def commit(
+        self,
+        operator_key: str,
+        batch_key: str,
+        row_ids: Sequence[str | int],
+        table: pa.Table,
+        usage: LLMUsage | None = None,
+    ) -> BatchCommitted:
+        """Store ``table`` as the output of this batch, then journal the batch; durable on return."""
+        relative = Path("batches") / file_safe(operator_key) / f"{file_safe(batch_key)}.parquet"
+        _write_parquet_durably(self.run_dir / relative, table)
+        record = BatchCommitted(
+            attempt=self.attempt,
+            operator_key=operator_key,
+            batch_key=batch_key,
+            row_ids=tuple(str(row_id) for row_id in row_ids),
+            rows_out=table.num_rows,
+            file=str(relative),
+            usage=usage or LLMUsage(),
+        )
+        self._journal.append(record)
+        self._committed.setdefault((operator_key, batch_key), record)
+        return record
+
+    def committed(self, operator_key: str, batch_key: str) -> BatchCommitted | None:
+        """The commit record of a batch, or None when it was never committed."""
+        key = (operator_key, batch_key)
+        if key not in self._committed:
+            self._refresh()
+        return self._committed.get(key)
+
+    def lookup(self, operator_key: str, batch_key: str) -> pa.Table | None:
+        """The committed output of a batch, or None: compute it (and commit it)."""
+        record = self.committed(operator_key, batch_key)
+        if record is None:
+            return None
+        return pq.read_table(self.run_dir / record.file)
+
+    def lookup_rows(self, operator_key: str, row_ids: Iterable[str | int]) -> RowLookup:
+        """Committed output rows for these row ids, whatever batches they were committed in.
+
+        For row-keyed operators (output rows carry their input's ``_rowid``), so a resume whose
+        batches are cut differently still pays only for rows never committed.
+        """
+        self._refresh()
+        wanted = {str(row_id) for row_id in row_ids}
+        covered: set[str] = set()
+        tables: list[pa.Table] = []
+        for (operator, _key), record in self._committed.items():
+            if operator != operator_key:
+                continue
+            hits = wanted.intersection(record.row_ids)
+            if not hits:
+                continue
+            covered |= hits
+            table = pq.read_table(self.run_dir / record.file)
+            if ROW_ID not in table.column_names:
+                raise TransactionError(
+                    f"batch {record.batch_key} of {operator_key} has no {ROW_ID!r} column; "
+                    "look it up by batch key with lookup() instead"
+                )
+            mask = pc.is_in(table[ROW_ID].cast(pa.string()), value_set=pa.array(sorted(hits), pa.string()))
+            tables.append(table.filter(mask))
+        missing = tuple(sorted(wanted - covered))
+        if not tables:
+            return RowLookup(table=None, missing=missing)
+        return RowLookup(table=pa.concat_tables(tables, promote_options="default"), missing=missing)
+
+    def _refresh(self) -> None:
+        # Incremental: only the journal's new, complete lines; a line a live writer is
+        # still writing waits for the next refresh.
+        read = read_journal(self.run_dir / JOURNAL_NAME, offset=self._offset, include_unterminated=False)
+        self._offset = read.end_offset
+        for record in read.records:
+            if isinstance(record, BatchCommitted):
+                self._committed.setdefault((record.operator_key, record.batch_key), record)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"run_dir": self.run_dir, "attempt": self.attempt}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["run_dir"], state["attempt"])  # type: ignore[misc]
+
+
+def _write_parquet_durably(path: Path, table: pa.Table) -> None:
+    make_directory_durably(path.parent)
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
+    pq.write_table(table, temporary)
+    fsync_file(temporary)
+    os.replace(temporary, path)
+    fsync_directory(path.parent)

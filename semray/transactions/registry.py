@@ -1,0 +1,199 @@
+"""The run registry under ``<state_dir>/runs/``: listing, inspecting, cancelling and finding runs to resume.
+
+These are the plain functions behind ``semray runs ls|show|cancel`` and automatic resume.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from semray.log import get_logger
+from semray.settings import Settings
+from semray.transactions.durability import acquire_lock, is_locked, release_lock, write_bytes_atomically
+from semray.transactions.errors import RunInUseError, RunNotFoundError, TransactionError
+from semray.transactions.journal import JOURNAL_NAME, JournalWriter, read_journal
+from semray.transactions.keys import is_run_id
+from semray.transactions.publish import current_version
+from semray.transactions.records import ErrorRecorded, Frozen, LLMUsage, OutputTarget, RunFinished
+from semray.transactions.state import OperatorProgress, RunState, fold_records
+
+log = get_logger(__name__)
+
+RunStatus = Literal["running", "interrupted", "succeeded", "failed", "cancelled"]
+"""``interrupted``: no final status and no live driver (killed or crashed); it can be resumed."""
+
+DRIVER_LOCK = "driver.lock"
+CANCEL_MARKER = "CANCEL"
+
+
+class RunSummary(Frozen):
+    """One line of ``semray runs ls``."""
+
+    run_id: str
+    status: RunStatus
+    attempts: int
+    output: str | None
+    plan_fingerprint: str
+    started_at: datetime
+    ended_at: datetime | None
+    last_activity_at: datetime
+    batches_committed: int
+    rows_committed: int
+    expected_rows: int | None
+    usage: LLMUsage
+    """Everything paid so far, over all attempts (cost so far is ``usage.dollars``)."""
+    error_count: int
+
+
+class RunDetail(RunSummary):
+    """What ``semray runs show ID`` prints."""
+
+    plan: Any
+    config: dict[str, Any]
+    operators: tuple[OperatorProgress, ...]
+    errors: tuple[ErrorRecorded, ...]
+    estimates: Any
+    expected_dollars: float | None
+    calibration: dict[str, Any]
+    published_version: str | None
+    cancel_requested: bool
+    final_message: str | None
+    skipped_journal_lines: int
+
+
+def runs_dir(settings: Settings) -> Path:
+    return settings.state_path / "runs"
+
+
+def run_dir(settings: Settings, run_id: str) -> Path:
+    """The folder of an existing run; ``RunNotFoundError`` otherwise."""
+    path = runs_dir(settings) / run_id
+    if not is_run_id(run_id) or not (path / JOURNAL_NAME).is_file():
+        raise RunNotFoundError(run_id, str(runs_dir(settings)))
+    return path
+
+
+def load_state(path: Path) -> RunState:
+    read = read_journal(path / JOURNAL_NAME)
+    return fold_records(read.records, skipped_lines=len(read.skipped))
+
+
+def effective_status(path: Path, state: RunState) -> RunStatus:
+    """The journal's status, refined: an unfinished run with no live driver is ``interrupted``,
+    unless its publish landed before the driver died, which makes it ``succeeded``."""
+    if state.status != "running":
+        return state.status
+    if is_locked(path / DRIVER_LOCK):
+        return "running"
+    if publish_landed(state):
+        return "succeeded"
+    return "interrupted"
+
+
+def publish_landed(state: RunState) -> bool:
+    """True when the version this run began publishing is the one now visible."""
+    output = state.output
+    return state.pending_publish is not None and output is not None and current_version(output) == state.pending_publish
+
+
+def list_runs(settings: Settings) -> list[RunSummary]:
+    """Every run, newest first; a run folder that cannot be read is logged and left out."""
+    root = runs_dir(settings)
+    if not root.is_dir():
+        return []
+    summaries: list[RunSummary] = []
+    for path in sorted(root.iterdir(), reverse=True):
+        if not is_run_id(path.name) or not (path / JOURNAL_NAME).is_file():
+            continue
+        try:
+            state = load_state(path)
+        except TransactionError as error:
+            log.warning("run_unreadable", run_id=path.name, error=str(error))
+            continue
+        summaries.append(_summary(state, effective_status(path, state)))
+    return summaries
+
+
+def show_run(settings: Settings, run_id: str) -> RunDetail:
+    path = run_dir(settings, run_id)
+    state = load_state(path)
+    summary = _summary(state, effective_status(path, state))
+    estimates = state.estimates
+    return RunDetail(
+        **summary.model_dump(),
+        plan=state.started.plan,
+        config=state.started.config,
+        operators=tuple(state.operators.values()),
+        errors=state.errors,
+        estimates=estimates.payload if estimates else None,
+        expected_dollars=estimates.expected_dollars if estimates else None,
+        calibration=dict(state.calibration),
+        published_version=state.published_version,
+        cancel_requested=(path / CANCEL_MARKER).exists(),
+        final_message=state.final_message,
+        skipped_journal_lines=state.skipped_lines,
+    )
+
+
+def find_resumable(settings: Settings, plan_fingerprint: str, output: OutputTarget | None) -> str | None:
+    """The latest interrupted or failed run of the same plan to the same output, if any.
+
+    Cancelled runs are left alone (someone stopped them on purpose); resume those by id.
+    """
+    for summary in list_runs(settings):
+        if summary.plan_fingerprint != plan_fingerprint or summary.status not in ("interrupted", "failed"):
+            continue
+        state = load_state(runs_dir(settings) / summary.run_id)
+        if state.output == output:
+            return summary.run_id
+    return None
+
+
+def is_cancelled(settings: Settings, run_id: str) -> bool:
+    """True once ``cancel_run`` was asked for this run; the pipeline polls it between batches."""
+    return (runs_dir(settings) / run_id / CANCEL_MARKER).exists()
+
+
+def cancel_run(settings: Settings, run_id: str) -> RunStatus:
+    """Ask a run to stop. A live driver sees the marker between batches and finishes as cancelled;
+    a run with no live driver is marked cancelled at once. Returns the status after the request."""
+    path = run_dir(settings, run_id)
+    state = load_state(path)
+    status = effective_status(path, state)
+    if status in ("succeeded", "failed", "cancelled"):
+        return status
+    write_bytes_atomically(path / CANCEL_MARKER, b"cancel requested\n")
+    try:
+        fd = acquire_lock(path / DRIVER_LOCK, f"run {run_id}", wait_s=0.0)
+    except RunInUseError:
+        log.info("run_cancel_requested", run_id=run_id)
+        return "running"
+    try:
+        writer = JournalWriter(path / JOURNAL_NAME)
+        writer.append(RunFinished(attempt=state.attempts, status="cancelled", message="cancelled while not running"))
+        writer.close()
+    finally:
+        release_lock(fd)
+    log.info("run_cancelled", run_id=run_id)
+    return "cancelled"
+
+
+def _summary(state: RunState, status: RunStatus) -> RunSummary:
+    output = state.output
+    return RunSummary(
+        run_id=state.run_id,
+        status=status,
+        attempts=state.attempts,
+        output=output.path if output else None,
+        plan_fingerprint=state.started.plan_fingerprint,
+        started_at=state.started.at,
+        ended_at=state.ended_at,
+        last_activity_at=state.last_record_at,
+        batches_committed=state.batches_committed,
+        rows_committed=state.rows_committed,
+        expected_rows=state.estimates.expected_rows if state.estimates else None,
+        usage=state.usage,
+        error_count=len(state.errors),
+    )
