@@ -5,7 +5,7 @@
 """
 
 from semray.sources.base import ROW_ID, ReadTask, Source
-from semray.sources.memory_source import register_table
+from semray.sources.memory_source import register_table, unregister_table
 from semray.sources.registry import OPENERS, open_source
 
-__all__ = ["OPENERS", "ROW_ID", "ReadTask", "Source", "open_source", "register_table"]
+__all__ = ["OPENERS", "ROW_ID", "ReadTask", "Source", "open_source", "register_table", "unregister_table"]

@@ -36,6 +36,8 @@ _LOCK = threading.Lock()
 def register_table(table: pa.Table, name: str | None = None) -> str:
     """Keep ``table`` in this process and return the ref a ``memory`` source names.
 
+    The ref is ``name`` unless another table is registered under it; always use the returned ref.
+
     >>> ref = register_table(pa.table({"a": [1]}), "demo")
     >>> ref
     'demo'
@@ -45,10 +47,19 @@ def register_table(table: pa.Table, name: str | None = None) -> str:
             f"register_table needs a pyarrow.Table, got {type(table).__name__}; "
             "convert pandas with pa.Table.from_pandas(df, preserve_index=False)"
         )
-    ref = name or f"memory-{uuid.uuid4().hex[:12]}"
     with _LOCK:
+        ref = name or f"memory-{uuid.uuid4().hex[:12]}"
+        # Another table already holds this name: keep it (a query may still read it) and use a fresh ref.
+        if _TABLES.get(ref, table) is not table:
+            ref = f"{ref}-{uuid.uuid4().hex[:8]}"
         _TABLES[ref] = table
     return ref
+
+
+def unregister_table(ref: str) -> None:
+    """Forget a registered table (memory sources otherwise live as long as the process)."""
+    with _LOCK:
+        _TABLES.pop(ref, None)
 
 
 def registered_table(ref: str) -> pa.Table:

@@ -46,3 +46,20 @@ def test_errors():
         open_source("memory", None, {"ref": register_table(pa.table({"_rowid": [1]}))})
     with pytest.raises(SourceError, match="from_pandas"):
         register_table(pd.DataFrame({"a": [1]}))  # type: ignore[arg-type]
+
+
+def test_same_name_never_replaces_another_table(read_all):
+    first = register_table(pa.table({"v": [1]}), "dup")
+    second = register_table(pa.table({"v": [2]}), "dup")
+    assert first != second
+    assert read_all(open_source("memory", None, {"ref": first})).column("v").to_pylist() == [1]
+    assert read_all(open_source("memory", None, {"ref": second})).column("v").to_pylist() == [2]
+
+
+def test_unregister():
+    from semray.sources import unregister_table
+
+    ref = register_table(pa.table({"v": [1]}))
+    unregister_table(ref)
+    with pytest.raises(SourceError, match="no in-memory table"):
+        open_source("memory", None, {"ref": ref})
