@@ -130,7 +130,7 @@ class CsvSource:
         check_options("csv", options, OPTIONS)
         files = resolve_files(path, "csv", EXTENSIONS, option_str(options, "glob"))
         fmt = CsvFormat(
-            delimiter=option_str(options, "delimiter", ",") or ",",
+            delimiter=option_str(options, "delimiter", _default_delimiter(files)) or ",",
             quote_char=option_str(options, "quote_char", '"') or '"',
             header=option_bool(options, "header", True),
         )
@@ -233,6 +233,11 @@ def _infer_file(file: Path, fmt: CsvFormat, infer_bytes: int) -> tuple[pa.Schema
     except OSError as error:
         raise SourceError(f"cannot read CSV {str(file)!r}: {error}") from error
     return reader.schema, 0 if first is None else first.num_rows
+
+
+def _default_delimiter(files: FileSet) -> str:
+    """Tab for ``.tsv`` files, else comma; the ``delimiter`` option overrides it."""
+    return "\t" if all(file.name.lower().endswith((".tsv", ".tsv.gz")) for file in files.files) else ","
 
 
 def _size(file: Path) -> int:

@@ -162,3 +162,8 @@ def test_reads_only_requested_columns(reviews, monkeypatch):
     for task in source.read_tasks(["review"], 10):
         list(task())
     assert seen == [["review"]]
+
+
+def test_tsv_defaults_to_tab(tmp_path, read_all):
+    path = write(tmp_path / "t.tsv", b"a\tb\n1\tx,y\n")
+    assert read_all(open_source("csv", str(path), {})).column("b").to_pylist() == ["x,y"]

@@ -36,7 +36,7 @@ def test_table(db, read_all):
     assert source.invalid_utf8_count() == 0
 
 
-@pytest.mark.parametrize(("batch_rows", "task_rows"), [(1, 1), (3, 6), (100, 1000)])
+@pytest.mark.parametrize(("batch_rows", "task_rows"), [(1, 5), (3, 6), (100, 1000)])
 def test_rowids_independent_of_tasks(db, rowids, batch_rows, task_rows):
     source = open_source("duckdb", str(db), {"table": "reviews", "task_rows": task_rows})
     assert len(source.read_tasks(None, batch_rows)) == -(-20 // task_rows)
