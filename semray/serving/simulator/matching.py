@@ -15,7 +15,6 @@ A document is accepted when it has at least ``min_shingles`` votes and either co
 
 from __future__ import annotations
 
-import hashlib
 import html
 import re
 import unicodedata
@@ -49,16 +48,26 @@ def normalize_words(text: str) -> list[str]:
     return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constant: a polynomial hash base
+
+
 def shingle_hashes(words: list[str], size: int) -> npt.NDArray[np.uint64]:
-    """Hashes of each ``size``-word window (one window of all words when there are fewer)."""
+    """Hashes of each ``size``-word window (one window of all words when there are fewer).
+
+    A polynomial (mod 2^64) over per-word hashes, vectorised with numpy. Python's string hash
+    is salted per process; that is fine because an index and the prompts it matches are hashed
+    in the same process, and which documents match never depends on hash values (only on
+    64-bit equality, where collisions are negligible).
+    """
     if not words:
         return np.empty(0, dtype=np.uint64)
-    count = max(len(words) - size + 1, 1)
-    values = [
-        int.from_bytes(hashlib.blake2b(" ".join(words[i : i + size]).encode(), digest_size=8).digest(), "big")
-        for i in range(count)
-    ]
-    return np.array(values, dtype=np.uint64)
+    word_hashes = np.fromiter((hash(word) for word in words), dtype=np.int64, count=len(words)).view(np.uint64)
+    width = min(size, len(words))
+    count = len(words) - width + 1
+    hashes = np.zeros(count, dtype=np.uint64)
+    for offset in range(width):
+        hashes = hashes * _MULTIPLIER + word_hashes[offset : offset + count]
+    return hashes
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +116,7 @@ class ShingleIndex:
             dataset, index, text, column = entry
             if not text:
                 continue
-            hashes = np.unique(shingle_hashes(normalize_words(text), config.shingle_words))
+            hashes = shingle_hashes(normalize_words(text), config.shingle_words)
             if hashes.size == 0:
                 continue
             hash_parts.append(hashes)
@@ -115,14 +124,18 @@ class ShingleIndex:
             refs.append((RowRef(dataset, index), column))
         all_hashes = np.concatenate(hash_parts) if hash_parts else np.empty(0, dtype=np.uint64)
         all_docs = np.concatenate(doc_parts) if doc_parts else np.empty(0, dtype=np.int64)
+        order = np.lexsort((all_docs, all_hashes))
+        all_hashes, all_docs = all_hashes[order], all_docs[order]
+        # A shingle repeated inside one document counts once.
+        first = np.ones(all_hashes.size, dtype=bool)
+        first[1:] = (all_hashes[1:] != all_hashes[:-1]) | (all_docs[1:] != all_docs[:-1])
+        all_hashes, all_docs = all_hashes[first], all_docs[first]
         # Shingles shared by many documents (boilerplate) say nothing about which one is quoted.
-        unique, inverse, counts = np.unique(all_hashes, return_inverse=True, return_counts=True)
+        _, inverse, counts = np.unique(all_hashes, return_inverse=True, return_counts=True)
         keep = counts[inverse] <= config.max_document_frequency
         all_hashes, all_docs = all_hashes[keep], all_docs[keep]
-        order = np.lexsort((all_docs, all_hashes))
         sizes = np.bincount(all_docs, minlength=len(refs)).astype(np.int64)
-        del unique
-        return cls(config, all_hashes[order], all_docs[order], sizes, tuple(refs))
+        return cls(config, all_hashes, all_docs, sizes, tuple(refs))
 
     @property
     def document_count(self) -> int:
