@@ -235,3 +235,21 @@ def test_real_medical_labels_and_error_rate(medical_dir) -> None:  # type: ignor
     duplicates = len(rows) - len({row["symptoms"] for row in rows})
     band = 4 * math.sqrt(0.2 * 0.8 / len(rows)) * len(rows)
     assert abs(wrong - 0.2 * len(rows)) <= band + duplicates
+
+
+def test_stop_sequences_cut_the_completion(simulator: Simulator, reviews: pa.Table) -> None:
+    row = _row(reviews, 0)
+    prompt = f"Think step by step: what is the sentiment? {row['review']}"
+    assert _ask(simulator, prompt, stop=["\n"]).startswith("Reasoning:")
+    assert "\n" not in _ask(simulator, prompt, stop="\n")
+    assert _ask(simulator, prompt, stop=["Answer:"]).endswith("\n")
+
+
+def test_building_a_simulator_announces_it(review_config: SimulatorConfig) -> None:
+    from structlog.testing import capture_logs
+
+    with capture_logs() as events:
+        Simulator(review_config)
+    announced = [event for event in events if event["event"] == "simulated_model_tier"]
+    assert announced and announced[0]["log_level"] == "warning"
+    assert announced[0]["models"] == ["sim-large", "sim-small"]

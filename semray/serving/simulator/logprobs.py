@@ -64,3 +64,21 @@ def truncate(tokens: list[ScoredToken], limit: int | None, counter: TokenCounter
             break
         kept.append(token)
     return kept, True
+
+
+def apply_stop(tokens: list[ScoredToken], stop: str | Sequence[str] | None) -> tuple[list[ScoredToken], bool]:
+    """Cut the completion before the first stop sequence, as servers do; True when one was found."""
+    stops = [stop] if isinstance(stop, str) else [s for s in (stop or ()) if s]
+    text = "".join(token.token for token in tokens)
+    cuts = [text.find(s) for s in stops if s in text]
+    if not cuts:
+        return tokens, False
+    end, kept, position = min(cuts), [], 0
+    for token in tokens:
+        if position + len(token.token) <= end:
+            kept.append(token)
+        elif position < end:  # the stop begins inside this token: keep its head
+            head = token.token[: end - position]
+            kept.append(ScoredToken(head, token.logprob, ((head, token.logprob), *token.top[1:])))
+        position += len(token.token)
+    return kept, True

@@ -23,7 +23,7 @@ from semray.serving.simulator.answers import alternatives, default_answer, optio
 from semray.serving.simulator.config import ModelProfile, SimulatorConfig, TaskSpec
 from semray.serving.simulator.draws import confidence, is_wrong, question_key
 from semray.serving.simulator.errors import ContextLengthExceededError, InvalidRequestError, UnknownModelError
-from semray.serving.simulator.logprobs import ScoredToken, score_tokens, truncate
+from semray.serving.simulator.logprobs import ScoredToken, apply_stop, score_tokens, truncate
 from semray.serving.simulator.matching import PromptMatch, ShingleIndex
 from semray.serving.simulator.protocol import (
     AssistantMessage,
@@ -166,6 +166,7 @@ class Simulator:
             prompt_tokens=prompt_tokens,
             response_format=request.response_format,
             completion_limit=request.completion_limit,
+            stop=request.stop,
         )
 
     def _text_outcomes(self, request: CompletionRequest) -> list[Outcome]:
@@ -178,6 +179,7 @@ class Simulator:
                 prompt_tokens=self._tokens.count(prompt),
                 response_format=request.response_format,
                 completion_limit=request.max_tokens,
+                stop=request.stop,
             )
             for prompt in request.prompts
         ]
@@ -190,6 +192,7 @@ class Simulator:
         prompt_tokens: int | None = None,
         response_format: ResponseFormat | None = None,
         completion_limit: int | None = None,
+        stop: str | Sequence[str] | None = None,
     ) -> Outcome:
         """Simulate ``model`` answering ``prompt``: no waiting, but counted in ``stats``."""
         profile = self._profile(model)
@@ -218,7 +221,8 @@ class Simulator:
             conf = confidence(question, False, profile.confidence, options)
         pieces = render(task, value, alternatives(task, value, self._store), fmt)
         limit = completion_limit or profile.context_length - prompt_tokens
-        tokens, cut = truncate(score_tokens(pieces, conf, options), limit, self._tokens)
+        tokens, _ = apply_stop(score_tokens(pieces, conf, options), stop)
+        tokens, cut = truncate(tokens, limit, self._tokens)
         completion_tokens = max(self._tokens.count("".join(t.token for t in tokens)), 1)
         cost = (prompt_tokens * profile.price_in_per_million + completion_tokens * profile.price_out_per_million) / 1e6
         latency = profile.latency_base_s + profile.latency_per_token_s * (prompt_tokens + completion_tokens)
