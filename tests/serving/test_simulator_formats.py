@@ -253,3 +253,11 @@ def test_building_a_simulator_announces_it(review_config: SimulatorConfig) -> No
     announced = [event for event in events if event["event"] == "simulated_model_tier"]
     assert announced and announced[0]["log_level"] == "warning"
     assert announced[0]["models"] == ["sim-large", "sim-small"]
+
+
+def test_boolean_spelling_follows_the_prompt(simulator: Simulator, reviews: pa.Table) -> None:
+    row = _row(reviews, 0)
+    expected = row["is_positive"]
+    assert _ask(simulator, f"Positive? Reply TRUE or FALSE.\n{row['review']}") == ("TRUE" if expected else "FALSE")
+    assert _ask(simulator, f"Positive (YES/NO)?\n{row['review']}") == ("YES" if expected else "NO")
+    assert _ask(simulator, f"Is it positive? It is true, no doubt.\n{row['review']}") == ("Yes" if expected else "No")

@@ -27,6 +27,7 @@ _KIND_CUES: Mapping[TaskKind, tuple[str, ...]] = {
     "free_text": ("summarize", "summary", "describe", "answer the question"),
 }
 _REASONING_CUES = ("step by step", "reasoning", "reason", "think", "explain", "explanation", "rationale")
+_BOOLEAN_PAIR = re.compile(r"\b(yes\W{0,2}(?:or|/)\W{0,2}no|true\W{0,2}(?:or|/)\W{0,2}false)\b", re.IGNORECASE)
 _MARKER = re.compile(r"((?:final\s+)?answer)\s*:", re.IGNORECASE)
 
 Style = Literal["bare", "json", "reasoning"]
@@ -63,9 +64,7 @@ def detect_format(response_format: ResponseFormat | None, instruction: Sequence[
     'reasoning'
     """
     text = f" {' '.join(instruction)} "
-    boolean_words = (
-        ("True", "False") if _contains(text, "true or false") or _contains(text, "true false") else ("Yes", "No")
-    )
+    boolean_words = _boolean_words(prompt)
     if response_format is not None and response_format.type in ("json_object", "json_schema"):
         schema = response_format.json_schema.schema_ if response_format.json_schema else None
         properties: Mapping[str, Any] = (schema or {}).get("properties") or {}
@@ -87,6 +86,22 @@ def detect_format(response_format: ResponseFormat | None, instruction: Sequence[
         marker = f"{markers[-1]}:" if markers else "Answer:"
         return OutputFormat(style="reasoning", marker=marker, boolean_words=boolean_words)
     return OutputFormat(style="bare", boolean_words=boolean_words)
+
+
+def _boolean_words(prompt: str) -> tuple[str, str]:
+    """``Yes``/``No`` unless the prompt names ``true or false``; all capitals when the prompt uses them.
+
+    >>> _boolean_words("Reply TRUE or FALSE.")
+    ('TRUE', 'FALSE')
+    """
+    found = _BOOLEAN_PAIR.findall(prompt)
+    if not found:
+        return ("Yes", "No")
+    words = re.findall(r"[A-Za-z]+", found[-1])
+    positive, negative = words[0], words[-1]
+    if positive.isupper() and negative.isupper():
+        return (positive, negative)
+    return (positive.capitalize(), negative.capitalize())
 
 
 @dataclass(frozen=True, slots=True)
