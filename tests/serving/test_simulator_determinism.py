@@ -78,3 +78,15 @@ def test_answers_are_identical_across_processes(tmp_path: Path, reviews: pa.Tabl
     # Errors happened (the comparison is not trivially about right answers only).
     contents = [choices[0]["message"]["content"] for choices in in_process]  # type: ignore[index]
     assert len(set(contents)) > 2
+
+
+def test_saved_in_process_config_answers_the_same(
+    tmp_path: Path, review_config: SimulatorConfig, reviews: pa.Table
+) -> None:
+    reloaded = SimulatorConfig.from_file(review_config.save(tmp_path / "sim.json"))
+    assert (tmp_path / "sim-reviews-table.parquet").exists()
+    bodies: list[dict[str, object]] = [
+        {"model": "sim-small", "messages": [{"role": "user", "content": f"Sentiment? {text}"}]}
+        for text in reviews.column("review").to_pylist()[:10]
+    ]
+    assert _answers(Simulator(reloaded), bodies) == _answers(Simulator(review_config), bodies)

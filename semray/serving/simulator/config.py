@@ -231,6 +231,25 @@ class SimulatorConfig(BaseModel):
                     spec[key] = str(path.parent / spec[key])
         return cls.from_mapping(raw, source=str(path))
 
+    def save(self, path: Path) -> Path:
+        """Write this config as JSON; in-process tables go to Parquet files beside it.
+
+        >>> SimulatorConfig.from_labels(table, ...).save(Path("sim.json"))  # doctest: +SKIP
+        """
+        import pyarrow.parquet as pq
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        raw = self.model_dump(mode="json")
+        for name, spec in self.datasets.items():
+            for attribute, key in (("table", "path"), ("labels_table", "labels_path")):
+                table = getattr(spec, attribute)
+                if table is not None:
+                    file_name = f"{path.stem}-{name}-{attribute}.parquet"
+                    pq.write_table(table, path.parent / file_name)
+                    raw["datasets"][name][key] = file_name
+        path.write_text(json.dumps(raw, indent=2), encoding="utf-8")
+        return path
+
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], source: str = "mapping") -> SimulatorConfig:
         try:
