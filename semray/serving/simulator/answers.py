@@ -16,7 +16,7 @@ from typing import Any
 from semray.serving.simulator.config import TaskSpec
 from semray.serving.simulator.draws import choose_index
 from semray.serving.simulator.truth import Answer, LabelStore
-from semray.serving.simulator.understanding import OutputFormat, _normalize_name
+from semray.serving.simulator.understanding import OutputFormat, normalize_name
 
 NO_ANSWER_TEXT = "I cannot tell from the text provided."
 FREE_TEXT_WITHOUT_LABEL = "The text gives no further detail beyond what is quoted."
@@ -194,9 +194,9 @@ def _coerce(value: Any, json_type: str) -> Any:
 
 def _render_json(task: TaskSpec | None, value: Answer, others: Sequence[Answer], fmt: OutputFormat) -> list[Piece]:
     if isinstance(value, dict):
-        by_name = {_normalize_name(name): item for name, item in value.items()}
+        by_name = {normalize_name(name): item for name, item in value.items()}
         fields = fmt.fields or tuple(value)
-        return _json_pieces({name: by_name.get(_normalize_name(name)) for name in fields}, fmt)
+        return _json_pieces({name: by_name.get(normalize_name(name)) for name in fields}, fmt)
     fields = fmt.fields or ("answer",)
     key = _answer_field(task, value, fields, fmt)
     rendered = _match_enum(value, fmt.enums.get(key, ()))
@@ -204,7 +204,7 @@ def _render_json(task: TaskSpec | None, value: Answer, others: Sequence[Answer],
     for name in fields:
         if name == key:
             document[name] = rendered
-        elif _normalize_name(name) in _REASONING_FIELD_NAMES:
+        elif normalize_name(name) in _REASONING_FIELD_NAMES:
             document[name] = REASONING_TEXT
         else:
             document[name] = None
@@ -213,13 +213,13 @@ def _render_json(task: TaskSpec | None, value: Answer, others: Sequence[Answer],
 
 
 def _answer_field(task: TaskSpec | None, value: Answer, fields: Sequence[str], fmt: OutputFormat) -> str:
-    names = {_normalize_name(n) for n in (task.name, task.label_column or "") if n} if task else set()
+    names = {normalize_name(n) for n in (task.name, task.label_column or "") if n} if task else set()
     for name in fields:
-        if _normalize_name(name) in _ANSWER_FIELD_NAMES or _normalize_name(name) in names:
+        if normalize_name(name) in _ANSWER_FIELD_NAMES or normalize_name(name) in names:
             return name
     wanted = _JSON_TYPES.get(type(value), ())
     for name in fields:
-        if fmt.field_types.get(name) in wanted and _normalize_name(name) not in _REASONING_FIELD_NAMES:
+        if fmt.field_types.get(name) in wanted and normalize_name(name) not in _REASONING_FIELD_NAMES:
             return name
     return fields[0]
 
@@ -228,8 +228,8 @@ def _match_enum(value: Answer, enum: Sequence[Any]) -> Answer:
     """The schema's enum entry that names ``value`` (ignoring case and punctuation), else ``value``."""
     if not enum or isinstance(value, bool | dict) or value is None:
         return value
-    wanted = _normalize_name(str(value))
+    wanted = normalize_name(str(value))
     for entry in enum:
-        if _normalize_name(str(entry)) == wanted:
+        if normalize_name(str(entry)) == wanted:
             return entry  # type: ignore[no-any-return]
     return value

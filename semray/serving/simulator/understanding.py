@@ -41,7 +41,8 @@ def _contains(haystack: str, phrase: str) -> bool:
     return bool(phrase) and f" {phrase} " in haystack
 
 
-def _normalize_name(name: str) -> str:
+def normalize_name(name: str) -> str:
+    """A field or label name compared loosely: ``"Buyer City"`` and ``"buyer_city"`` agree."""
     return "".join(normalize_words(name))
 
 
@@ -117,8 +118,8 @@ class TaskClassifier:
 
     def score(self, task: TaskSpec, instruction: str, schema_fields: Collection[str]) -> float:
         points = float(sum(len(kw.split()) for kw in self._keywords[task.name] if _contains(instruction, kw)))
-        names = {_normalize_name(name) for name in (*task.fields, task.label_column or "") if name}
-        points += sum(1 for name in schema_fields if _normalize_name(name) in names)
+        names = {normalize_name(name) for name in (*task.fields, task.label_column or "") if name}
+        points += sum(1 for name in schema_fields if normalize_name(name) in names)
         if any(_contains(instruction, _phrase(cue)) for cue in _KIND_CUES[task.kind]):
             points += 0.5
         return points
