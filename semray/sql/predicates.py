@@ -1,0 +1,68 @@
+"""WHERE and HAVING: relational conjuncts -> Filter, ``SEM_FILTER`` -> SemFilter, ``IN (SELECT)`` -> semi join.
+
+Relational conjuncts are applied first (cheap, and they shrink what the model reads),
+then semi joins, then semantic filters in the order written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlglot import exp
+
+from semray.operators import Filter, Join, Node
+from semray.sql.context import Context
+from semray.sql.items import ExprScope
+from semray.sql.rewrite import conjuncts, is_aggregate, plan_column, plan_sql, semantic_name, to_sql
+from semray.sql.semantic_calls import located, sem_filter
+
+
+def apply_predicates(scope: ExprScope, condition: exp.Expr | None, context: Context, clause: str) -> ExprScope:
+    """``scope`` with the conjuncts of ``condition`` (a WHERE or HAVING clause) applied."""
+    if condition is None:
+        return scope
+    source = context.source
+    relational: list[str] = []
+    semantic: list[exp.Expr] = []
+    memberships: list[exp.In] = []
+    for part in conjuncts(condition):
+        if semantic_name(part) == "SEM_FILTER":
+            semantic.append(part)
+        elif isinstance(part, exp.In) and part.args.get("query") is not None:
+            memberships.append(part)
+        else:
+            if scope.replace is None and any(is_aggregate(node) for node in part.walk() if isinstance(node, exp.Expr)):
+                raise source.unsupported(part, f"an aggregate in {clause}", "filter aggregates in HAVING")
+            relational.append(plan_sql(part, scope.relation, source, scope.replace))
+    node = scope.node
+    if relational:
+        predicate = relational[0] if len(relational) == 1 else " AND ".join(f"({text})" for text in relational)
+        with located(condition, source):
+            node = Filter(input=node, predicate=predicate)
+    for membership in memberships:
+        node = semi_join(node, membership, scope, context)
+    for call in semantic:
+        node = sem_filter(node, call, scope.relation, source)
+    return replace(scope, node=node)
+
+
+def semi_join(node: Node, membership: exp.In, scope: ExprScope, context: Context) -> Node:
+    """``x IN (SELECT y FROM ...)`` -> a semi join of the rows so far with the subquery on ``x = y``."""
+    source = context.source
+    subquery = membership.args["query"]
+    query = subquery.this if isinstance(subquery, exp.Subquery) else subquery
+    probe = plan_sql(membership.this, scope.relation, source, scope.replace)
+    right = context.compile(query)
+    columns = right.output_schema.user_columns()
+    if len(columns) != 1:
+        raise source.unsupported(
+            subquery, f"an IN subquery with {len(columns)} columns", "select exactly one column in it"
+        )
+    probe_tree: exp.Expr = exp.maybe_parse(probe, dialect="duckdb")
+    if not isinstance(probe_tree, exp.Column):
+        raise source.unsupported(
+            membership.this, "IN (SELECT ...) on an expression", "compute it as a column in a subquery first"
+        )
+    condition = f"{to_sql(plan_column(probe_tree.name, table='l'))} = {to_sql(plan_column(columns[0].name, table='r'))}"
+    with located(membership, source):
+        return Join(left=node, right=right, kind="semi", on=condition)

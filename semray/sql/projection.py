@@ -1,0 +1,178 @@
+"""The SELECT list, DISTINCT, ORDER BY and LIMIT of one SELECT: Project, Distinct, Sort, Limit.
+
+Semantic calls in the SELECT list become semantic nodes below the Project, each writing
+its own column (named by the item's alias when the call is the whole item). ORDER BY
+keys that are not output columns are computed as hidden columns and dropped after the
+Sort and Limit. A Project that would only repeat its input's columns is left out.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from semray.operators import Distinct, Limit, NamedExpr, Node, Project, Sort, SortKey
+from semray.sql.context import Context
+from semray.sql.diagnostics import QueryText
+from semray.sql.items import ExprScope, SelectItem, unique_name
+from semray.sql.rewrite import Replacement, outermost, plan_column, plan_sql, semantic_name, to_sql
+from semray.sql.semantic_calls import located, sem_column, sem_extract
+
+SEMANTIC_COLUMNS = ("SEM_FILTER", "SEM_MAP", "SEM_SCORE", "SEM_CLASSIFY")
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """Compiled SELECT list: the node below the Project and the output columns."""
+
+    node: Node
+    exprs: tuple[NamedExpr, ...]
+    replace: Replacement | None
+
+
+def compile_items(scope: ExprScope, items: Sequence[SelectItem], context: Context) -> Output:
+    """Semantic nodes for the SEM_* calls of the SELECT list, then one NamedExpr per output column."""
+    source = context.source
+    node = scope.node
+    outputs: dict[str, str] = {}
+    reserved = {item.name.lower() for item in items if not item.is_extract}
+    for item in items:
+        if item.is_extract:
+            continue
+        for call in outermost(item.expression, lambda n: semantic_name(n) in SEMANTIC_COLUMNS):
+            key = to_sql(call)
+            if key in outputs:
+                continue
+            whole = item.expression is call and item.alias is not None
+            taken = {name.lower() for name in node.output_schema.names} | set(outputs.values())
+            name = (
+                item.name
+                if whole and item.name.lower() not in taken
+                else unique_name(f"_sem{len(outputs)}", taken | reserved)
+            )
+            node = sem_column(node, call, name, scope.relation, source)
+            outputs[key] = name
+    replace = _with_semantic_outputs(scope.replace, outputs)
+    exprs: list[NamedExpr] = []
+    for item in items:
+        if item.is_extract:
+            extract = sem_extract(node, item.expression, scope.relation, source)
+            node = extract
+            for field in extract.fields:
+                name = unique_name(field.name, reserved | {e.name.lower() for e in exprs})
+                exprs.append(NamedExpr(name=name, expr=to_sql(plan_column(field.name))))
+            continue
+        exprs.append(NamedExpr(name=item.name, expr=plan_sql(item.expression, scope.relation, source, replace)))
+    return Output(node, tuple(exprs), replace)
+
+
+def _with_semantic_outputs(replace: Replacement | None, outputs: dict[str, str]) -> Replacement | None:
+    if not outputs:
+        return replace
+
+    def substitute(node: exp.Expr) -> exp.Expr | None:
+        if semantic_name(node) in SEMANTIC_COLUMNS:
+            return plan_column(outputs[to_sql(node)])
+        return replace(node) if replace is not None else None
+
+    return substitute
+
+
+def finish_select(
+    scope: ExprScope, output: Output, items: Sequence[SelectItem], select: exp.Select, context: Context
+) -> Node:
+    """Project, then DISTINCT, ORDER BY, LIMIT/OFFSET, and drop hidden sort columns."""
+    source = context.source
+    exprs = list(output.exprs)
+    distinct = select.args.get("distinct")
+    if distinct is not None and distinct.args.get("on") is not None:
+        raise source.unsupported(distinct, "DISTINCT ON", "use GROUP BY with an aggregate such as any_value() or min()")
+    keys: list[SortKey] = []
+    hidden: list[NamedExpr] = []
+    order = select.args.get("order")
+    for ordered in order.expressions if order is not None else []:
+        column = output_column(ordered.this, exprs, items, source)
+        if column is None:
+            text = plan_sql(ordered.this, scope.relation, source, output.replace)
+            column = next((e.name for e in exprs if e.expr == text), None)
+        if column is None:
+            if distinct is not None:
+                raise source.unsupported(
+                    ordered, "ORDER BY an expression that is not selected, with SELECT DISTINCT", "select it too"
+                )
+            taken = {e.name.lower() for e in exprs + hidden}
+            column = unique_name(f"_order{len(hidden)}", taken)
+            hidden.append(NamedExpr(name=column, expr=text))
+        keys.append(sort_key(column, ordered))
+    node = project(output.node, tuple(exprs + hidden), select, source)
+    if distinct is not None:
+        node = Distinct(input=node)
+    node = order_and_limit(node, keys, select, source)
+    if hidden:
+        node = project(
+            node, tuple(NamedExpr(name=e.name, expr=to_sql(plan_column(e.name))) for e in exprs), select, source
+        )
+    return node
+
+
+def output_column(
+    expression: exp.Expr, exprs: Sequence[NamedExpr], items: Sequence[SelectItem], source: QueryText
+) -> str | None:
+    """The output column an ORDER BY key names by position (``1``) or by output name."""
+    if isinstance(expression, exp.Literal) and not expression.is_string:
+        index = int(str(expression.this))
+        if not 1 <= index <= len(exprs):
+            raise source.unsupported(expression, f"ORDER BY {index}", f"use a position between 1 and {len(exprs)}")
+        return exprs[index - 1].name
+    if isinstance(expression, exp.Column) and not expression.table:
+        named = [e.name for e in exprs if e.name == expression.name] or [
+            e.name for e in exprs if e.name.lower() == expression.name.lower()
+        ]
+        aliased = [item.name for item in items if item.alias is not None and item.name in named]
+        if aliased or len(named) == 1:
+            return (aliased or named)[0]
+    return None
+
+
+def sort_key(column: str, ordered: exp.Ordered) -> SortKey:
+    # DuckDB sorts NULLs last in both directions unless told otherwise; say so explicitly.
+    return SortKey(
+        column=column, descending=bool(ordered.args.get("desc")), nulls_first=bool(ordered.args.get("nulls_first"))
+    )
+
+
+def project(node: Node, exprs: tuple[NamedExpr, ...], at: exp.Expr, source: QueryText) -> Node:
+    """A Project of ``exprs`` over ``node``, or ``node`` itself when it would change nothing."""
+    current = node.output_schema.user_columns()
+    if len(current) == len(exprs) and all(
+        c.name == e.name and e.expr == to_sql(plan_column(c.name)) for c, e in zip(current, exprs, strict=True)
+    ):
+        return node
+    with located(at, source):
+        return Project(input=node, exprs=exprs)
+
+
+def order_and_limit(node: Node, keys: Sequence[SortKey], query: exp.Expr, source: QueryText) -> Node:
+    if keys:
+        node = Sort(input=node, keys=tuple(keys))
+    count = _bound(query.args.get("limit"), source)
+    offset = _bound(query.args.get("offset"), source)
+    if count is not None or offset is not None:
+        node = Limit(input=node, count=sys.maxsize if count is None else count, offset=offset or 0)
+    return node
+
+
+def _bound(clause: exp.Expr | None, source: QueryText) -> int | None:
+    if clause is None:
+        return None
+    if isinstance(clause, exp.Fetch):
+        raise source.unsupported(clause, "FETCH FIRST", "use LIMIT n")
+    value = clause.args.get("expression")
+    if isinstance(value, exp.Literal) and not value.is_string and str(value.this).isdigit():
+        return int(str(value.this))
+    raise source.unsupported(
+        clause, f"the bound {to_sql(clause).strip()!r}", "use a non-negative integer literal, e.g. LIMIT 10 OFFSET 20"
+    )
