@@ -1,0 +1,219 @@
+"""One model tier: input checks, context fitting, cache, the backend call, strict parsing with
+one repair re-ask, and pricing. Deployments (``deployments.py``) wrap this; tests use it directly.
+
+>>> tier = ModelTier("small", TierConfig(backend="simulated", model="sim-small"), backend)  # doctest: +SKIP
+>>> request = ModelRequest(prompt="...", constraint=OutputConstraint.choice("Yes", "No"))
+>>> responses = await tier.generate([request])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from semray.log import get_logger
+from semray.serving.backends.base import Backend, Call, RawCompletion
+from semray.serving.cache import ResponseCache, cache_key
+from semray.serving.config import Prices, TierConfig
+from semray.serving.contract import ModelRequest, ModelResponse, Usage, confidence_from_logprobs, error_response
+from semray.serving.parsing import ReplyParseError, parse_reply
+from semray.serving.prompts import PROMPT_VERSION, format_instruction, repair_prompt
+from semray.serving.truncation import fit_prompt
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A request ready to send: its call, cache key and whether the prompt was cut."""
+
+    index: int
+    request: ModelRequest
+    call: Call
+    key: str
+    truncated: bool
+
+
+class ModelTier:
+    """Serves ``ModelRequest`` batches for one tier through one backend."""
+
+    def __init__(self, name: str, config: TierConfig, backend: Backend, cache: ResponseCache | None = None) -> None:
+        self.name = name
+        self.config = config
+        self.backend = backend
+        self.cache = cache
+        self.prices: Prices = config.prices or backend.default_prices
+        self._identity = ":".join(
+            part for part in (config.backend, config.model, config.base_url, str(config.model_path or "")) if part
+        )
+
+    async def generate(self, requests: Sequence[ModelRequest]) -> list[ModelResponse]:
+        """Answer every request, in order; per-row problems are error responses, never exceptions."""
+        results: list[ModelResponse | None] = [None] * len(requests)
+        prepared: list[_Prepared] = []
+        for index, request in enumerate(requests):
+            item = self._prepare(index, request)
+            if isinstance(item, ModelResponse):
+                results[index] = item
+            else:
+                prepared.append(item)
+        started = time.perf_counter()
+        cached = self.cache.get_many(sorted({p.key for p in prepared})) if self.cache is not None else {}
+        lookup_s = time.perf_counter() - started
+        first_of: dict[str, _Prepared] = {}
+        misses: list[_Prepared] = []
+        for item in prepared:
+            if item.key in cached:
+                results[item.index] = _as_hit(cached[item.key], item, lookup_s)
+            elif item.key in first_of:
+                continue  # a duplicate within the batch: answered from its first copy below
+            else:
+                first_of[item.key] = item
+                misses.append(item)
+        answered = await self._answer(misses)
+        fresh = {item.key: response for item, response in zip(misses, answered, strict=True)}
+        for item in prepared:
+            if results[item.index] is not None:
+                continue
+            response = fresh[item.key]
+            if first_of[item.key] is item:
+                results[item.index] = response
+            else:
+                results[item.index] = _as_hit(response, item, 0.0)
+        if self.cache is not None:
+            self.cache.put_many((key, response) for key, response in fresh.items() if response.error is None)
+        log.debug(
+            "tier_batch", tier=self.name, rows=len(requests), cache_hits=len(prepared) - len(misses), calls=len(misses)
+        )
+        return [response for response in results if response is not None]
+
+    # -- preparing calls ---------------------------------------------------------------------
+
+    def _prepare(self, index: int, request: ModelRequest) -> _Prepared | ModelResponse:
+        if request.input_error:
+            return self._error(request, request.input_error)
+        if not request.prompt.strip():
+            return self._error(request, "empty_input: the prompt is empty")
+        native = self.backend.native_json and self.config.native_structured_output
+        instruction = format_instruction(request.constraint, native_json=native, prompt=request.prompt)
+        fixed = [text for text in (request.system, instruction) if text]
+        prompt, truncated = request.prompt, False
+        context = self.backend.context_length
+        if context is not None:
+            fitted = fit_prompt(request.prompt, fixed, request.max_tokens, context, self.config.truncation)
+            if fitted.error is not None:
+                return self._error(request, fitted.error)
+            prompt, truncated = fitted.prompt, fitted.truncated
+        user = f"{prompt}\n\n{instruction}" if instruction else prompt
+        messages = ((("system", request.system),) if request.system else ()) + (("user", user),)
+        schema = request.constraint.json_schema if native and request.constraint.kind == "json_schema" else None
+        call = Call(messages, request.max_tokens, request.temperature, request.logprobs, schema)
+        key = cache_key(
+            self._identity,
+            {
+                "messages": messages,
+                "max_tokens": request.max_tokens,
+                "temperature": request.temperature,
+                "logprobs": request.logprobs,
+                "json_schema": schema,
+                "constraint": request.constraint.model_dump(mode="json"),
+                "prompts": PROMPT_VERSION,
+            },
+        )
+        return _Prepared(index, request, call, key, truncated)
+
+    def _error(self, request: ModelRequest, error: str) -> ModelResponse:
+        return error_response(request, error, tier=self.name, model=self.config.model)
+
+    # -- calling, parsing, repairing ---------------------------------------------------------
+
+    async def _answer(self, items: list[_Prepared]) -> list[ModelResponse]:
+        if not items:
+            return []
+        started = time.perf_counter()
+        raw = await self.backend.complete([item.call for item in items])
+        elapsed = time.perf_counter() - started
+        parsed = [self._parse(item, completion) for item, completion in zip(items, raw, strict=True)]
+        retry = [i for i, (value, reason) in enumerate(parsed) if reason is not None and raw[i].error is None]
+        repaired: dict[int, RawCompletion] = {}
+        if retry:
+            calls = [self._repair_call(items[i], raw[i].text, parsed[i][1] or "") for i in retry]
+            again = await self.backend.complete(calls)
+            elapsed = time.perf_counter() - started
+            for i, completion in zip(retry, again, strict=True):
+                repaired[i] = completion
+                parsed[i] = self._parse(items[i], completion)
+        return [self._response(items[i], raw[i], repaired.get(i), parsed[i], elapsed) for i in range(len(items))]
+
+    def _parse(self, item: _Prepared, completion: RawCompletion) -> tuple[object, str | None]:
+        if completion.error is not None:
+            return None, completion.error
+        try:
+            return parse_reply(completion.text, item.request.constraint), None
+        except ReplyParseError as error:
+            return None, str(error)
+
+    def _repair_call(self, item: _Prepared, reply: str, reason: str) -> Call:
+        prompt = repair_prompt(item.call.messages[-1][1], reply, reason, item.request.constraint)
+        messages = (*item.call.messages[:-1], ("user", prompt))
+        return Call(messages, item.call.max_tokens, item.call.temperature, item.call.logprobs, item.call.json_schema)
+
+    def _response(
+        self,
+        item: _Prepared,
+        first: RawCompletion,
+        second: RawCompletion | None,
+        parsed: tuple[object, str | None],
+        elapsed: float,
+    ) -> ModelResponse:
+        completions = [first] if second is None else [first, second]
+        final = completions[-1]
+        input_tokens = sum(c.input_tokens for c in completions)
+        output_tokens = sum(c.output_tokens for c in completions)
+        gpu_seconds = sum(c.gpu_seconds for c in completions)
+        usage = Usage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            gpu_seconds=gpu_seconds,
+            dollars=self.prices.dollars(input_tokens, output_tokens, gpu_seconds),
+        )
+        value, reason = parsed
+        error = None
+        if reason is not None:
+            error = reason if final.error is not None else f"unparseable: {reason}"
+        return ModelResponse(
+            text=final.text,
+            value=None if error else value,  # type: ignore[arg-type]
+            confidence=None if error else confidence_from_logprobs(final.token_logprobs),
+            token_logprobs=final.token_logprobs,
+            usage=usage,
+            latency_s=elapsed,
+            tier=self.name,
+            model=self.config.model,
+            error=error,
+            request_id=item.request.request_id,
+            truncated=item.truncated,
+            repaired=second is not None,
+            calls=len(completions),
+        )
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+        if self.cache is not None:
+            self.cache.close()
+
+
+def _as_hit(response: ModelResponse, item: _Prepared, latency_s: float) -> ModelResponse:
+    """A stored response served again: no tokens, no dollars, no calls."""
+    return response.model_copy(
+        update={
+            "cache_hit": True,
+            "usage": Usage(),
+            "latency_s": latency_s,
+            "request_id": item.request.request_id,
+            "tier": response.tier,
+            "truncated": item.truncated,
+            "calls": 0,
+        }
+    )
