@@ -138,10 +138,10 @@ def output_column(
 
 
 def sort_key(column: str, ordered: exp.Ordered) -> SortKey:
-    # DuckDB sorts NULLs last in both directions unless told otherwise; say so explicitly.
-    return SortKey(
-        column=column, descending=bool(ordered.args.get("desc")), nulls_first=bool(ordered.args.get("nulls_first"))
-    )
+    # sqlglot reads DuckDB's default (NULLS LAST both ways) and an explicit NULLS LAST alike;
+    # the plan's default (None) means the same, so only NULLS FIRST is spelled out.
+    nulls_first = True if ordered.args.get("nulls_first") else None
+    return SortKey(column=column, descending=bool(ordered.args.get("desc")), nulls_first=nulls_first)
 
 
 def project(node: Node, exprs: tuple[NamedExpr, ...], at: exp.Expr, source: QueryText) -> Node:

@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from semray.errors import ColumnNotFoundError, TableNotFoundError
 from semray.operators import Node
-from semray.sql.diagnostics import QueryText, UnsupportedSqlError
+from semray.sql.diagnostics import QueryText, UnsupportedSqlError, at_position
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ class Relation:
         where = f"the query (at {source.locate(column)})"
         if qualifier is not None:
             if not self.has_qualifier(qualifier):
-                raise TableNotFoundError(qualifier, self.qualifiers)
+                raise at_position(TableNotFoundError(qualifier, self.qualifiers), source.locate(column))
             chosen = _pick(qualifier, self.qualifiers)
             names = [c.name for c in self.columns if c.qualifier == chosen]
             raise ColumnNotFoundError(column.name, names, f"{chosen} (at {source.locate(column)})")

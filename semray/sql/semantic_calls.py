@@ -183,13 +183,21 @@ def sem_agg(
 
 
 def sem_join(left: Relation, right: Relation, call: exp.Expr, source: QueryText) -> SemJoin:
-    """``SEM_MATCH`` over two relations; ``{l.x}``/``{r.x}`` or table-qualified references."""
+    """``SEM_MATCH`` over two relations: ``{l.x}``/``{r.x}`` (the left/right input), ``{alias.x}`` or ``{x}``."""
     template, literal = instruction(call, source)
     _expect_arguments(call, 1, source)
 
     def resolve(reference: str, position: str) -> str:
         qualifier, _, name = reference.rpartition(".")
         sides = (("l", left), ("r", right))
+        if qualifier in ("l", "r"):
+            # {l.x} / {r.x} always name the join's left / right input, whatever the table aliases are.
+            relation = left if qualifier == "l" else right
+            found = relation.find(name, None)
+            if found is None:
+                where = f"the SEM_MATCH instruction, {'left' if qualifier == 'l' else 'right'} input (at {position})"
+                raise ColumnNotFoundError(name, [c.name for c in relation.star()], where)
+            return f"{qualifier}.{found.plan_name}"
         if qualifier:
             for side, relation in sides:
                 if relation.has_qualifier(qualifier):
@@ -198,18 +206,10 @@ def sem_join(left: Relation, right: Relation, call: exp.Expr, source: QueryText)
                         names = [c.name for c in relation.star(qualifier)]
                         raise ColumnNotFoundError(name, names, f"the SEM_MATCH instruction (at {position})")
                     return f"{side}.{found.plan_name}"
-            if qualifier in ("l", "r"):
-                relation = left if qualifier == "l" else right
-                found = relation.find(name, None)
-                if found is None:
-                    raise ColumnNotFoundError(
-                        name, [c.name for c in relation.star()], f"the SEM_MATCH instruction (at {position})"
-                    )
-                return f"{qualifier}.{found.plan_name}"
-            raise ColumnNotFoundError(
-                reference,
-                [f"l.{c.name}" for c in left.star()] + [f"r.{c.name}" for c in right.star()],
-                f"the SEM_MATCH instruction (at {position})",
+            tables = ", ".join(left.qualifiers + right.qualifiers)
+            raise UnsupportedSqlError(
+                f"{{{reference}}} in SEM_MATCH (at {position}) names no table of the join;"
+                f" write {{l.{name}}}, {{r.{name}}} or a table of the join ({tables})"
             )
         matches = [(side, found) for side, relation in sides if (found := relation.find(name, None)) is not None]
         if len(matches) != 1:
