@@ -21,6 +21,11 @@ class Settings(BaseSettings):
     num_cpus: int = Field(default=2, ge=1, description="CPUs of the embedded local Ray")
     object_store_bytes: int | None = Field(default=None, description="object store size of the embedded Ray")
     batch_size: int = Field(default=4096, ge=1, description="rows per batch for relational operators")
+    gather_rows: int = Field(
+        default=2_000_000,
+        ge=0,
+        description="joins, sorts, aggregates over at most this many (estimated) rows run without a shuffle; 0 always shuffles",
+    )
     log_format: str = Field(default="auto", description="auto | console | json")
     log_level: str = Field(default="info")
 

@@ -22,8 +22,8 @@ def _connection() -> duckdb.DuckDBPyConnection:
     return connection
 
 
-def run_sql(batch: pa.Table, sql: str) -> pa.Table:
-    """Run ``sql`` where the table ``batch`` is the given Arrow table.
+def run_sql(batch: pa.Table, sql: str, **tables: pa.Table) -> pa.Table:
+    """Run ``sql`` where the table ``batch`` is the given Arrow table (and ``tables`` by name).
 
     >>> run_sql(pa.table({"x": [1, 2]}), "SELECT x * 2 AS y FROM batch").column("y").to_pylist()
     [2, 4]
@@ -31,7 +31,9 @@ def run_sql(batch: pa.Table, sql: str) -> pa.Table:
     cursor = _connection().cursor()
     try:
         cursor.register("batch", batch)
-        return cursor.execute(sql).to_arrow_table()
+        for name, table in tables.items():
+            cursor.register(name, table)
+        return cursor.sql(sql).to_arrow_table()
     finally:
         cursor.close()
 
@@ -39,4 +41,4 @@ def run_sql(batch: pa.Table, sql: str) -> pa.Table:
 def empty_table(columns: tuple[tuple[str, str], ...]) -> pa.Table:
     """A zero-row Arrow table with DuckDB-typed columns."""
     select = ", ".join(f"NULL::{kind} AS {quote(name)}" for name, kind in columns) or "NULL AS _unused"
-    return _connection().execute(f"SELECT {select} LIMIT 0").to_arrow_table()
+    return _connection().sql(f"SELECT {select} LIMIT 0").to_arrow_table()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import duckdb
 import sqlglot
 from sqlglot import exp
 
@@ -12,8 +13,11 @@ from semray.operators.base import Node
 from semray.operators.expressions import DIALECT
 from semray.operators.relational import Aggregate, Distinct, Filter, Join, Limit, Project, Scan, Sort, Union
 from semray.operators.schema import ROW_ID, quote
+from semray.pipeline.sizing import estimate_rows, fits_one_task
 from semray.pipeline.spec import (
     BatchSqlStage,
+    BroadcastJoinStage,
+    GatherSqlStage,
     JoinStage,
     LimitStage,
     PartitionedSqlStage,
@@ -25,6 +29,7 @@ from semray.pipeline.spec import (
 from semray.settings import Settings
 
 RIGHT_ROW_ID = "_rowid_r"
+JOIN_KEY = "_jk"
 PARTITION = "_part"
 
 
@@ -61,29 +66,78 @@ def lower_project(node: Node, settings: Settings) -> Stage:
 
 def lower_join(node: Node, settings: Settings) -> Stage:
     assert isinstance(node, Join)
+    if fits_one_task(node.right, settings.gather_rows):
+        return _broadcast_join(node, settings)
+    return _hash_join(node, settings)
+
+
+def _broadcast_join(node: Join, settings: Settings) -> Stage:
+    """Small right side: gather it once, join every left batch to it in DuckDB."""
     renames = node.right_names
-    right_items = ", ".join(f"{quote(old)} AS {quote(new)}" for old, new in renames.items())
-    renamed_right = BatchSqlStage(
-        sql=f"SELECT {ROW_ID} AS {RIGHT_ROW_ID}" + (f", {right_items}" if right_items else "") + " FROM batch",
-        reason="join: rename right side",
+    left_columns = [f"l.{quote(name)}" for name in node.left.output_schema.names if name != ROW_ID]
+    kind = {"inner": "JOIN", "left": "LEFT JOIN", "semi": "SEMI JOIN", "anti": "ANTI JOIN"}[node.kind]
+    if node.kind in ("semi", "anti"):
+        select = ", ".join([f"l.{ROW_ID}", *left_columns])
+    else:
+        row_id = f"l.{ROW_ID} || '*' || coalesce(r.{ROW_ID}, '') AS {ROW_ID}"
+        right_columns = [f"r.{quote(old)} AS {quote(new)}" for old, new in renames.items()]
+        select = ", ".join([row_id, *left_columns, *right_columns])
+    sql = f"SELECT {select} FROM batch AS l {kind} right_side AS r ON ({node.on})"
+    right_schema = node.right.output_schema
+    return BroadcastJoinStage(
+        sql=sql,
+        right_columns=tuple((c.name, c.type) for c in right_schema.columns),
+        inputs=(lower(node.left, settings), lower(node.right, settings)),
+    )
+
+
+def _hash_join(node: Join, settings: Settings) -> Stage:
+    """Both sides large: Ray Data's hash join on copies of the keys."""
+    renames = node.right_names
+    keys, residual = node.keys
+    left_schema, right_schema = node.left.output_schema, node.right.output_schema
+    # Ray's join coalesces key columns; joining on copies (cast to one type) keeps both
+    # sides' columns intact, as SQL does.
+    key_types = [common_type(left_schema.type_of(a), right_schema.type_of(b)) for a, b in keys]
+    join_keys = tuple(f"{JOIN_KEY}{position}" for position in range(len(keys)))
+    left_copies = ", ".join(f"CAST({quote(a)} AS {t}) AS {k}" for (a, _), t, k in zip(keys, key_types, join_keys, strict=True))
+    right_copies = ", ".join(f"CAST({quote(b)} AS {t}) AS {k}" for (_, b), t, k in zip(keys, key_types, join_keys, strict=True))
+    right_items = "".join(f", {quote(old)} AS {quote(new)}" for old, new in renames.items())
+    left = BatchSqlStage(sql=f"SELECT *, {left_copies} FROM batch", reason="join: left keys", inputs=(lower(node.left, settings),))
+    right = BatchSqlStage(
+        sql=f"SELECT {ROW_ID} AS {RIGHT_ROW_ID}{right_items}, {right_copies} FROM batch",
+        reason="join: rename right side, keys",
         inputs=(lower(node.right, settings),),
     )
-    keys, residual = node.keys
     kinds = {"inner": "inner", "left": "left_outer", "semi": "left_semi", "anti": "left_anti"}
     join = JoinStage(
         kind=kinds[node.kind],  # type: ignore[arg-type]
-        left_keys=tuple(left for left, _ in keys),
-        right_keys=tuple(renames[right] for _, right in keys),
-        num_partitions=max(2, settings.num_cpus),
-        inputs=(lower(node.left, settings), renamed_right),
+        left_keys=join_keys,
+        right_keys=join_keys,
+        num_partitions=partitions(node, settings),
+        inputs=(left, right),
     )
-    left_columns = [quote(name) for name in node.left.output_schema.names if name != ROW_ID]
+    left_columns = [quote(name) for name in left_schema.names if name != ROW_ID]
     if node.kind in ("semi", "anti"):
         return BatchSqlStage(sql=f"SELECT {ROW_ID}, {', '.join(left_columns)} FROM batch", reason="join: order columns", inputs=(join,))
     row_id = f"{ROW_ID} || '*' || coalesce({RIGHT_ROW_ID}, '') AS {ROW_ID}"
     columns = ", ".join([row_id, *left_columns, *(quote(new) for new in renames.values())])
     where = f" WHERE ({_resolve_join_columns(residual, node)})" if residual else ""
     return BatchSqlStage(sql=f"SELECT {columns} FROM batch{where}", reason="join: row ids, residual", inputs=(join,))
+
+
+def partitions(node: Node, settings: Settings) -> int:
+    """Shuffle partitions: about one per ``gather_rows`` rows, at least one per CPU."""
+    count = estimate_rows(node) or 0
+    per_partition = max(settings.gather_rows, 100_000)
+    return max(settings.num_cpus, -(-count // per_partition))
+
+
+def common_type(left: str, right: str) -> str:
+    """The type DuckDB compares two key types in, e.g. BIGINT and DOUBLE -> DOUBLE."""
+    if left == right:
+        return left
+    return str(duckdb.sql(f"SELECT typeof(coalesce(NULL::{left}, NULL::{right}))").fetchone()[0])  # type: ignore[index]
 
 
 def _resolve_join_columns(predicate: str, node: Join) -> str:
@@ -126,16 +180,19 @@ def lower_distinct(node: Node, settings: Settings) -> Stage:
 
 
 def _partitioned(node: Aggregate | Distinct, settings: Settings, keys: tuple[str, ...], needed: tuple[str, ...], sql: str, reason: str) -> Stage:
-    count = max(2, settings.num_cpus) if keys else 1
-    partition = f"hash({', '.join(quote(k) for k in keys)}) % {count}" if keys else "0"
-    columns = ", ".join(quote(name) for name in needed) or "1 AS _unused"
-    prepare = BatchSqlStage(
-        sql=f"SELECT {columns}, CAST({partition} AS BIGINT) AS {PARTITION} FROM batch",
-        reason=f"{reason}: columns and partition",
-        inputs=(lower(node.input, settings),),
-    )
     schema = node.input.output_schema
     typed = tuple((name, schema.type_of(name)) for name in needed)
+    columns = ", ".join(quote(name) for name in needed) or "1 AS _unused"
+    upstream = lower(node.input, settings)
+    if not keys or fits_one_task(node.input, settings.gather_rows):
+        prepare = BatchSqlStage(sql=f"SELECT {columns} FROM batch", reason=f"{reason}: columns", inputs=(upstream,))
+        return GatherSqlStage(sql=sql, input_columns=typed, reason=reason, inputs=(prepare,))
+    count = partitions(node.input, settings)
+    prepare = BatchSqlStage(
+        sql=f"SELECT {columns}, CAST(hash({', '.join(quote(k) for k in keys)}) % {count} AS BIGINT) AS {PARTITION} FROM batch",
+        reason=f"{reason}: columns and partition",
+        inputs=(upstream,),
+    )
     return PartitionedSqlStage(
         partition_by=keys, num_partitions=count, sql=sql, input_columns=typed, reason=reason, inputs=(prepare,)
     )
@@ -143,7 +200,15 @@ def _partitioned(node: Aggregate | Distinct, settings: Settings, keys: tuple[str
 
 def lower_sort(node: Node, settings: Settings) -> Stage:
     assert isinstance(node, Sort)
-    names = node.input.output_schema.names
+    schema = node.input.output_schema
+    names = schema.names
+    upstream = lower(node.input, settings)
+    if fits_one_task(node.input, settings.gather_rows):
+        order = ", ".join(
+            f"{quote(k.column)} {'DESC' if k.descending else 'ASC'} NULLS {'FIRST' if k.nulls_first else 'LAST'}" for k in node.keys
+        )
+        typed = tuple((c.name, c.type) for c in schema.columns)
+        return GatherSqlStage(sql=f"SELECT * FROM batch ORDER BY {order}", input_columns=typed, reason="sort", inputs=(upstream,))
     flags = []
     columns: list[str] = []
     descending: list[bool] = []
@@ -154,7 +219,7 @@ def lower_sort(node: Node, settings: Settings) -> Stage:
         flags.append(f"({quote(key.column)} IS {'NOT ' if nulls_first else ''}NULL) AS _null{position}")
         columns += [f"_null{position}", key.column]
         descending += [False, key.descending]
-    prepare = BatchSqlStage(sql=f"SELECT *, {', '.join(flags)} FROM batch", reason="sort: null order", inputs=(lower(node.input, settings),))
+    prepare = BatchSqlStage(sql=f"SELECT *, {', '.join(flags)} FROM batch", reason="sort: null order", inputs=(upstream,))
     sort = SortStage(columns=tuple(columns), descending=tuple(descending), inputs=(prepare,))
     keep = ", ".join(quote(name) for name in names)
     return BatchSqlStage(sql=f"SELECT {keep} FROM batch", reason="sort: drop helpers", inputs=(sort,))

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 import ray
+from ray.exceptions import RayError
 import ray.data as rd
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
-from semray.errors import LoweringError, SourceError
+from semray.errors import ExecutionError, LoweringError, SemrayError, SourceError
 from semray.pipeline.batch_sql import empty_table, run_sql
 from semray.pipeline.lower import PARTITION
 from semray.pipeline.spec import (
     BatchSqlStage,
+    BroadcastJoinStage,
+    GatherSqlStage,
     JoinStage,
     LimitStage,
     PartitionedSqlStage,
@@ -84,15 +88,37 @@ def build_batch_sql(stage: Stage) -> rd.Dataset:
     return upstream.map_batches(run_sql, fn_args=(stage.sql,), batch_format="pyarrow", batch_size=None, zero_copy_batch=True)
 
 
+def build_gather_sql(stage: Stage) -> rd.Dataset:
+    assert isinstance(stage, GatherSqlStage)
+    return rd.from_arrow_refs([_gathered(stage.inputs[0], stage.input_columns, stage.sql)])
+
+
+def _gathered(stage: Stage, columns: tuple[tuple[str, str], ...], sql: str = "SELECT * FROM batch") -> Any:
+    """Run the upstream pipeline, then ``sql`` over all its rows in one task; an ObjectRef."""
+    with reported_failures():
+        refs = materialize(stage).to_arrow_refs()
+    return _run_on_all.remote(sql, columns, *refs)
+
+
+def build_broadcast_join(stage: Stage) -> rd.Dataset:
+    assert isinstance(stage, BroadcastJoinStage)
+    left, right = stage.inputs
+    right_table = _gathered(right, stage.right_columns)
+    return materialize(left).map_batches(
+        _join_batch, fn_args=(right_table, stage.sql), batch_format="pyarrow", batch_size=None, zero_copy_batch=True
+    )
+
+
+def _join_batch(batch: pa.Table, right: Any, sql: str) -> pa.Table:
+    # Ray Data passes ObjectRefs in fn_args through unresolved; the object store
+    # serves repeated gets of the same table zero-copy.
+    table = ray.get(right) if isinstance(right, ray.ObjectRef) else right
+    return run_sql(batch, sql, right_side=table)
+
+
 def build_partitioned_sql(stage: Stage) -> rd.Dataset:
     assert isinstance(stage, PartitionedSqlStage)
     upstream = materialize(stage.inputs[0])
-    if stage.num_partitions == 1:
-        # A global aggregate is a pipeline breaker; one task sees every (pre-projected)
-        # row, and an empty input still yields SQL's one-row answer.
-        refs = upstream.to_arrow_refs()
-        result = _run_on_all.remote(stage.sql, stage.input_columns, *refs)
-        return rd.from_arrow_refs([result])
     return upstream.groupby(PARTITION, num_partitions=stage.num_partitions).map_groups(
         _run_partition, fn_args=(stage.sql,), batch_format="pyarrow"
     )
@@ -104,7 +130,7 @@ def _run_partition(batch: pa.Table, sql: str) -> pa.Table:
 
 @ray.remote
 def _run_on_all(sql: str, columns: tuple[tuple[str, str], ...], *tables: pa.Table) -> pa.Table:
-    parts = [table.drop_columns([PARTITION]) for table in tables if table.num_rows]
+    parts = [table for table in tables if table.num_rows]
     batch = pa.concat_tables(parts, promote_options="default") if parts else empty_table(columns)
     return run_sql(batch, sql)
 
@@ -149,7 +175,8 @@ def _concat(refs: list[Any]) -> pa.Table:
 
 def collect(stage: Stage, schema: pa.Schema) -> pa.Table:
     """Run the pipeline and gather its rows on the driver, typed as ``schema``."""
-    tables = [table for table in ray.get(materialize(stage).to_arrow_refs()) if table.num_rows]
+    with reported_failures():
+        tables = [table for table in ray.get(materialize(stage).to_arrow_refs()) if table.num_rows]
     if not tables:
         return schema.empty_table()
     return pa.concat_tables([table.select(schema.names).cast(schema) for table in tables])
@@ -157,14 +184,32 @@ def collect(stage: Stage, schema: pa.Schema) -> pa.Table:
 
 def iter_batches(stage: Stage, schema: pa.Schema, batch_rows: int) -> Iterator[pa.Table]:
     """Stream the pipeline's output as Arrow tables of about ``batch_rows`` rows."""
-    for batch in materialize(stage).iter_batches(batch_size=batch_rows, batch_format="pyarrow"):
-        if batch.num_rows:
-            yield batch.select(schema.names).cast(schema)
+    with reported_failures():
+        for batch in materialize(stage).iter_batches(batch_size=batch_rows, batch_format="pyarrow"):
+            if batch.num_rows:
+                yield batch.select(schema.names).cast(schema)
+
+
+@contextlib.contextmanager
+def reported_failures() -> Iterator[None]:
+    """Turn a failed Ray task into an ExecutionError carrying the root cause's message."""
+    try:
+        yield
+    except RayError as error:
+        cause: BaseException = error
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        if isinstance(cause, SemrayError):
+            raise cause from None
+        lines = [line for line in str(cause).strip().splitlines() if line.strip()]
+        raise ExecutionError(f"the pipeline failed: {lines[-1] if lines else type(cause).__name__}") from error
 
 
 BUILDERS: dict[type[Stage], Callable[[Stage], rd.Dataset]] = {
     ReadStage: build_read,
     BatchSqlStage: build_batch_sql,
+    GatherSqlStage: build_gather_sql,
+    BroadcastJoinStage: build_broadcast_join,
     PartitionedSqlStage: build_partitioned_sql,
     JoinStage: build_join,
     SortStage: build_sort,

@@ -49,7 +49,7 @@ class PartitionedSqlStage(Stage):
     """Hash-partition rows by ``partition_by`` then run ``sql`` once per partition.
 
     Every group (aggregate keys, distinct rows) lands in exactly one partition, so
-    per-partition SQL gives exact results for any aggregate. No keys: one partition.
+    per-partition SQL gives exact results for any aggregate.
     """
 
     partition_by: tuple[str, ...]
@@ -62,6 +62,34 @@ class PartitionedSqlStage(Stage):
     def describe(self) -> str:
         keys = ", ".join(self.partition_by) or "(single partition)"
         return f"PartitionedSql[{self.reason}] by {keys} into {self.num_partitions}: {self.sql}"
+
+
+@dataclass(frozen=True, slots=True)
+class GatherSqlStage(Stage):
+    """Gather every row of the input into one task and run ``sql`` over it (table ``batch``).
+
+    For pipeline breakers over inputs small enough for one worker: no shuffle, exact SQL,
+    and an empty input still gets SQL's answer (one row for a global count).
+    """
+
+    sql: str
+    input_columns: tuple[tuple[str, str], ...]
+    reason: str = ""
+
+    def describe(self) -> str:
+        return f"GatherSql[{self.reason}] {self.sql}"
+
+
+@dataclass(frozen=True, slots=True)
+class BroadcastJoinStage(Stage):
+    """Join each batch of inputs[0] with all of inputs[1] (gathered once): ``sql`` over
+    tables ``batch`` (left) and ``right``. Streams the left side, so LIMIT stops early."""
+
+    sql: str
+    right_columns: tuple[tuple[str, str], ...]
+
+    def describe(self) -> str:
+        return f"BroadcastJoin {self.sql}"
 
 
 @dataclass(frozen=True, slots=True)
