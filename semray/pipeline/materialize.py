@@ -45,7 +45,11 @@ class SourceDatasource(Datasource):  # type: ignore[misc]
     def __init__(self, stage: ReadStage) -> None:
         self._stage = stage
         source = stage.source
-        self._source = open_source(source.kind, source.path, source.options)
+        self._tasks = open_source(source.kind, source.path, source.options).read_tasks(stage.columns, stage.batch_rows)
+
+    @property
+    def task_count(self) -> int:
+        return len(self._tasks)
 
     def estimate_inmemory_data_size(self) -> int | None:
         return None
@@ -55,14 +59,18 @@ class SourceDatasource(Datasource):  # type: ignore[misc]
 
     def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None) -> list[ReadTask]:
         del parallelism, data_context
-        tasks = self._source.read_tasks(self._stage.columns, self._stage.batch_rows)
         return [
             ReadTask(
                 read_fn=_iterate(task),
-                metadata=BlockMetadata(num_rows=task.estimated_rows, size_bytes=None, exec_stats=None, input_files=None),
+                metadata=BlockMetadata(
+                    num_rows=task.estimated_rows,
+                    size_bytes=task.estimated_bytes,
+                    exec_stats=None,
+                    input_files=task.input_files or None,
+                ),
                 per_task_row_limit=per_task_row_limit,
             )
-            for task in tasks
+            for task in self._tasks
         ]
 
 
@@ -79,7 +87,9 @@ def build_read(stage: Stage) -> rd.Dataset:
         datasource = SourceDatasource(stage)
     except FileNotFoundError as error:
         raise SourceError(str(error)) from None
-    return rd.read_datasource(datasource)
+    # One block stream per read task: Ray would otherwise split outputs to reach its
+    # default parallelism (200 blocks for 1,000 rows, each a scheduled task downstream).
+    return rd.read_datasource(datasource, override_num_blocks=max(1, datasource.task_count))
 
 
 def build_batch_sql(stage: Stage) -> rd.Dataset:
