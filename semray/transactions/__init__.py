@@ -18,7 +18,7 @@ from semray.transactions.errors import (
 )
 from semray.transactions.journal import JournalRead, JournalWriter, read_journal
 from semray.transactions.keys import batch_key, fingerprint, new_run_id
-from semray.transactions.publish import current_version
+from semray.transactions.publish import current_version, read_output
 from semray.transactions.records import LLMUsage, OutputTarget
 from semray.transactions.registry import (
     RunDetail,
@@ -64,6 +64,7 @@ __all__ = [
     "new_run_id",
     "open_run",
     "read_journal",
+    "read_output",
     "resume_run",
     "show_run",
 ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -63,6 +64,8 @@ from semray.transactions.registry import (
 from semray.transactions.state import RunState
 
 log = get_logger(__name__)
+
+ABANDONED_AFTER_S = 60.0
 
 
 class Run:
@@ -194,6 +197,8 @@ class Run:
         if error is None:
             if self.output is None or self._published is not None:
                 self.finish("succeeded")
+            elif self.is_cancelled():
+                self.finish("cancelled", "cancel requested")
             else:
                 self.finish("failed", "the run ended without publishing its results")
         elif isinstance(error, RunCancelledError | KeyboardInterrupt):
@@ -325,9 +330,15 @@ def _complete_landed_publish(path: Path, state: RunState) -> None:
 
 
 def _remove_abandoned_creations(root: Path) -> None:
-    # A driver killed while creating its run leaves a hidden folder; no live process holds its lock.
+    # A driver killed while creating its run leaves a hidden folder that no live process
+    # locks. A creation takes milliseconds, and one just begun may not hold its lock yet,
+    # so only folders a minute old count as abandoned.
     for path in root.glob(".*.creating"):
-        if not is_locked(path / DRIVER_LOCK):
+        try:
+            age_s = time.time() - path.stat().st_mtime
+        except FileNotFoundError:
+            continue
+        if age_s > ABANDONED_AFTER_S and not is_locked(path / DRIVER_LOCK):
             shutil.rmtree(path, ignore_errors=True)
 
 
