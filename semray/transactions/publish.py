@@ -152,13 +152,15 @@ def publish(target: OutputTarget, staged: Path, version: str, base_version: str 
     log.info("output_published", output=target.path, version=version, run_id=run_id)
 
 
-def discard_staging(target: OutputTarget, run_id: str, attempt: int) -> None:
-    """Remove what a failed or cancelled attempt staged (it was never visible)."""
-    path = sidecar(target) / "staging" / version_name(run_id, attempt, target)
-    if path.is_dir():
-        shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()
+def discard_staging(target: OutputTarget, run_id: str, attempt: int | None = None) -> None:
+    """Remove what an attempt (or, with no attempt, every attempt of the run) staged; it was never visible."""
+    root = sidecar(target) / "staging"
+    pattern = version_name(run_id, attempt, target) if attempt is not None else f"{run_id}-a*"
+    for path in root.glob(pattern) if root.is_dir() else ():
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def _tag_file_names(staged: Path, version: str) -> None:

@@ -277,6 +277,9 @@ def resume_run(settings: Settings, run_id: str) -> Run:
             raise RunStateError(f"run {run_id} already succeeded; nothing to resume (start a new run instead)")
         target = state.output
         base_version = publishing.current_version(target) if target is not None else None
+        if target is not None:
+            # Earlier attempts killed mid-staging left files no one will publish.
+            publishing.discard_staging(target, run_id)
         attempt = state.attempts + 1
         marker = path / CANCEL_MARKER
         if marker.exists():

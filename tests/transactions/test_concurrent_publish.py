@@ -14,7 +14,9 @@ import traceback
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.dataset  # noqa: F401  (its lazy first import would outlast all the publishes)
+
+# Imported up front: its lazy first import (on the first folder read) outlasts all the publishes.
+import pyarrow.dataset
 import pyarrow.parquet as pq
 import pytest
 

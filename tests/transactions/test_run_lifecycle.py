@@ -190,3 +190,13 @@ def test_a_publish_that_landed_before_a_crash_counts_as_success(settings: Settin
         resume_run(settings, run.run_id)
     detail = show_run(settings, run.run_id)
     assert detail.status == "succeeded" and detail.published_version is not None
+
+
+def test_resume_discards_what_killed_attempts_staged(settings: Settings, out_dir: Path) -> None:
+    run = begin_run(settings, PLAN, out_dir / "r")
+    (run.staging_path() / "part-0.parquet").write_bytes(b"half written")
+    run.close()
+    with resume_run(settings, run.run_id) as again:
+        staging = out_dir / ".r.semray" / "staging"
+        assert sorted(path.name for path in staging.iterdir()) == [], "attempt 1's files are gone"
+        again.publish(rows_table("a"))

@@ -132,6 +132,8 @@ def test_sigkill_at_random_points_then_resume(tmp_path: Path, kind: str, seed: i
     # Paid at most once per batch, plus at most one in-flight batch per kill.
     assert len(history.computed) <= BATCHES + history.kills
     assert set(history.computed) == set(range(BATCHES))
+    staging = output.with_name(f".{output.name}.semray") / "staging"
+    assert list(staging.iterdir()) == [], "no attempt's staging is left behind"
     summary = list_runs(Settings(state_dir=state))[0]
     assert summary.status == "succeeded"
     assert summary.batches_committed == BATCHES
