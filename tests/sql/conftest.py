@@ -7,10 +7,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from sql_cases import TABLES  # noqa: E402
-from sql_reference import memory_scan  # noqa: E402
+from sql_cases import TABLES
+from sql_reference import memory_scan
 
-from semray.operators import Node, Scan, Schema, SourceSpec  # noqa: E402
+from semray.operators import Node, Scan, Schema, SourceSpec
 
 
 @pytest.fixture(scope="session")

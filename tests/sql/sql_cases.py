@@ -51,7 +51,8 @@ QUERIES: list[tuple[str, bool]] = [
     ("SELECT p.name FROM products p ANTI JOIN reviews r ON p.id = r.product_id", False),
     ("SELECT name FROM products WHERE id IN (SELECT product_id FROM reviews WHERE rating = 5)", False),
     (
-        "SELECT product_id, count(*) AS n, sum(rating), avg(weight), min(review), max(review) FROM reviews GROUP BY product_id",
+        "SELECT product_id, count(*) AS n, sum(rating), avg(weight), min(review), max(review)"
+        " FROM reviews GROUP BY product_id",
         False,
     ),
     ("SELECT count(*), count(rating), sum(weight) FROM reviews", False),
@@ -84,7 +85,8 @@ QUERIES: list[tuple[str, bool]] = [
     ("SELECT rating FROM reviews UNION SELECT price FROM products ORDER BY 1 LIMIT 4", True),
     ("SELECT s.id FROM (SELECT id, rating FROM reviews WHERE rating > 2) AS s WHERE s.rating < 5", False),
     (
-        "WITH good AS (SELECT * FROM reviews WHERE rating >= 4) SELECT g.id, p.name FROM good g JOIN products p ON g.product_id = p.id",
+        "WITH good AS (SELECT * FROM reviews WHERE rating >= 4)"
+        " SELECT g.id, p.name FROM good g JOIN products p ON g.product_id = p.id",
         False,
     ),
     ("WITH a(x) AS (SELECT id FROM reviews), b AS (SELECT x * 10 AS y FROM a) SELECT y FROM b WHERE y > 20", False),

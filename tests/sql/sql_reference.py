@@ -41,15 +41,21 @@ def memory_scan(name: str, table: pa.Table, **options: str | int) -> Scan:
     return Scan(source=spec, source_schema=Schema.from_arrow(table.schema))
 
 
+_DATABASE = duckdb.connect()
+"""One in-memory database for every statement: opening one costs far more than a query here."""
+
+
 def run_duckdb(sql: str, tables: Mapping[str, pa.Table]) -> pa.Table:
     """Run ``sql`` in DuckDB with each Arrow table registered under its name."""
-    connection = duckdb.connect()
+    cursor = _DATABASE.cursor()
     try:
         for name, table in tables.items():
-            connection.register(name, table)
-        return connection.sql(sql).to_arrow_table()
+            cursor.register(name, table)
+        return cursor.sql(sql).to_arrow_table()
     finally:
-        connection.close()
+        for name in tables:
+            cursor.unregister(name)
+        cursor.close()
 
 
 def evaluate(node: Node, tables: Mapping[str, pa.Table]) -> pa.Table:

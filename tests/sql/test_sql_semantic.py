@@ -145,7 +145,8 @@ def test_sem_match_resolves_table_names_and_suffixed_columns(corpus: dict[str, N
 
 def test_sem_match_with_an_equality_is_a_join_then_sem_filter(corpus: dict[str, Node]) -> None:
     plan = compile_sql(
-        "SELECT * FROM reviews r JOIN products p ON r.product = p.product AND SEM_MATCH('{l.review} fits {r.category}')",
+        "SELECT * FROM reviews r JOIN products p"
+        " ON r.product = p.product AND SEM_MATCH('{l.review} fits {r.category}')",
         corpus,
     )
     assert isinstance(plan, SemFilter)
