@@ -39,6 +39,8 @@ class ExprScope:
     node: Node
     relation: Relation
     replace: Replacement | None = None
+    semantic_columns: tuple[tuple[str, str], ...] = ()
+    """Semantic calls already computed on ``node`` (by WHERE), as (call SQL, column) pairs."""
 
 
 def select_items(select: exp.Select, relation: Relation, source: QueryText) -> list[SelectItem]:

@@ -37,7 +37,7 @@ def compile_items(scope: ExprScope, items: Sequence[SelectItem], context: Contex
     """Semantic nodes for the SEM_* calls of the SELECT list, then one NamedExpr per output column."""
     source = context.source
     node = scope.node
-    outputs: dict[str, str] = {}
+    outputs: dict[str, str] = dict(scope.semantic_columns)
     reserved = {item.name.lower() for item in items if not item.is_extract}
     for item in items:
         if item.is_extract:
@@ -55,7 +55,7 @@ def compile_items(scope: ExprScope, items: Sequence[SelectItem], context: Contex
             )
             node = sem_column(node, call, name, scope.relation, source)
             outputs[key] = name
-    replace = _with_semantic_outputs(scope.replace, outputs)
+    replace = with_semantic_outputs(scope.replace, outputs)
     exprs: list[NamedExpr] = []
     for item in items:
         if item.is_extract:
@@ -69,7 +69,8 @@ def compile_items(scope: ExprScope, items: Sequence[SelectItem], context: Contex
     return Output(node, tuple(exprs), replace)
 
 
-def _with_semantic_outputs(replace: Replacement | None, outputs: dict[str, str]) -> Replacement | None:
+def with_semantic_outputs(replace: Replacement | None, outputs: dict[str, str]) -> Replacement | None:
+    """``replace`` extended to turn each semantic call (keyed by its SQL) into its output column."""
     if not outputs:
         return replace
 

@@ -113,11 +113,11 @@ def reject_unsupported(node: exp.Expr, source: QueryText) -> None:
 
 
 _SEMANTIC_PLACES = {
-    "SEM_FILTER": "use SEM_FILTER as a WHERE/HAVING conjunct or as a whole SELECT item",
-    "SEM_MAP": "use SEM_MAP in the SELECT list",
-    "SEM_SCORE": "use SEM_SCORE in the SELECT list",
+    "SEM_FILTER": "use SEM_FILTER in WHERE, HAVING or the SELECT list",
+    "SEM_MAP": "use SEM_MAP in the SELECT list, WHERE or HAVING",
+    "SEM_SCORE": "use SEM_SCORE in the SELECT list, WHERE or HAVING",
     "SEM_EXTRACT": "use SEM_EXTRACT as a whole SELECT item; it expands to its fields",
-    "SEM_CLASSIFY": "use SEM_CLASSIFY in the SELECT list",
+    "SEM_CLASSIFY": "use SEM_CLASSIFY in the SELECT list, WHERE or HAVING",
     "SEM_AGG": "use SEM_AGG as an aggregate in the SELECT list of a grouped query",
     "SEM_MATCH": "use SEM_MATCH in JOIN ... ON",
 }

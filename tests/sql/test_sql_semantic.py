@@ -171,3 +171,38 @@ def test_having_with_sem_filter_reads_group_keys(corpus: dict[str, Node]) -> Non
         corpus,
     )
     assert isinstance(plan, SemFilter) and plan.instruction == "{category} is furniture"
+
+
+def test_semantic_calls_inside_where_expressions_become_hidden_columns(corpus: dict[str, Node]) -> None:
+    plan = compile_sql(
+        "SELECT * FROM reviews WHERE rating > 1 AND (SEM_FILTER('{review} is rude') OR rating = 5)", corpus
+    )
+    assert isinstance(plan, Project) and "_sem0" not in plan.output_schema
+    rude = plan.input
+    assert isinstance(rude, Filter) and rude.predicate == "_sem0 OR rating = 5"
+    assert rude.input == SemMap(
+        input=Filter(input=corpus["reviews"], predicate="rating > 1"),
+        instruction="{review} is rude",
+        output="_sem0",
+        output_type="bool",
+    )
+
+
+def test_a_score_computed_in_where_is_reused_in_select(corpus: dict[str, Node]) -> None:
+    plan = compile_sql(
+        "SELECT id, SEM_SCORE('How kind is {review}?', 1, 5) AS kind FROM reviews"
+        " WHERE SEM_SCORE('How kind is {review}?', 1, 5) >= 4",
+        corpus,
+    )
+    assert isinstance(plan, Project) and plan.exprs[1].expr == "_sem0"
+    scored = plan.input
+    assert isinstance(scored, Filter) and scored.predicate == "_sem0 >= 4"
+    assert isinstance(scored.input, SemMap) and scored.input.input == corpus["reviews"]
+
+
+def test_classify_in_where(corpus: dict[str, Node]) -> None:
+    plan = compile_sql(
+        "SELECT id FROM reviews WHERE SEM_CLASSIFY('Topic of {review}', 'price|quality') = 'price'", corpus
+    )
+    assert isinstance(plan, Project)
+    assert isinstance(plan.input, Filter) and isinstance(plan.input.input, SemClassify)
