@@ -1,0 +1,129 @@
+"""The tiers as Ray Serve apps on a local Ray: generate, embed, pickled handles, idempotent start,
+and a replica killed mid-batch (the batch is retried, usage counted once)."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import ray
+import structlog.testing
+
+from semray.serving.config import ServingConfig, TierConfig
+from semray.serving.contract import ModelRequest, OutputConstraint
+from semray.serving.deployments import TierHandles, start_tiers, stop_tiers, tier_status
+from semray.serving.simulator import ModelProfile, SimulatorConfig, TaskSpec
+from semray.serving.usage import UsageLedger
+from semray.settings import Settings
+
+pytestmark = pytest.mark.ray
+YES_NO = OutputConstraint.choice("Yes", "No")
+TEXTS = [
+    "the battery died after two days and support never answered my emails at all",
+    "wonderful screen and a camera that takes lovely pictures in the evening light",
+    "arrived late with a cracked case and the charger did not fit the socket either",
+    "my daughter loves it and uses the drawing app every single morning before school",
+]
+GOOD = [False, True, False, True]
+
+
+def _simulator(latency_s: float = 0.0) -> SimulatorConfig:
+    table = pa.table({"id": [f"r{i}" for i in range(len(TEXTS))], "review": TEXTS, "good": GOOD})
+    return SimulatorConfig.from_labels(
+        table,
+        key_column="id",
+        text_columns=["review"],
+        tasks=[TaskSpec(name="good", kind="filter", label_column="good", keywords=("positive",))],
+        models={
+            "sim-small": ModelProfile(error_rate=0.0, latency_base_s=latency_s, price_in_per_million=1.0),
+            "sim-large": ModelProfile(error_rate=0.0),
+        },
+    )
+
+
+def _requests() -> list[ModelRequest]:
+    return [
+        ModelRequest(
+            prompt=f"Is this review positive? Answer yes or no.\n\n{text}", constraint=YES_NO, request_id=str(i)
+        )
+        for i, text in enumerate(TEXTS)
+    ]
+
+
+@pytest.fixture(scope="module")
+def handles(ray_settings: Settings) -> Iterator[TierHandles]:
+    config = ServingConfig(simulator=_simulator(), app_prefix="semray-test")
+    yield start_tiers(config, ray_settings)
+    stop_tiers("semray-test")
+
+
+def test_tiers_answer_batches_and_embed(handles: TierHandles, ray_settings: Settings) -> None:
+    responses = handles.generate("small", _requests())
+    assert [r.value for r in responses] == ["No", "Yes", "No", "Yes"]
+    assert [r.request_id for r in responses] == ["0", "1", "2", "3"]
+    assert all(r.tier == "small" and r.model == "sim-small" and not r.cache_hit for r in responses)
+    again = handles.generate("small", _requests())
+    assert all(r.cache_hit and r.usage.input_tokens == 0 for r in again), "the durable cache answers repeats"
+    assert (ray_settings.state_path / "cache" / "responses.sqlite").exists()
+
+    vectors = handles.embed(TEXTS)
+    assert vectors.shape == (4, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert set(tier_status("semray-test").values()) == {"RUNNING"}
+
+
+def test_handles_pickle_into_ray_workers_and_restart_is_idempotent(
+    handles: TierHandles, ray_settings: Settings
+) -> None:
+    def call_from_worker(blob: bytes, requests: list[ModelRequest]) -> list[str]:
+        remote_handles = pickle.loads(blob)  # as a Ray Data actor constructor receives it
+        return [str(r.value) for r in remote_handles.generate("large", requests)]
+
+    task = ray.remote(num_cpus=0)(call_from_worker)
+    assert ray.get(task.remote(pickle.dumps(handles), _requests()[:2])) == ["No", "Yes"]
+    started = time.perf_counter()
+    again = start_tiers(ServingConfig(simulator=_simulator(), app_prefix="semray-test"), ray_settings)
+    assert again.apps == handles.apps and time.perf_counter() - started < 20
+
+
+def test_replica_killed_mid_batch_is_retried_and_counted_once(ray_settings: Settings, tmp_path: Path) -> None:
+    config = ServingConfig(
+        simulator=_simulator(latency_s=1.5),
+        app_prefix="semray-fault",
+        cache_enabled=False,
+        small=TierConfig(backend="simulated", model="sim-small", num_cpus=0.1),
+    )
+    handles = start_tiers(config, ray_settings, tiers=("small",))
+    try:
+        handles.generate("small", _requests()[:1])  # warm: the replica is up
+        killed: list[str] = []
+        killer = threading.Timer(0.5, _kill_replica, args=("semray-fault", killed))
+        killer.start()
+        with structlog.testing.capture_logs() as events:
+            responses = handles.generate("small", _requests())
+        killer.join()
+        assert killed, "a replica of the fault app was found and killed"
+        assert any(event["event"] == "tier_batch_retry" for event in events), "the batch was sent again"
+        ledger = UsageLedger()
+        ledger.record_many("filter", responses)
+        total = ledger.summary().total
+        assert [r.value for r in responses] == ["No", "Yes", "No", "Yes"]
+        assert total.requests == 4 and total.calls == 4
+        assert total.input_tokens == sum(r.usage.input_tokens for r in handles.generate("small", _requests()))
+    finally:
+        stop_tiers("semray-fault")
+
+
+def _kill_replica(app: str, killed: list[str]) -> None:
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        name = entry["name"]
+        if name.startswith("SERVE_REPLICA::") and app in name:
+            ray.kill(ray.get_actor(name, namespace=entry["namespace"]), no_restart=False)
+            killed.append(name)
+            return
