@@ -50,6 +50,8 @@ class BatchLedger:
         self.attempt = attempt
         self._journal = JournalWriter(run_dir / JOURNAL_NAME)
         self._committed: dict[tuple[str, str], BatchCommitted] = {}
+        self._rows: dict[str, dict[str, str]] = {}
+        """Per operator, row id -> key of the first committed batch holding it."""
         self._offset = 0
 
     def commit(
@@ -61,7 +63,10 @@ class BatchLedger:
         usage: LLMUsage | None = None,
     ) -> BatchCommitted:
         """Store ``table`` as the output of this batch, then journal the batch; durable on return."""
-        relative = Path("batches") / file_safe(operator_key) / f"{file_safe(batch_key)}.parquet"
+        # A name of its own per commit: a batch committed twice (a retried actor) never
+        # overwrites the table its first record points to.
+        unique = f"{file_safe(batch_key)}-a{self.attempt}-{os.urandom(4).hex()}.parquet"
+        relative = Path("batches") / file_safe(operator_key) / unique
         _write_parquet_durably(self.run_dir / relative, table)
         record = BatchCommitted(
             attempt=self.attempt,
@@ -73,7 +78,7 @@ class BatchLedger:
             usage=usage or LLMUsage(),
         )
         self._journal.append(record)
-        self._committed.setdefault((operator_key, batch_key), record)
+        self._remember(record)
         return record
 
     def committed(self, operator_key: str, batch_key: str) -> BatchCommitted | None:
@@ -97,28 +102,50 @@ class BatchLedger:
         batches are cut differently still pays only for rows never committed.
         """
         self._refresh()
+        rows = self._row_index(operator_key)
         wanted = {str(row_id) for row_id in row_ids}
-        covered: set[str] = set()
-        tables: list[pa.Table] = []
-        for (operator, _key), record in self._committed.items():
-            if operator != operator_key:
-                continue
-            hits = wanted.intersection(record.row_ids)
-            if not hits:
-                continue
-            covered |= hits
-            table = pq.read_table(self.run_dir / record.file)
-            if ROW_ID not in table.column_names:
-                raise TransactionError(
-                    f"batch {record.batch_key} of {operator_key} has no {ROW_ID!r} column; "
-                    "look it up by batch key with lookup() instead"
-                )
-            mask = pc.is_in(table[ROW_ID].cast(pa.string()), value_set=pa.array(sorted(hits), pa.string()))
-            tables.append(table.filter(mask))
+        by_batch: dict[str, list[str]] = {}
+        for row_id in wanted:
+            key = rows.get(row_id)
+            if key is not None:
+                by_batch.setdefault(key, []).append(row_id)
+        tables = [self._rows_of_batch(operator_key, key, hits) for key, hits in by_batch.items()]
+        covered = {row_id for hits in by_batch.values() for row_id in hits}
         missing = tuple(sorted(wanted - covered))
         if not tables:
             return RowLookup(table=None, missing=missing)
         return RowLookup(table=pa.concat_tables(tables, promote_options="default"), missing=missing)
+
+    def _rows_of_batch(self, operator_key: str, batch_key: str, row_ids: list[str]) -> pa.Table:
+        record = self._committed[(operator_key, batch_key)]
+        table = pq.read_table(self.run_dir / record.file)
+        if ROW_ID not in table.column_names:
+            raise TransactionError(
+                f"batch {batch_key} of {operator_key} has no {ROW_ID!r} column; "
+                "look it up by batch key with lookup() instead"
+            )
+        mask = pc.is_in(table[ROW_ID].cast(pa.string()), value_set=pa.array(sorted(row_ids), pa.string()))
+        return table.filter(mask)
+
+    def _row_index(self, operator_key: str) -> dict[str, str]:
+        # Built on first use per operator (only row-level lookups need it), then kept current.
+        if operator_key not in self._rows:
+            index: dict[str, str] = {}
+            for (operator, key), record in self._committed.items():
+                if operator == operator_key:
+                    index.update(dict.fromkeys(record.row_ids, key))
+            self._rows[operator_key] = index
+        return self._rows[operator_key]
+
+    def _remember(self, record: BatchCommitted) -> None:
+        key = (record.operator_key, record.batch_key)
+        if key in self._committed:
+            return
+        self._committed[key] = record
+        index = self._rows.get(record.operator_key)
+        if index is not None:
+            for row_id in record.row_ids:
+                index.setdefault(row_id, record.batch_key)
 
     def _refresh(self) -> None:
         # Incremental: only the journal's new, complete lines; a line a live writer is
@@ -127,7 +154,7 @@ class BatchLedger:
         self._offset = read.end_offset
         for record in read.records:
             if isinstance(record, BatchCommitted):
-                self._committed.setdefault((record.operator_key, record.batch_key), record)
+                self._remember(record)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"run_dir": self.run_dir, "attempt": self.attempt}

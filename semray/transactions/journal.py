@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,8 @@ class JournalWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
+        # flock excludes other processes; threads of one process share the descriptor's lock.
+        self._thread_lock = threading.Lock()
 
     @classmethod
     def create(cls, path: Path) -> JournalWriter:
@@ -68,16 +71,17 @@ class JournalWriter:
     def append(self, record: Record) -> None:
         """Write one record and return only once it is on disk."""
         line = encode_record(record)
-        fd = self._descriptor()
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            if _ends_torn(fd):
-                # A writer died mid-line: end that fragment so this record starts a line of its own.
-                _write_all(fd, b"\n")
-            _write_all(fd, line)
-            os.fsync(fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        with self._thread_lock:
+            fd = self._descriptor()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if _ends_torn(fd):
+                    # A writer died mid-line: end that fragment so this record starts a line of its own.
+                    _write_all(fd, b"\n")
+                _write_all(fd, line)
+                os.fsync(fd)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -93,8 +97,7 @@ class JournalWriter:
         return {"path": self.path}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.path = state["path"]
-        self._fd = None
+        self.__init__(state["path"])  # type: ignore[misc]
 
     def __del__(self) -> None:
         self.close()

@@ -57,6 +57,18 @@ def test_a_table_without_its_journal_record_is_not_committed(ledger: BatchLedger
     assert found is not None and found.equals(scores("r1"))
 
 
+def test_a_batch_committed_twice_keeps_its_first_output(ledger: BatchLedger) -> None:
+    # A retried actor may commit a batch again, with a different (nondeterministic) answer.
+    key = batch_key("op", ["r1"])
+    first = ledger.commit("op", key, ["r1"], scores("r1", base=1))
+    second = BatchLedger(ledger.run_dir, attempt=1).commit("op", key, ["r1"], scores("r1", base=2))
+    assert first.file != second.file
+    for reader in (ledger, BatchLedger(ledger.run_dir, attempt=2)):
+        found = reader.lookup("op", key)
+        assert found is not None and found.equals(scores("r1", base=1))
+        assert reader.lookup_rows("op", ["r1"]).table == scores("r1", base=1)
+
+
 def test_empty_batches_commit_with_their_schema(ledger: BatchLedger) -> None:
     key = batch_key("filter", ["r1", "r2"])
     ledger.commit("filter", key, ["r1", "r2"], scores("r1").slice(0, 0))
@@ -68,10 +80,12 @@ def test_lookup_rows_serves_rebatched_rows(ledger: BatchLedger) -> None:
     ledger.commit("op", batch_key("op", ["r1", "r2"]), ["r1", "r2"], scores("r1", "r2", base=10))
     # r3 was committed by a filter that kept nothing for it.
     ledger.commit("op", batch_key("op", ["r3", "r4"]), ["r3", "r4"], scores("r4", base=40))
-    found = ledger.lookup_rows("op", ["r2", "r3", "r4", "r5"])
-    assert found.missing == ("r5",)
+    ledger.lookup_rows("op", ["r0"])  # builds the row index, which later commits must update
+    ledger.commit("op", batch_key("op", ["r5"]), ["r5"], scores("r5", base=50))
+    found = ledger.lookup_rows("op", ["r2", "r3", "r4", "r5", "r6"])
+    assert found.missing == ("r6",)
     assert found.table is not None
-    assert sorted(found.table.column("_rowid").to_pylist()) == ["r2", "r4"]
+    assert sorted(found.table.column("_rowid").to_pylist()) == ["r2", "r4", "r5"]
     assert ledger.lookup_rows("op", ["r9"]).table is None
 
 
