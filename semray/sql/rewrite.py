@@ -29,11 +29,18 @@ def semantic_name(node: exp.Expr) -> str | None:
     return None
 
 
+_AGGREGATE_WRAPPERS = (exp.IgnoreNulls, exp.RespectNulls, exp.Filter, exp.WithinGroup)
+
+
 def is_aggregate(node: exp.Expr) -> bool:
-    """A relational aggregate call such as ``count(*)`` or ``any_value(x)``."""
-    if isinstance(node, exp.IgnoreNulls | exp.RespectNulls):
-        return isinstance(node.this, exp.AggFunc)
-    return isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.IgnoreNulls | exp.RespectNulls)
+    """A relational aggregate call such as ``count(*)``, ``any_value(x)``, ``sum(x) FILTER (WHERE ...)``.
+
+    A wrapped call counts once, as its wrapper.
+    """
+    if isinstance(node, _AGGREGATE_WRAPPERS):
+        inner = node.this
+        return isinstance(inner, exp.AggFunc) or (isinstance(inner, _AGGREGATE_WRAPPERS) and is_aggregate(inner))
+    return isinstance(node, exp.AggFunc) and not isinstance(node.parent, _AGGREGATE_WRAPPERS)
 
 
 def outermost(expression: exp.Expr, wanted: Callable[[exp.Expr], bool]) -> list[exp.Expr]:

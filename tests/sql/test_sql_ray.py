@@ -49,13 +49,17 @@ def ray_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]
     import os
 
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    import ray
+
     from semray.cluster.connect import connect, shutdown
 
     state = Path(tmp_path_factory.mktemp("sqlray"))
     configured = Settings(state_dir=state, num_cpus=2, batch_size=2)
+    started_here = not ray.is_initialized()
     connect(configured)
     yield configured
-    shutdown()
+    if started_here:  # leave a cluster that another fixture started to that fixture
+        shutdown()
 
 
 def partitioned_scans(tables: dict[str, pa.Table]) -> dict[str, Node]:
