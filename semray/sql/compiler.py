@@ -102,7 +102,8 @@ def compile_select(select: exp.Select, context: Context) -> Node:
         scope = aggregate(relation, items, select, extra, context)
         having = select.args.get("having")
         scope = apply_predicates(scope, having.this if having is not None else None, context, "HAVING")
-    output = compile_items(scope, items, context)
+    order = select.args.get("order")
+    output = compile_items(scope, items, context, [ordered.this for ordered in order.expressions] if order else [])
     return finish_select(scope, output, items, select, context)
 
 

@@ -33,24 +33,26 @@ class Output:
     replace: Replacement | None
 
 
-def compile_items(scope: ExprScope, items: Sequence[SelectItem], context: Context) -> Output:
-    """Semantic nodes for the SEM_* calls of the SELECT list, then one NamedExpr per output column."""
+def compile_items(
+    scope: ExprScope, items: Sequence[SelectItem], context: Context, order: Sequence[exp.Expr] = ()
+) -> Output:
+    """Semantic nodes for the SEM_* calls of the SELECT list (and of ORDER BY keys), then one
+    NamedExpr per output column."""
     source = context.source
     node = scope.node
     outputs: dict[str, str] = dict(scope.semantic_columns)
     reserved = {item.name.lower() for item in items if not item.is_extract}
-    for item in items:
-        if item.is_extract:
-            continue
-        for call in outermost(item.expression, lambda n: semantic_name(n) in SEMANTIC_COLUMNS):
+    sources = [(item.expression, item) for item in items if not item.is_extract] + [(key, None) for key in order]
+    for expression, item in sources:
+        for call in outermost(expression, lambda n: semantic_name(n) in SEMANTIC_COLUMNS):
             key = to_sql(call)
             if key in outputs:
                 continue
-            whole = item.expression is call and item.alias is not None
-            taken = {name.lower() for name in node.output_schema.names} | set(outputs.values())
+            whole = item is not None and item.expression is call and item.alias is not None
+            taken = {name.lower() for name in node.output_schema.names} | {name.lower() for name in outputs.values()}
             name = (
                 item.name
-                if whole and item.name.lower() not in taken
+                if item is not None and whole and item.name.lower() not in taken
                 else unique_name(f"_sem{len(outputs)}", taken | reserved)
             )
             node = sem_column(node, call, name, scope.relation, source)

@@ -14,6 +14,7 @@ from semray.operators import (
     SemFilter,
     SemJoin,
     SemMap,
+    Sort,
 )
 from semray.sql import compile_sql
 
@@ -206,3 +207,15 @@ def test_classify_in_where(corpus: dict[str, Node]) -> None:
     )
     assert isinstance(plan, Project)
     assert isinstance(plan.input, Filter) and isinstance(plan.input.input, SemClassify)
+
+
+def test_order_by_a_semantic_score(corpus: dict[str, Node]) -> None:
+    plan = compile_sql(
+        "SELECT review FROM reviews ORDER BY SEM_SCORE('How angry is {review}?', 1, 10) DESC LIMIT 5", corpus
+    )
+    assert isinstance(plan, Project) and [item.name for item in plan.exprs] == ["review"]
+    limit = plan.input
+    sort = limit.input  # type: ignore[attr-defined]
+    assert isinstance(sort, Sort) and sort.keys[0].descending
+    assert isinstance(sort.input, Project) and isinstance(sort.input.input, SemMap)
+    assert (sort.input.input.lo, sort.input.input.hi) == (1, 10)
