@@ -115,6 +115,11 @@ class ServingConfig(BaseModel):
     simulator: SimulatorConfig | None = None
     app_prefix: str = Field(default="semray", description="Serve apps are named <prefix>-<tier>")
     handle_retries: int = Field(default=2, ge=0, description="batch retries when a replica dies mid-batch")
+    vllm_http_port: int = Field(default=8000, description="vllm tiers: Serve's HTTP proxy port on 127.0.0.1")
+
+    @property
+    def vllm_tiers(self) -> tuple[TierConfig, ...]:
+        return tuple(tier for tier in (self.small, self.large) if tier.backend == "vllm")
 
     def tier(self, name: str) -> TierConfig:
         if name not in TIER_NAMES:

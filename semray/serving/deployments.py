@@ -193,7 +193,15 @@ def start_tiers(
     cache = config.cache_path(settings.state_path if settings is not None else None)
     cache_path = str(cache.expanduser().resolve()) if cache is not None else None
     digest = config_digest(config, cache_path)
-    serve.start(proxy_location="Disabled", http_options={"host": "127.0.0.1"})
+    vllm_tiers = [config.tier(tier) for tier in tiers if config.tier(tier).backend == "vllm"]
+    # An HTTP proxy only when asked: vLLM tiers are reached through ray.serve.llm's OpenAI app.
+    proxy = "HeadOnly" if vllm_tiers else "Disabled"
+    serve.start(proxy_location=proxy, http_options={"host": "127.0.0.1", "port": config.vllm_http_port})
+    if vllm_tiers:
+        from semray.serving.backends.vllm import build_vllm_app
+
+        serve.run(build_vllm_app(vllm_tiers), name=f"{config.app_prefix}-vllm", route_prefix="/")
+        log.info("vllm_engines_deployed", models=[tier.model for tier in vllm_tiers], port=config.vllm_http_port)
     running = serve.status().applications
     for tier in tiers:
         config.tier(tier)  # unknown names fail before anything is deployed

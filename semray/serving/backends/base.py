@@ -77,5 +77,5 @@ def build_backend(tier: TierConfig, serving: ServingConfig) -> Backend:
     if tier.backend == "vllm":
         from semray.serving.backends.vllm import vllm_backend
 
-        return vllm_backend(tier)
+        return vllm_backend(tier, serving.vllm_http_port)
     raise ServingConfigError(f"backend {tier.backend!r} does not generate text; use it for the embedding tier only")
