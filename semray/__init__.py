@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib
 import os as _os
+import sys
+import types
 from typing import Any
 
 # Ray 2.60 binds every interface unless this is set before ray is first imported; the
@@ -29,7 +31,7 @@ _EXPORTS = {
     "Settings": "semray.settings",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [*sorted(_EXPORTS), "sql"]
 
 
 def __getattr__(name: str) -> Any:
@@ -38,3 +40,22 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'semray' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
+
+class _SemrayModule(types.ModuleType):
+    """``semray.sql(query, tables)`` is the SQL entry point, while ``semray.sql`` is also
+    a subpackage: a property on the module keeps the attribute the function even after
+    the subpackage is imported (``import semray.sql`` still works through sys.modules)."""
+
+    @property
+    def sql(self) -> Any:
+        from semray.api import sql
+
+        return sql
+
+    @sql.setter
+    def sql(self, value: Any) -> None:
+        del value  # the import system records the subpackage here; keep the function
+
+
+sys.modules[__name__].__class__ = _SemrayModule

@@ -265,3 +265,44 @@ def load_plan(path: str | Path, settings: Settings | None = None) -> Query:
     return Query(plan_from_json(text), settings)
 
 
+
+
+SUFFIX_KINDS = {
+    ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json",
+    ".parquet": "parquet", ".pq": "parquet", ".duckdb": "duckdb", ".ddb": "duckdb",
+    ".sqlite": "sqlite", ".sqlite3": "sqlite", ".db": "sqlite",
+}
+
+
+def sql(query: str, tables: Mapping[str, Any], settings: Settings | None = None) -> Query:
+    """Compile SQL with ``SEM_*`` functions over named tables into a Query.
+
+    Tables are paths (by extension; a folder is read as text files), pandas frames,
+    Arrow tables or Queries: ``semray.sql("SELECT * FROM r WHERE rating > 3", {"r": "r.csv"})``.
+    """
+    from semray.sql import compile_sql
+
+    nodes = {name: table_query(value, name, settings).plan for name, value in tables.items()}
+    return Query(compile_sql(query, nodes), settings)
+
+
+def table_query(value: Any, name: str, settings: Settings | None = None) -> Query:
+    """A Query over a path, pandas frame, Arrow table or Query."""
+    if isinstance(value, Query):
+        return value
+    if isinstance(value, pa.Table):
+        return from_arrow(value, name, settings)
+    if isinstance(value, str | Path):
+        path = Path(value).expanduser()
+        if path.is_dir() and not any(path.glob("*.parquet")):
+            return read_text(path, settings)
+        kind = "parquet" if path.is_dir() else SUFFIX_KINDS.get(path.suffix.lower())
+        if kind is None:
+            known = ", ".join(sorted(SUFFIX_KINDS))
+            raise SourceError(f"cannot tell the format of {str(path)!r} from its extension; use one of {known}")
+        if kind in ("sqlite", "duckdb"):
+            return _scan(kind, str(path), {"table": name}, settings)
+        return _scan(kind, str(path), {}, settings)
+    if hasattr(value, "to_numpy") and hasattr(value, "columns"):
+        return from_pandas(value, name, settings)
+    raise SourceError(f"table {name!r}: expected a path, pandas DataFrame, Arrow table or Query, got {type(value).__name__}")

@@ -60,6 +60,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = commands.add_parser("schema", help="print the JSON Schema of plan files")
     schema.set_defaults(command=print_schema)
+
+    sql = commands.add_parser("sql", help="run a SQL query (with SEM_* functions) over files")
+    sql.add_argument("query", help="the SELECT statement")
+    sql.add_argument("--table", "-t", action="append", default=[], metavar="NAME=PATH", help="a table by name (repeatable)")
+    sql.add_argument("--explain", action="store_true", help="show the plan instead of running it")
+    _add_output(sql)
+    sql.set_defaults(command=run_sql)
+
+    sim = commands.add_parser("sim", help="the simulated model tier").add_subparsers(required=True, metavar="ACTION")
+    serve = sim.add_parser("serve", help="serve the simulator as an OpenAI-compatible endpoint on 127.0.0.1")
+    serve.add_argument("--config", type=Path, help="simulator config JSON (default: built-in models, no datasets)")
+    serve.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.set_defaults(command=run_simulator)
     return parser
 
 
@@ -103,6 +117,31 @@ def print_schema(args: argparse.Namespace, settings: Settings) -> int:
     from semray.operators import plan_json_schema
 
     sys.stdout.write(json.dumps(plan_json_schema(), indent=2) + "\n")
+    return 0
+
+
+def run_sql(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.api import sql
+
+    tables = {}
+    for item in args.table:
+        name, equals, path = item.partition("=")
+        if not equals or not name or not path:
+            raise SemrayError(f"--table takes NAME=PATH, got {item!r}")
+        tables[name] = Path(path)
+    query = sql(args.query, tables, settings)
+    if args.explain:
+        sys.stdout.write(query.explain() + "\n")
+        return 0
+    emit(query.collect(), args)
+    return 0
+
+
+def run_simulator(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.serving.simulator.server import serve
+
+    _say(f"serving the SIMULATED model tier on http://{args.host}:{args.port}/v1 (answers come from labels, not a model)\n")
+    serve(args.config, host=args.host, port=args.port)
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import os
@@ -9,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
@@ -49,9 +49,13 @@ def _as_table(table: pa.Table) -> str:
 
 
 def _as_csv(table: pa.Table) -> str:
-    buffer = io.BytesIO()
-    pacsv.write_csv(table, buffer)
-    return buffer.getvalue().decode("utf-8")
+    # The csv module quotes only where needed, as spreadsheets and shells expect.
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(table.column_names)
+    for batch in table.to_batches():
+        writer.writerows(zip(*(column.to_pylist() for column in batch.columns), strict=True))
+    return buffer.getvalue()
 
 
 def _as_json(table: pa.Table) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import logging
+import sys
 import os
 import tempfile
 from pathlib import Path
@@ -72,10 +74,15 @@ def ray_temp_dir(settings: Settings) -> Path:
 def _configure_data_context() -> None:
     from ray.data import DataContext  # the one import of ray.data outside pipeline/, for global options
 
+    # Ray Data narrates every dataset at INFO; keep its warnings, minus the one about
+    # progress bars, which are on only where someone watches a terminal.
+    data_logger = logging.getLogger("ray.data")
+    data_logger.setLevel(logging.WARNING)
+    data_logger.addFilter(lambda record: "Progress bars disabled" not in record.getMessage())
     context = DataContext.get_current()
     # Deterministic output order makes runs reproducible and ORDER BY ... LIMIT exact.
     context.execution_options.preserve_order = True
-    context.enable_progress_bars = False
+    context.enable_progress_bars = sys.stderr.isatty()
     context.print_on_execution_start = False
 
 

@@ -48,6 +48,10 @@ class SourceDatasource(Datasource):  # type: ignore[misc]
         self._tasks = open_source(source.kind, source.path, source.options).read_tasks(stage.columns, stage.batch_rows)
 
     @property
+    def tasks(self) -> list[Any]:
+        return self._tasks
+
+    @property
     def task_count(self) -> int:
         return len(self._tasks)
 
@@ -87,9 +91,36 @@ def build_read(stage: Stage) -> rd.Dataset:
         datasource = SourceDatasource(stage)
     except FileNotFoundError as error:
         raise SourceError(str(error)) from None
+    _size_blocks_like_batches(datasource, stage.batch_rows)
     # One block stream per read task: Ray would otherwise split outputs to reach its
     # default parallelism (200 blocks for 1,000 rows, each a scheduled task downstream).
     return rd.read_datasource(datasource, override_num_blocks=max(1, datasource.task_count))
+
+
+MIN_BLOCK_BYTES = 64 * 1024
+DEFAULT_BLOCK_BYTES = rd.DataContext().target_max_block_size
+
+
+def _reset_block_size() -> None:
+    """Each query sizes its blocks from its own reads (see _size_blocks_like_batches)."""
+    rd.DataContext.get_current().target_max_block_size = DEFAULT_BLOCK_BYTES
+
+
+def _size_blocks_like_batches(datasource: SourceDatasource, batch_rows: int) -> None:
+    """Make a Ray block hold about one semray batch.
+
+    Ray merges what a read task yields until a block reaches target_max_block_size
+    (128 MiB by default), so a LIMIT or a semantic operator would wait for a whole
+    task's rows. Blocks of about ``batch_rows`` rows keep the pipeline streaming.
+    """
+    rows = sum(task.estimated_rows or 0 for task in datasource.tasks)
+    size = sum(task.estimated_bytes or 0 for task in datasource.tasks)
+    if not rows or not size:
+        return
+    context = rd.DataContext.get_current()
+    wanted = max(MIN_BLOCK_BYTES, int(batch_rows * size / rows))
+    if context.target_max_block_size is None or wanted < context.target_max_block_size:
+        context.target_max_block_size = wanted
 
 
 def build_batch_sql(stage: Stage) -> rd.Dataset:
@@ -185,6 +216,7 @@ def _concat(refs: list[Any]) -> pa.Table:
 
 def collect(stage: Stage, schema: pa.Schema) -> pa.Table:
     """Run the pipeline and gather its rows on the driver, typed as ``schema``."""
+    _reset_block_size()
     with reported_failures():
         tables = [table for table in ray.get(materialize(stage).to_arrow_refs()) if table.num_rows]
     if not tables:
@@ -194,6 +226,7 @@ def collect(stage: Stage, schema: pa.Schema) -> pa.Table:
 
 def iter_batches(stage: Stage, schema: pa.Schema, batch_rows: int) -> Iterator[pa.Table]:
     """Stream the pipeline's output as Arrow tables of about ``batch_rows`` rows."""
+    _reset_block_size()
     with reported_failures():
         for batch in materialize(stage).iter_batches(batch_size=batch_rows, batch_format="pyarrow"):
             if batch.num_rows:

@@ -1,0 +1,121 @@
+"""The semray command: each subcommand, output formats, and clear errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import semray
+from semray.cli import main
+from semray.settings import Settings
+
+
+@pytest.fixture
+def reviews_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "reviews.csv"
+    path.write_text("id,product,rating\n1,lamp,5\n2,fan,2\n3,lamp,4\n", encoding="utf-8")
+    return path
+
+
+def state(settings: Settings) -> list[str]:
+    return ["--state-dir", str(settings.state_dir)]
+
+
+def test_schema_prints_versioned_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    assert json.loads(capsys.readouterr().out)["$id"].endswith("plan-v1.json")
+
+
+@pytest.mark.ray
+def test_run_and_explain_a_json_plan(tmp_path: Path, reviews_csv: Path, ray_settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(semray.read_csv(reviews_csv).filter("rating >= 4").select("id", "product").to_json(), encoding="utf-8")
+    assert main([*state(ray_settings), "run", str(plan), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["id,product", "1,lamp", "3,lamp"]
+    assert main([*state(ray_settings), "run", str(plan), "--format", "json", "--row-ids"]) == 0
+    assert [json.loads(line)["_rowid"] for line in capsys.readouterr().out.splitlines()] == ["0", "2"]
+    assert main([*state(ray_settings), "explain", str(plan)]) == 0
+    out = capsys.readouterr().out
+    assert "Logical plan" in out and "Physical plan (Ray Data)" in out and "Filter rating >= 4" in out
+
+
+@pytest.mark.ray
+def test_parquet_output_is_written_whole(tmp_path: Path, reviews_csv: Path, ray_settings: Settings) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(semray.read_csv(reviews_csv).to_json(), encoding="utf-8")
+    out = tmp_path / "out.parquet"
+    assert main([*state(ray_settings), "run", str(plan), "--format", "parquet", "-o", str(out)]) == 0
+    assert pq.read_table(out).num_rows == 3
+
+
+@pytest.mark.ray
+def test_failed_run_leaves_no_output(tmp_path: Path, reviews_csv: Path, ray_settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(semray.read_csv(reviews_csv).select(x="CAST(product AS INTEGER)").to_json(), encoding="utf-8")
+    out = tmp_path / "out.parquet"
+    assert main([*state(ray_settings), "run", str(plan), "--format", "parquet", "-o", str(out)]) == 2
+    assert "pipeline failed" in capsys.readouterr().err
+    assert not out.exists() and not list(tmp_path.glob(".out.parquet*"))
+
+
+@pytest.mark.ray
+def test_sql_command(reviews_csv: Path, ray_settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    query = "SELECT product, count(*) AS n FROM r GROUP BY product ORDER BY product"
+    assert main([*state(ray_settings), "sql", query, "-t", f"r={reviews_csv}", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["product,n", "fan,1", "lamp,2"]
+
+
+@pytest.mark.ray
+def test_demo_runs_its_queries(ray_settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*state(ray_settings), "demo", "--rows", "120"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("[") >= 3 and "rows)" in captured.out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "/nonexistent/plan.json"], "not found"),
+        (["explain", "/nonexistent/plan.json"], "not found"),
+        (["sql", "SELECT * FROM t", "-t", "t=/nonexistent.csv"], "/nonexistent.csv"),
+        (["sql", "SELECT * FROM t", "-t", "t"], "NAME=PATH"),
+        (["sql", "SELECT * FROM x", "-t", "t=/dev/null.csv"], ""),
+    ],
+)
+def test_bad_input_exits_2_with_a_message(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err
+
+
+def test_malformed_plan_names_the_bad_field(tmp_path: Path, reviews_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    document = json.loads(semray.read_csv(reviews_csv).filter("rating > 1").to_json())
+    document["plan"]["input"]["source"]["kind"] = "xls"
+    plan = tmp_path / "bad.json"
+    plan.write_text(json.dumps(document), encoding="utf-8")
+    assert main(["run", str(plan)]) == 2
+    assert "plan.filter.input.scan.source.kind" in capsys.readouterr().err
+
+
+def test_unknown_column_in_plan_suggests(tmp_path: Path, reviews_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    document = json.loads(semray.read_csv(reviews_csv).filter("rating > 1").to_json())
+    document["plan"]["predicate"] = "ratng > 1"
+    plan = tmp_path / "bad.json"
+    plan.write_text(json.dumps(document), encoding="utf-8")
+    assert main(["run", str(plan)]) == 2
+    assert "did you mean 'rating'" in capsys.readouterr().err
+
+
+def test_empty_and_non_utf8_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    with pytest.raises(semray.SemrayError, match="empty"):
+        semray.read_csv(empty)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_bytes(b"caf\xe9 latte")
+    source = semray.read_text(folder)
+    assert source.columns == ("path", "text")
