@@ -152,6 +152,30 @@ def join_query(draw: st.DrawFn) -> tuple[str, bool]:
 
 
 @st.composite
+def ranked_query(draw: st.DrawFn) -> tuple[str, bool]:
+    """ORDER BY keys outside the SELECT list (hidden columns) or aggregates; still a total order."""
+    if draw(st.booleans()):
+        items = draw(st.sampled_from(["a", "upper(s) AS us", "a, x", "coalesce(a, k) AS ak"]))
+        direction = draw(st.sampled_from(["", " DESC", " DESC NULLS FIRST", " NULLS FIRST"]))
+        limit = draw(st.sampled_from(["", " LIMIT 4", " LIMIT 3 OFFSET 2"]))
+        return f"SELECT {items} FROM t1{_where(draw)} ORDER BY x{direction}, k, a, s{limit}", True
+    agg = draw(st.sampled_from(["count(*)", "sum(a)", "max(s)"]))
+    limit = draw(st.sampled_from(["", " LIMIT 2"]))
+    return f"SELECT k, {agg} AS v FROM t1 GROUP BY k ORDER BY v DESC, k NULLS FIRST{limit}", True
+
+
+@st.composite
+def joined_subquery_query(draw: st.DrawFn) -> tuple[str, bool]:
+    inner = draw(st.sampled_from(["SELECT k, sum(a) AS sa FROM t1 GROUP BY k", "SELECT DISTINCT k, s FROM t1"]))
+    kind = draw(st.sampled_from(["JOIN", "LEFT JOIN"]))
+    return f"SELECT * FROM ({inner}) q {kind} t2 ON q.k = t2.k{_where_t2(draw)}", False
+
+
+def _where_t2(draw: st.DrawFn) -> str:
+    return draw(st.sampled_from(["", " WHERE t2.b IS NOT NULL", " WHERE q.k > 0 OR t2.s = 'a'"]))
+
+
+@st.composite
 def nested_query(draw: st.DrawFn) -> tuple[str, bool]:
     form = draw(st.sampled_from(["in", "cte", "from"]))
     if form == "in":
@@ -166,8 +190,8 @@ def nested_query(draw: st.DrawFn) -> tuple[str, bool]:
 
 @st.composite
 def cases(draw: st.DrawFn, with_joins: bool = True) -> Case:
-    forms = [select_query(), aggregate_query(), distinct_query(), union_query(), nested_query()]
+    forms = [select_query(), aggregate_query(), distinct_query(), union_query(), nested_query(), ranked_query()]
     if with_joins:
-        forms.append(join_query())
+        forms += [join_query(), joined_subquery_query()]
     sql, ordered = draw(st.one_of(*forms))
     return Case(draw(tables()), sql, ordered, " JOIN " in sql or " IN (SELECT" in sql)
