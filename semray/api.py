@@ -52,9 +52,10 @@ OptionValue = str | int | float | bool | None
 class Query:
     """An immutable logical plan plus the settings to run it with."""
 
-    def __init__(self, plan: Node, settings: Settings | None = None) -> None:
+    def __init__(self, plan: Node, settings: Settings | None = None, serving: Any = None) -> None:
         self._plan = plan
         self._settings = settings
+        self._serving = serving
 
     @property
     def plan(self) -> Node:
@@ -73,10 +74,14 @@ class Query:
         return tuple(column.name for column in self.schema.user_columns())
 
     def _then(self, plan: Node) -> Query:
-        return Query(plan, self._settings)
+        return Query(plan, self._settings, self._serving)
 
     def with_settings(self, settings: Settings) -> Query:
-        return Query(self._plan, settings)
+        return Query(self._plan, settings, self._serving)
+
+    def with_serving(self, serving: Any) -> Query:
+        """Run semantic operators on these tiers (a ``semray.serving.config.ServingConfig``)."""
+        return Query(self._plan, self._settings, serving)
 
     # relational ---------------------------------------------------------------------
     def filter(self, predicate: str) -> Query:
@@ -178,9 +183,13 @@ class Query:
 
     def collect(self) -> pa.Table:
         """Run the plan and return all rows (with ``_rowid`` first) as an Arrow table."""
-        from semray.pipeline.run import collect
+        return self.execute().table
 
-        return collect(self._plan, self.settings)
+    def execute(self) -> Any:
+        """Run the plan; a ``Result`` with the rows, the run id and its model usage."""
+        from semray.pipeline.run import execute
+
+        return execute(self._plan, self.settings, self._serving)
 
     def to_pandas(self) -> Any:
         return self.collect().to_pandas()
@@ -189,13 +198,13 @@ class Query:
         """Stream results as Arrow tables without holding them all in memory."""
         from semray.pipeline.run import iter_batches
 
-        return iter_batches(self._plan, self.settings, batch_rows)
+        return iter_batches(self._plan, self.settings, batch_rows, self._serving)
 
     def write_parquet(self, path: str | Path) -> int:
         """Write results to one Parquet file, published atomically; returns the row count."""
         from semray.pipeline.run import write_parquet
 
-        return write_parquet(self._plan, self.settings, Path(path))
+        return write_parquet(self._plan, self.settings, Path(path), self._serving)
 
     def __repr__(self) -> str:
         return f"Query(\n{render_tree(self._plan)}\n)"

@@ -26,6 +26,8 @@ class Settings(BaseSettings):
         ge=0,
         description="joins, sorts, aggregates over at most this many (estimated) rows run without a shuffle; 0 always shuffles",
     )
+    semantic_batch_size: int = Field(default=32, ge=1, description="rows per model round trip for semantic operators")
+    semantic_actors: int = Field(default=2, ge=1, description="actors per semantic operator (each holds Serve handles)")
     log_format: str = Field(default="auto", description="auto | console | json")
     log_level: str = Field(default="info")
 

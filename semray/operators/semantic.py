@@ -30,6 +30,8 @@ class Semantic(Unary):
     calls_llm: ClassVar[bool] = True
     instruction: str
     tier: Tier = "auto"
+    on_error: Literal["fail", "skip", "default"] = "default"
+    """A row the model cannot answer: fail the run, drop the row, or give null (a filter drops it)."""
 
     def template_columns(self) -> tuple[str, ...]:
         return check_template(self.instruction, self.input_schema.names, type(self).__name__)

@@ -255,3 +255,12 @@ LOWERINGS: dict[type[Node], Callable[[Node, Settings], Stage]] = {
     Limit: lower_limit,
     Union: lower_union,
 }
+
+
+def _register_semantic() -> None:
+    from semray.pipeline.lower_semantic import SEMANTIC_LOWERINGS
+
+    LOWERINGS.update(SEMANTIC_LOWERINGS)
+
+
+_register_semantic()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,19 +25,31 @@ from semray.pipeline.spec import (
     LimitStage,
     PartitionedSqlStage,
     ReadStage,
+    SemanticStage,
     SortStage,
     Stage,
     UnionStage,
 )
+from semray.pipeline.udfs import SemanticBatchUDF
+from semray.serving.deployments import TierHandles
 from semray.sources import open_source
+from semray.transactions import BatchLedger
 
 
-def materialize(stage: Stage) -> rd.Dataset:
+@dataclass(frozen=True, slots=True)
+class ExecutionContext:
+    """What stages need beyond their own spec: model tiers and the run's batch ledger."""
+
+    tiers: TierHandles | None = None
+    ledger: BatchLedger | None = None
+
+
+def materialize(stage: Stage, context: ExecutionContext | None = None) -> rd.Dataset:
     """Build (lazily) the Ray Data pipeline for a physical plan."""
     builder = BUILDERS.get(type(stage))
     if builder is None:
         raise LoweringError(f"no Ray Data builder for stage {type(stage).__name__}")
-    return builder(stage)
+    return builder(stage, context or ExecutionContext())
 
 
 class SourceDatasource(Datasource):  # type: ignore[misc]
@@ -85,7 +98,7 @@ def _iterate(task: Callable[[], Iterator[pa.Table]]) -> Callable[[], Iterator[pa
     return read
 
 
-def build_read(stage: Stage) -> rd.Dataset:
+def build_read(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, ReadStage)
     try:
         datasource = SourceDatasource(stage)
@@ -123,29 +136,31 @@ def _size_blocks_like_batches(datasource: SourceDatasource, batch_rows: int) -> 
         context.target_max_block_size = wanted
 
 
-def build_batch_sql(stage: Stage) -> rd.Dataset:
+def build_batch_sql(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, BatchSqlStage)
-    upstream = materialize(stage.inputs[0])
+    upstream = materialize(stage.inputs[0], context)
     return upstream.map_batches(run_sql, fn_args=(stage.sql,), batch_format="pyarrow", batch_size=None, zero_copy_batch=True)
 
 
-def build_gather_sql(stage: Stage) -> rd.Dataset:
+def build_gather_sql(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, GatherSqlStage)
-    return rd.from_arrow_refs([_gathered(stage.inputs[0], stage.input_columns, stage.sql)])
+    return rd.from_arrow_refs([_gathered(stage.inputs[0], stage.input_columns, context, stage.sql)])
 
 
-def _gathered(stage: Stage, columns: tuple[tuple[str, str], ...], sql: str = "SELECT * FROM batch") -> Any:
+def _gathered(
+    stage: Stage, columns: tuple[tuple[str, str], ...], context: ExecutionContext, sql: str = "SELECT * FROM batch"
+) -> Any:
     """Run the upstream pipeline, then ``sql`` over all its rows in one task; an ObjectRef."""
     with reported_failures():
-        refs = materialize(stage).to_arrow_refs()
+        refs = materialize(stage, context).to_arrow_refs()
     return _run_on_all.remote(sql, columns, *refs)
 
 
-def build_broadcast_join(stage: Stage) -> rd.Dataset:
+def build_broadcast_join(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, BroadcastJoinStage)
     left, right = stage.inputs
-    right_table = _gathered(right, stage.right_columns)
-    return materialize(left).map_batches(
+    right_table = _gathered(right, stage.right_columns, context)
+    return materialize(left, context).map_batches(
         _join_batch, fn_args=(right_table, stage.sql), batch_format="pyarrow", batch_size=None, zero_copy_batch=True
     )
 
@@ -157,9 +172,9 @@ def _join_batch(batch: pa.Table, right: Any, sql: str) -> pa.Table:
     return run_sql(batch, sql, right_side=table)
 
 
-def build_partitioned_sql(stage: Stage) -> rd.Dataset:
+def build_partitioned_sql(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, PartitionedSqlStage)
-    upstream = materialize(stage.inputs[0])
+    upstream = materialize(stage.inputs[0], context)
     return upstream.groupby(PARTITION, num_partitions=stage.num_partitions).map_groups(
         _run_partition, fn_args=(stage.sql,), batch_format="pyarrow"
     )
@@ -176,9 +191,9 @@ def _run_on_all(sql: str, columns: tuple[tuple[str, str], ...], *tables: pa.Tabl
     return run_sql(batch, sql)
 
 
-def build_join(stage: Stage) -> rd.Dataset:
+def build_join(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, JoinStage)
-    left, right = (materialize(child) for child in stage.inputs)
+    left, right = (materialize(child, context) for child in stage.inputs)
     return left.join(
         right,
         join_type=stage.kind,
@@ -188,14 +203,14 @@ def build_join(stage: Stage) -> rd.Dataset:
     )
 
 
-def build_sort(stage: Stage) -> rd.Dataset:
+def build_sort(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, SortStage)
-    return materialize(stage.inputs[0]).sort(list(stage.columns), descending=list(stage.descending))
+    return materialize(stage.inputs[0], context).sort(list(stage.columns), descending=list(stage.descending))
 
 
-def build_limit(stage: Stage) -> rd.Dataset:
+def build_limit(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, LimitStage)
-    upstream = materialize(stage.inputs[0]).limit(stage.count + stage.offset)
+    upstream = materialize(stage.inputs[0], context).limit(stage.count + stage.offset)
     if not stage.offset:
         return upstream
     # Ray Data has no OFFSET: keep the first offset+count rows (in order) and slice.
@@ -203,9 +218,9 @@ def build_limit(stage: Stage) -> rd.Dataset:
     return rd.from_arrow(table.slice(stage.offset, stage.count))
 
 
-def build_union(stage: Stage) -> rd.Dataset:
+def build_union(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, UnionStage)
-    first, *rest = (materialize(child) for child in stage.inputs)
+    first, *rest = (materialize(child, context) for child in stage.inputs)
     return first.union(*rest)
 
 
@@ -214,21 +229,23 @@ def _concat(refs: list[Any]) -> pa.Table:
     return pa.concat_tables(tables, promote_options="default") if tables else pa.table({})
 
 
-def collect(stage: Stage, schema: pa.Schema) -> pa.Table:
+def collect(stage: Stage, schema: pa.Schema, context: ExecutionContext | None = None) -> pa.Table:
     """Run the pipeline and gather its rows on the driver, typed as ``schema``."""
     _reset_block_size()
     with reported_failures():
-        tables = [table for table in ray.get(materialize(stage).to_arrow_refs()) if table.num_rows]
+        tables = [table for table in ray.get(materialize(stage, context).to_arrow_refs()) if table.num_rows]
     if not tables:
         return schema.empty_table()
     return pa.concat_tables([table.select(schema.names).cast(schema) for table in tables])
 
 
-def iter_batches(stage: Stage, schema: pa.Schema, batch_rows: int) -> Iterator[pa.Table]:
+def iter_batches(
+    stage: Stage, schema: pa.Schema, batch_rows: int, context: ExecutionContext | None = None
+) -> Iterator[pa.Table]:
     """Stream the pipeline's output as Arrow tables of about ``batch_rows`` rows."""
     _reset_block_size()
     with reported_failures():
-        for batch in materialize(stage).iter_batches(batch_size=batch_rows, batch_format="pyarrow"):
+        for batch in materialize(stage, context).iter_batches(batch_size=batch_rows, batch_format="pyarrow"):
             if batch.num_rows:
                 yield batch.select(schema.names).cast(schema)
 
@@ -248,7 +265,24 @@ def reported_failures() -> Iterator[None]:
         raise ExecutionError(f"the pipeline failed: {lines[-1] if lines else type(cause).__name__}") from error
 
 
-BUILDERS: dict[type[Stage], Callable[[Stage], rd.Dataset]] = {
+def build_semantic(stage: Stage, context: ExecutionContext) -> rd.Dataset:
+    assert isinstance(stage, SemanticStage)
+    if context.tiers is None:
+        raise LoweringError("a semantic stage needs model tiers; run it through semray.pipeline.run")
+    upstream = materialize(stage.inputs[0], context)
+    return upstream.map_batches(
+        SemanticBatchUDF,
+        fn_constructor_args=(stage.task, stage.operator_key, context.tiers, context.ledger),
+        compute=rd.ActorPoolStrategy(min_size=1, max_size=stage.actors),
+        batch_size=stage.batch_rows,
+        batch_format="pyarrow",
+        # Actors wait on model calls, not on CPU: a small share lets them sit beside the
+        # Serve replicas on a 2-CPU machine.
+        num_cpus=0.25,
+    )
+
+
+BUILDERS: dict[type[Stage], Callable[[Stage, ExecutionContext], rd.Dataset]] = {
     ReadStage: build_read,
     BatchSqlStage: build_batch_sql,
     GatherSqlStage: build_gather_sql,
@@ -258,4 +292,5 @@ BUILDERS: dict[type[Stage], Callable[[Stage], rd.Dataset]] = {
     SortStage: build_sort,
     LimitStage: build_limit,
     UnionStage: build_union,
+    SemanticStage: build_semantic,
 }

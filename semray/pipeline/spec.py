@@ -135,3 +135,35 @@ def render_stages(stage: Stage, depth: int = 0) -> str:
     lines = ["  " * depth + stage.describe()]
     lines.extend(render_stages(child, depth + 1) for child in stage.inputs)
     return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticTask:
+    """What a row-wise semantic stage asks of each row, as plain values."""
+
+    kind: Literal["filter", "map", "score", "classify", "extract"]
+    instruction: str
+    tier: str
+    outputs: tuple[tuple[str, str], ...] = ()
+    """(column, semray value type) added to each row; empty for a filter."""
+    choices: tuple[str, ...] = ()
+    lo: float | None = None
+    hi: float | None = None
+    on_error: Literal["fail", "skip", "default"] = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticStage(Stage):
+    """A semantic operator over batches on an actor pool; each actor calls the model tiers
+    through Serve handles, one round trip per batch, and commits batches to the run journal."""
+
+    task: SemanticTask
+    operator_key: str
+    batch_rows: int
+    actors: int
+
+    def describe(self) -> str:
+        return (
+            f"Semantic[{self.task.kind} on {self.task.tier}] {self.task.instruction!r} "
+            f"(actor pool of {self.actors}, batches of {self.batch_rows})"
+        )

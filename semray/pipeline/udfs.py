@@ -1,0 +1,179 @@
+"""Actor-pool UDFs of semantic operators: one model round trip per batch, journaled.
+
+Each actor holds the tiers' Serve handles and the run's batch ledger. For a batch it
+takes already-committed answers from the ledger (a resumed run never pays twice),
+asks the tier about the remaining rows in one call, commits those answers, and
+applies them: a filter keeps rows, the other operators add typed columns.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from semray.errors import ExecutionError
+from semray.log import get_logger
+from semray.operators.schema import ROW_ID
+from semray.pipeline.spec import SemanticTask
+from semray.serving.contract import ModelResponse
+from semray.serving.deployments import TierHandles
+from semray.serving.prompts.operators import build_request
+from semray.serving.prompts.render import render_prompt
+from semray.transactions import BatchLedger, LLMUsage, batch_key
+
+log = get_logger(__name__)
+
+KEEP = "_keep"
+ERROR = "_error"
+ARROW_TYPES = {"text": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "date": pa.date32()}
+
+
+class SemanticBatchUDF:
+    """Callable class for ``map_batches(compute=ActorPoolStrategy(...))``."""
+
+    def __init__(self, task: SemanticTask, operator_key: str, tiers: TierHandles, ledger: BatchLedger | None) -> None:
+        self.task = task
+        self.operator_key = operator_key
+        self.tiers = tiers
+        self.ledger = ledger
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        if batch.num_rows == 0:
+            return self._apply(batch, self._answers_schema().empty_table())
+        row_ids = [str(value) for value in batch.column(ROW_ID).to_pylist()]
+        parts: list[pa.Table] = []
+        todo = batch
+        if self.ledger is not None:
+            found = self.ledger.lookup_rows(self.operator_key, row_ids)
+            if found.table is not None and found.table.num_rows:
+                parts.append(found.table.select(self._answers_schema().names).cast(self._answers_schema()))
+                todo = batch.filter(pc.is_in(batch.column(ROW_ID), pa.array(found.missing, pa.string())))
+        if todo.num_rows:
+            parts.append(self._ask(todo))
+        answers = pa.concat_tables(parts) if parts else self._answers_schema().empty_table()
+        return self._apply(batch, answers)
+
+    # asking --------------------------------------------------------------------------
+    def _ask(self, rows: pa.Table) -> pa.Table:
+        task = self.task
+        ids = [str(value) for value in rows.column(ROW_ID).to_pylist()]
+        requests = []
+        for row_id, row in zip(ids, rows.to_pylist(), strict=True):
+            rendered = render_prompt(task.instruction, row, allow_non_string=True)
+            requests.append(
+                build_request(
+                    task.kind,
+                    rendered.text,
+                    request_id=row_id,
+                    input_error=rendered.problem,
+                    choices=task.choices,
+                    lo=task.lo,
+                    hi=task.hi,
+                    fields=task.outputs if task.kind == "extract" else (),
+                )
+            )
+        responses = self.tiers.generate(task.tier, requests)
+        answers = self._answers(ids, responses)
+        if self.ledger is not None:
+            usage = _usage(responses)
+            self.ledger.commit(self.operator_key, batch_key(self.operator_key, ids), ids, answers, usage)
+        return answers
+
+    def _answers_schema(self) -> pa.Schema:
+        fields = [pa.field(ROW_ID, pa.string()), pa.field(ERROR, pa.string())]
+        if self.task.kind == "filter":
+            fields.append(pa.field(KEEP, pa.bool_()))
+        fields += [pa.field(name, ARROW_TYPES[kind]) for name, kind in self.task.outputs]
+        return pa.schema(fields)
+
+    def _answers(self, ids: list[str], responses: list[ModelResponse]) -> pa.Table:
+        columns: dict[str, list[Any]] = {name: [] for name in self._answers_schema().names}
+        columns[ROW_ID] = ids
+        for response in responses:
+            values, error = self._values(response)
+            columns[ERROR].append(error)
+            for name, value in values.items():
+                columns[name].append(value)
+        return pa.table(columns, schema=self._answers_schema())
+
+    def _values(self, response: ModelResponse) -> tuple[dict[str, Any], str | None]:
+        """Typed output values of one response, and its error (values null on error)."""
+        task = self.task
+        empty = {name: None for name, _ in task.outputs}
+        if task.kind == "filter":
+            empty[KEEP] = None
+        if response.error is not None or response.value is None:
+            return empty, response.error or "empty answer"
+        try:
+            if task.kind == "filter":
+                return {KEEP: _as_bool(response.value)}, None
+            if task.kind == "extract":
+                value = response.value if isinstance(response.value, dict) else {}
+                return {name: _typed(value.get(name), kind) for name, kind in task.outputs}, None
+            (name, kind), = task.outputs
+            return {name: _typed(response.value, kind)}, None
+        except (TypeError, ValueError) as error:
+            return empty, f"unparseable: {error}"
+
+    # applying ------------------------------------------------------------------------
+    def _apply(self, batch: pa.Table, answers: pa.Table) -> pa.Table:
+        position = {row_id: index for index, row_id in enumerate(answers.column(ROW_ID).to_pylist())}
+        order = pa.array([position[str(row_id)] for row_id in batch.column(ROW_ID).to_pylist()], pa.int64())
+        aligned = answers.take(order)
+        errors = aligned.column(ERROR)
+        failed = pc.is_valid(errors)
+        count = int(pc.sum(failed).as_py() or 0)
+        if count:
+            first = next(error for error in errors.to_pylist() if error is not None)
+            if self.task.on_error == "fail":
+                raise ExecutionError(f"{count} row(s) could not be answered ({self.task.kind}); first: {first}")
+            log.warning("semantic_rows_failed", kind=self.task.kind, rows=count, policy=self.task.on_error, first=first)
+        if self.task.kind == "filter":
+            keep = pc.fill_null(aligned.column(KEEP), False)
+            return batch.filter(keep)
+        result = batch
+        for name, _ in self.task.outputs:
+            result = result.append_column(name, aligned.column(name))
+        if self.task.on_error == "skip" and count:
+            result = result.filter(pc.invert(failed))
+        return result
+
+
+def _usage(responses: list[ModelResponse]) -> LLMUsage:
+    paid = [r for r in responses if not r.cache_hit and r.usage.input_tokens]
+    return LLMUsage(
+        calls=len(paid),
+        tokens_in=sum(r.usage.input_tokens for r in paid),
+        tokens_out=sum(r.usage.output_tokens for r in paid),
+        dollars=sum(r.usage.dollars for r in paid),
+    )
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("yes", "true", "1"):
+        return True
+    if text in ("no", "false", "0"):
+        return False
+    raise ValueError(f"expected Yes or No, got {value!r}")
+
+
+def _typed(value: Any, kind: str) -> Any:
+    if value is None:
+        return None
+    if kind == "text":
+        return value if isinstance(value, str) else str(value)
+    if kind == "int":
+        return int(float(value)) if not isinstance(value, bool) else int(value)
+    if kind == "float":
+        return float(value)
+    if kind == "bool":
+        return _as_bool(value)
+    if kind == "date":
+        return datetime.date.fromisoformat(str(value)[:10])
+    raise ValueError(f"unknown value type {kind!r}")
