@@ -7,7 +7,6 @@ import pickle
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -15,9 +14,10 @@ import pytest
 import ray
 import structlog.testing
 
-from semray.serving.config import ServingConfig, TierConfig
+from semray.serving.config import ServingConfig
 from semray.serving.contract import ModelRequest, OutputConstraint
 from semray.serving.deployments import TierHandles, start_tiers, stop_tiers, tier_status
+from semray.serving.lifecycle import serve_down, serve_status
 from semray.serving.simulator import ModelProfile, SimulatorConfig, TaskSpec
 from semray.serving.usage import UsageLedger
 from semray.settings import Settings
@@ -33,7 +33,7 @@ TEXTS = [
 GOOD = [False, True, False, True]
 
 
-def _simulator(latency_s: float = 0.0) -> SimulatorConfig:
+def _simulator(large_latency_s: float = 1.0) -> SimulatorConfig:
     table = pa.table({"id": [f"r{i}" for i in range(len(TEXTS))], "review": TEXTS, "good": GOOD})
     return SimulatorConfig.from_labels(
         table,
@@ -41,8 +41,8 @@ def _simulator(latency_s: float = 0.0) -> SimulatorConfig:
         text_columns=["review"],
         tasks=[TaskSpec(name="good", kind="filter", label_column="good", keywords=("positive",))],
         models={
-            "sim-small": ModelProfile(error_rate=0.0, latency_base_s=latency_s, price_in_per_million=1.0),
-            "sim-large": ModelProfile(error_rate=0.0),
+            "sim-small": ModelProfile(error_rate=0.0, price_in_per_million=1.0),
+            "sim-large": ModelProfile(error_rate=0.0, latency_base_s=large_latency_s),
         },
     )
 
@@ -92,32 +92,34 @@ def test_handles_pickle_into_ray_workers_and_restart_is_idempotent(
     assert again.apps == handles.apps and time.perf_counter() - started < 20
 
 
-def test_replica_killed_mid_batch_is_retried_and_counted_once(ray_settings: Settings, tmp_path: Path) -> None:
-    config = ServingConfig(
-        simulator=_simulator(latency_s=1.5),
-        app_prefix="semray-fault",
-        cache_enabled=False,
-        small=TierConfig(backend="simulated", model="sim-small", num_cpus=0.1),
-    )
-    handles = start_tiers(config, ray_settings, tiers=("small",))
-    try:
-        handles.generate("small", _requests()[:1])  # warm: the replica is up
-        killed: list[str] = []
-        killer = threading.Timer(0.5, _kill_replica, args=("semray-fault", killed))
-        killer.start()
-        with structlog.testing.capture_logs() as events:
-            responses = handles.generate("small", _requests())
-        killer.join()
-        assert killed, "a replica of the fault app was found and killed"
-        assert any(event["event"] == "tier_batch_retry" for event in events), "the batch was sent again"
-        ledger = UsageLedger()
-        ledger.record_many("filter", responses)
-        total = ledger.summary().total
-        assert [r.value for r in responses] == ["No", "Yes", "No", "Yes"]
-        assert total.requests == 4 and total.calls == 4
-        assert total.input_tokens == sum(r.usage.input_tokens for r in handles.generate("small", _requests()))
-    finally:
-        stop_tiers("semray-fault")
+def test_replica_killed_mid_batch_is_retried_and_counted_once(handles: TierHandles) -> None:
+    # The large model takes 1 s per call; max_tokens=17 keeps these prompts out of the cache.
+    requests = [request.model_copy(update={"max_tokens": 17}) for request in _requests()]
+    killed: list[str] = []
+    killer = threading.Timer(0.4, _kill_replica, args=("semray-test-large", killed))
+    killer.start()
+    with structlog.testing.capture_logs() as events:
+        responses = handles.generate("large", requests)
+    killer.join()
+    assert killed, "a replica of the large tier was found and killed"
+    assert any(event["event"] == "tier_batch_retry" for event in events), "the batch was sent again"
+    ledger = UsageLedger()
+    ledger.record_many("filter", responses)
+    total = ledger.summary().total
+    assert [r.value for r in responses] == ["No", "Yes", "No", "Yes"]
+    assert total.requests == 4 and total.calls == 4 and total.cache_hits == 0
+    repeat = handles.generate("large", requests)
+    assert all(r.cache_hit for r in repeat), "the retried batch was cached once"
+    assert total.input_tokens == sum(r.usage.input_tokens for r in responses) > 0
+
+
+def test_serve_status_and_down(handles: TierHandles, ray_settings: Settings) -> None:
+    config = ServingConfig(simulator=_simulator(), app_prefix="semray-test")
+    status = serve_status(ray_settings, config)
+    assert status["connected"] and set(status["tiers"].values()) == {"RUNNING"}
+    assert status["cache"]["entries"] >= 4 and status["backends"]["small"] == "simulated:sim-small"
+    assert serve_down(ray_settings, prefix="semray-test") == sorted(handles.apps.values())
+    assert serve_status(ray_settings, config)["tiers"] == {}
 
 
 def _kill_replica(app: str, killed: list[str]) -> None:

@@ -148,3 +148,12 @@ def test_simulated_context_limit_is_a_row_error_or_a_truncation() -> None:
     strict = ModelTier("large", tier.config.model_copy(update={"truncation": "error"}), tier.backend)
     (refused,) = run(strict, [ModelRequest(prompt=prompt, constraint=YES_NO, max_tokens=8)])
     assert refused.error_code == "prompt_too_long" and refused.value is None
+
+
+def test_simulated_unknown_model_is_a_clear_error() -> None:
+    import pytest
+
+    from semray.serving.errors import UnknownModelError
+
+    with pytest.raises(UnknownModelError, match=r"sim-huge.*sim-small"):
+        SimulatedBackend(TierConfig(backend="simulated", model="sim-huge"), SimulatorConfig())
