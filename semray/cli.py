@@ -86,11 +86,17 @@ def _add_output(parser: argparse.ArgumentParser) -> None:
 def run_demo(args: argparse.Namespace, settings: Settings) -> int:
     from semray.demo.queries import DEMO_QUERIES, demo_sources
 
+    _say(
+        "semray demo: product reviews generated into the state folder; semantic operators run on the\n"
+        "SIMULATED model tier, which answers from the corpus's known labels (no LLM on this machine).\n"
+    )
     reviews, products = demo_sources(settings, args.rows)
     for position, demo in enumerate(DEMO_QUERIES, start=1):
         query = demo.build(reviews, products)
         _say(f"\n[{position}/{len(DEMO_QUERIES)}] {demo.title}\n")
-        emit(query.collect(), args)
+        result = query.execute()
+        emit(result.table, args)
+        _say(result.usage_line() + "\n")
     return 0
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from semray.api import Query, read_csv
-from semray.demo.corpus import write
+from semray.demo.corpus import generate, write
+from semray.demo.models import demo_serving
 from semray.settings import Settings
 
 
@@ -25,25 +25,36 @@ DEMO_QUERIES: tuple[DemoQuery, ...] = (
         .sort("avg_rating", descending=True),
     ),
     DemoQuery(
-        "Lowest-rated verified reviews that talk about delivery (filter + project + limit)",
+        "Lowest-rated verified reviews that mention delivery in words (filter + project + limit)",
         lambda reviews, products: reviews.filter("verified AND rating <= 2 AND review ILIKE '%deliver%'")
         .select("review_id", "product", "rating", "review")
         .sort("review_id")
         .limit(5),
     ),
     DemoQuery(
-        "Brands whose products average under 3 stars (join + group-by + having)",
+        "Reviews complaining about delivery, however they say it (semantic filter + limit)",
+        lambda reviews, products: reviews.filter("rating <= 2")
+        .sem_filter("{review} talks about delivery or shipping")
+        .select("review_id", "product", "review")
+        .limit(5),
+    ),
+    DemoQuery(
+        "What each category's reviews are about (semantic classify + group-by)",
         lambda reviews, products: reviews.join(products, "l.product = r.product")
-        .aggregate(by="brand", avg_rating="avg(rating)", reviews="count(*)")
-        .filter("avg_rating < 3.3")
-        .sort("avg_rating"),
+        .sem_classify("the aspect of the product this review is about: {review}", "quality|price|delivery|support", output="aspect")
+        .aggregate(by=["category", "aspect"], reviews="count(*)")
+        .sort("category", "reviews", descending=[False, True]),
     ),
 )
 
 
 def demo_sources(settings: Settings, rows: int = 400) -> tuple[Query, Query]:
-    """Write the corpus under the state folder (if absent) and return (reviews, products)."""
-    folder = settings.state_path / "demo"
+    """Write the corpus under the state folder (if absent) and return (reviews, products)
+    whose semantic operators run on simulated tiers that answer from the corpus labels."""
+    folder = settings.state_path / "demo" / f"rows-{rows}"
     if not (folder / "reviews.csv").exists():
         write(folder, rows)
-    return read_csv(folder / "reviews.csv", settings), read_csv(folder / "products.csv", settings)
+    serving = demo_serving(generate(rows))
+    reviews = read_csv(folder / "reviews.csv", settings).with_serving(serving)
+    products = read_csv(folder / "products.csv", settings).with_serving(serving)
+    return reviews, products
