@@ -48,7 +48,7 @@ class OutputConstraint(BaseModel):
         return cls(kind="choice", choices=tuple(choices))
 
     @classmethod
-    def schema(cls, json_schema: dict[str, Any]) -> OutputConstraint:
+    def schema(cls, json_schema: dict[str, Any]) -> OutputConstraint:  # type: ignore[override]  # pydantic v1 name
         return cls(kind="json_schema", json_schema=json_schema)
 
     @classmethod

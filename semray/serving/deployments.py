@@ -238,8 +238,10 @@ def _application(tier: str, config: ServingConfig, cache_path: str | None, diges
             raise ServingConfigError(
                 f"the embedding tier needs backend 'sentence_transformers', got {tier_config.backend!r}"
             )
-        return serve.deployment(EmbedderServer).options(**options).bind(config, digest)
-    return serve.deployment(TierServer).options(**options).bind(tier, config, cache_path, digest)
+        embedder: Any = serve.deployment(EmbedderServer)
+        return embedder.options(**options).bind(config, digest)
+    server: Any = serve.deployment(TierServer)
+    return server.options(**options).bind(tier, config, cache_path, digest)
 
 
 def _deployed_digest(app: str) -> str | None:

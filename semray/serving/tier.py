@@ -16,7 +16,14 @@ from semray.log import get_logger
 from semray.serving.backends.base import Backend, Call, RawCompletion
 from semray.serving.cache import ResponseCache, cache_key
 from semray.serving.config import Prices, TierConfig
-from semray.serving.contract import ModelRequest, ModelResponse, Usage, confidence_from_logprobs, error_response
+from semray.serving.contract import (
+    ModelRequest,
+    ModelResponse,
+    ResponseValue,
+    Usage,
+    confidence_from_logprobs,
+    error_response,
+)
 from semray.serving.parsing import ReplyParseError, parse_reply
 from semray.serving.prompts import PROMPT_VERSION, format_instruction, repair_prompt
 from semray.serving.truncation import fit_prompt
@@ -146,7 +153,7 @@ class ModelTier:
                 parsed[i] = self._parse(items[i], completion)
         return [self._response(items[i], raw[i], repaired.get(i), parsed[i], elapsed) for i in range(len(items))]
 
-    def _parse(self, item: _Prepared, completion: RawCompletion) -> tuple[object, str | None]:
+    def _parse(self, item: _Prepared, completion: RawCompletion) -> tuple[ResponseValue, str | None]:
         if completion.error is not None:
             return None, completion.error
         try:
@@ -164,7 +171,7 @@ class ModelTier:
         item: _Prepared,
         first: RawCompletion,
         second: RawCompletion | None,
-        parsed: tuple[object, str | None],
+        parsed: tuple[ResponseValue, str | None],
         elapsed: float,
     ) -> ModelResponse:
         completions = [first] if second is None else [first, second]
@@ -184,7 +191,7 @@ class ModelTier:
             error = reason if final.error is not None else f"unparseable: {reason}"
         return ModelResponse(
             text=final.text,
-            value=None if error else value,  # type: ignore[arg-type]
+            value=None if error else value,
             confidence=None if error else confidence_from_logprobs(final.token_logprobs),
             token_logprobs=final.token_logprobs,
             usage=usage,

@@ -42,7 +42,8 @@ class HFBackend:
             raise ServingConfigError(f"hf model folder {path} does not exist; set model_path to a local model folder")
         try:
             self._tokenizer: Any = AutoTokenizer.from_pretrained(str(path))
-            self._model: Any = AutoModelForCausalLM.from_pretrained(str(path)).to(tier.device).eval()
+            model: Any = AutoModelForCausalLM.from_pretrained(str(path))
+            self._model: Any = model.to(tier.device).eval()
         except (OSError, ValueError) as error:
             raise ServingConfigError(f"cannot load the hf model at {path}: {error}") from error
         self._tokenizer.padding_side = "left"  # decoder-only batches pad on the left

@@ -16,6 +16,7 @@ from semray.serving.config import Prices, TierConfig
 from semray.serving.errors import UnknownModelError
 from semray.serving.simulator import (
     ChatCompletionRequest,
+    ChatMessage,
     ContextLengthExceededError,
     InvalidRequestError,
     ResponseFormat,
@@ -36,7 +37,7 @@ class SimulatedBackend:
             raise UnknownModelError(tier.model, "the simulator", tuple(profiles))
         profile = profiles[tier.model]
         self.model = tier.model
-        self.context_length = tier.context_length or profile.context_length
+        self.context_length: int | None = tier.context_length or profile.context_length
         self.default_prices = Prices(
             input_per_million=profile.price_in_per_million, output_per_million=profile.price_out_per_million
         )
@@ -51,7 +52,7 @@ class SimulatedBackend:
     async def _complete_one(self, call: Call) -> RawCompletion:
         request = ChatCompletionRequest(
             model=self.model,
-            messages=tuple({"role": role, "content": text} for role, text in call.messages),  # type: ignore[misc]
+            messages=tuple(ChatMessage(role=role, content=text) for role, text in call.messages),
             max_tokens=call.max_tokens,
             temperature=call.temperature,
             logprobs=call.logprobs,
