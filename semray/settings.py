@@ -20,7 +20,7 @@ class Settings(BaseSettings):
     ray_address: str | None = Field(default=None, description="connect to this Ray cluster instead of starting one")
     num_cpus: int = Field(default=2, ge=1, description="CPUs of the embedded local Ray")
     object_store_bytes: int | None = Field(default=None, description="object store size of the embedded Ray")
-    batch_size: int = Field(default=4096, ge=1, description="rows per batch for relational operators")
+    batch_size: int = Field(default=65_536, ge=1, description="rows per batch for relational operators")
     gather_rows: int = Field(
         default=2_000_000,
         ge=0,

@@ -13,6 +13,7 @@ from semray.operators.base import Node
 from semray.operators.expressions import DIALECT
 from semray.operators.relational import Aggregate, Distinct, Filter, Join, Limit, Project, Scan, Sort, Union
 from semray.operators.schema import ROW_ID, quote
+from semray.pipeline.fuse import fuse_batch_sql
 from semray.pipeline.sizing import estimate_rows, fits_one_task
 from semray.pipeline.spec import (
     BatchSqlStage,
@@ -41,7 +42,7 @@ def lower(node: Node, settings: Settings) -> Stage:
             f"{type(node).__name__} has no physical implementation yet; "
             "semantic operators run once their execution lands (see docs/architecture.md)"
         )
-    return handler(node, settings)
+    return fuse_batch_sql(handler(node, settings))
 
 
 def lower_scan(node: Node, settings: Settings) -> Stage:

@@ -138,10 +138,11 @@ def test_iter_batches_streams(tables: dict[str, pa.Table], ray_settings: Setting
     assert sum(b.num_rows for b in batches) == 1000 and max(b.num_rows for b in batches) <= 256
 
 
-def test_semantic_operator_without_execution_says_so(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
-    query = q(tables, "reviews", ray_settings).sem_filter("{text} is positive")
+def test_operator_without_execution_says_so(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
+    reviews = q(tables, "reviews", ray_settings)
+    query = reviews.sem_join(q(tables, "products", ray_settings), "{l.text} is about {r.product}")
     assert "not available" in query.explain()
-    with pytest.raises(LoweringError, match="SemFilter"):
+    with pytest.raises(LoweringError, match="SemJoin"):
         query.collect()
 
 
