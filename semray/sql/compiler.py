@@ -22,7 +22,7 @@ from semray.operators.schema import quote
 from semray.sql.aggregation import aggregate, needs_aggregation
 from semray.sql.context import Context
 from semray.sql.diagnostics import QueryText, UnsupportedSqlError
-from semray.sql.items import ExprScope, select_items
+from semray.sql.items import ExprScope, alias_expressions, select_items, substitute_aliases
 from semray.sql.parse import parse_query
 from semray.sql.predicates import apply_predicates
 from semray.sql.projection import compile_items, finish_select, order_and_limit, sort_key
@@ -89,20 +89,21 @@ def compile_select(select: exp.Select, context: Context) -> Node:
                 select.args[part] if isinstance(select.args[part], exp.Expr) else select, what, instead
             )
     relation = compile_from(select, context)
-    where = select.args.get("where")
-    scope = apply_predicates(ExprScope(relation.node, relation), where.this if where else None, context, "WHERE")
+    aliases = alias_expressions(select)
+    where, having = (select.args.get(clause) for clause in ("where", "having"))
+    where = substitute_aliases(where.this, aliases, relation) if where is not None else None
+    having = substitute_aliases(having.this, aliases, relation) if having is not None else None
+    scope = apply_predicates(ExprScope(relation.node, relation), where, context, "WHERE")
     relation = relation.with_node(scope.node)
     items = select_items(select, relation, source)
     if not items:
         raise source.unsupported(select, "an empty SELECT list", "select at least one column")
+    order = select.args.get("order")
     if needs_aggregation(select, items):
-        order = select.args.get("order")
-        extra = [select.args["having"].this] if select.args.get("having") else []
+        extra = [having] if having is not None else []
         extra += [ordered.this for ordered in order.expressions] if order is not None else []
         scope = aggregate(relation, items, select, extra, context)
-        having = select.args.get("having")
-        scope = apply_predicates(scope, having.this if having is not None else None, context, "HAVING")
-    order = select.args.get("order")
+        scope = apply_predicates(scope, having, context, "HAVING")
     output = compile_items(scope, items, context, [ordered.this for ordered in order.expressions] if order else [])
     return finish_select(scope, output, items, select, context)
 

@@ -100,3 +100,27 @@ def unique_name(base: str, taken: set[str]) -> str:
         counter += 1
         name = f"{base}_{counter}"
     return name
+
+
+def alias_expressions(select: exp.Select) -> dict[str, exp.Expr]:
+    """SELECT-list aliases (lower-cased) and their expressions."""
+    return {entry.alias.lower(): entry.this for entry in select.expressions if isinstance(entry, exp.Alias)}
+
+
+def substitute_aliases(condition: exp.Expr, aliases: dict[str, exp.Expr], relation: Relation) -> exp.Expr:
+    """Replace references to SELECT aliases in WHERE/HAVING with the aliased expressions.
+
+    DuckDB allows ``SELECT rating * 2 AS r FROM t WHERE r > 4``; a FROM column of the same
+    name wins over an alias, as in DuckDB.
+    """
+    if not aliases:
+        return condition
+
+    def swap(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and not node.table and isinstance(node.this, exp.Identifier):
+            target = aliases.get(node.name.lower())
+            if target is not None and relation.find(node.name, None) is None:
+                return exp.Paren(this=target.copy())
+        return node
+
+    return condition.copy().transform(swap)

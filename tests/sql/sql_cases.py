@@ -118,4 +118,8 @@ QUERIES: list[tuple[str, bool]] = [
     ("SELECT id FROM reviews ORDER BY abs(weight) DESC NULLS LAST, id LIMIT 4", True),
     ("SELECT product_id FROM reviews GROUP BY product_id HAVING product_id > 10", False),
     ("SELECT CAST('2024-01-01' AS DATE) + INTERVAL 1 DAY AS d, id FROM reviews", False),
+    ("SELECT product_id, count(*) AS n FROM reviews GROUP BY product_id HAVING n > 1", False),
+    ("SELECT rating * 2 AS r FROM reviews WHERE r > 4", False),
+    ("SELECT id AS rating FROM reviews WHERE rating > 3", False),
+    ("SELECT product_id AS p, sum(rating) AS s FROM reviews GROUP BY p HAVING s > 3 AND p > 10", False),
 ]
