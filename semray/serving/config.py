@@ -68,6 +68,9 @@ class TierConfig(BaseModel):
     max_ongoing_requests: int = Field(default=32, ge=1)
     batch_size: int = Field(default=16, ge=1, description="hf/embedding: rows per forward pass")
     device: str = Field(default="cpu", description="hf / sentence_transformers: cpu, cuda, cuda:0")
+    torch_threads: int | None = Field(
+        default=None, ge=1, description="hf / sentence_transformers on CPU: torch threads (None: every core)"
+    )
     # vllm through ray.serve.llm
     accelerator_type: str | None = Field(default=None, description="vllm: e.g. H200")
     tensor_parallel_size: int = Field(default=1, ge=1)

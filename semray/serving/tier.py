@@ -72,7 +72,7 @@ class ModelTier:
         misses: list[_Prepared] = []
         for item in prepared:
             if item.key in cached:
-                results[item.index] = _as_hit(cached[item.key], item, lookup_s)
+                results[item.index] = _as_hit(cached[item.key], item, lookup_s, self.name)
             elif item.key in first_of:
                 continue  # a duplicate within the batch: answered from its first copy below
             else:
@@ -87,7 +87,7 @@ class ModelTier:
             if first_of[item.key] is item:
                 results[item.index] = response
             else:
-                results[item.index] = _as_hit(response, item, 0.0)
+                results[item.index] = _as_hit(response, item, 0.0, self.name)
         if self.cache is not None:
             self.cache.put_many((key, response) for key, response in fresh.items() if response.error is None)
         log.debug(
@@ -211,15 +211,16 @@ class ModelTier:
             self.cache.close()
 
 
-def _as_hit(response: ModelResponse, item: _Prepared, latency_s: float) -> ModelResponse:
-    """A stored response served again: no tokens, no dollars, no calls."""
+def _as_hit(response: ModelResponse, item: _Prepared, latency_s: float, tier: str) -> ModelResponse:
+    """A stored response served again (possibly stored by another tier on the same model):
+    no tokens, no dollars, no calls."""
     return response.model_copy(
         update={
             "cache_hit": True,
             "usage": Usage(),
             "latency_s": latency_s,
             "request_id": item.request.request_id,
-            "tier": response.tier,
+            "tier": tier,
             "truncated": item.truncated,
             "calls": 0,
         }

@@ -43,7 +43,13 @@ class SentenceEmbedder:
     def __init__(self, config: TierConfig) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import torch
         from sentence_transformers import SentenceTransformer
+
+        if config.device == "cpu":
+            # Ray sets OMP_NUM_THREADS=1 in actors with a fraction of a CPU; a replica that is the
+            # only thing encoding should use the cores, like an in-process model does.
+            torch.set_num_threads(config.torch_threads or os.cpu_count() or 1)
 
         path = embedding_model_path(config)
         try:
