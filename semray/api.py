@@ -41,6 +41,7 @@ from semray.operators import (
     plan_from_json,
     plan_to_json,
     render_tree,
+    walk,
 )
 from semray.operators.semantic import ExtractField, Tier, ValueType
 from semray.settings import Settings
@@ -173,10 +174,24 @@ class Query:
 
     # inspection and output ----------------------------------------------------------
     def explain(self) -> str:
-        """The logical plan and, where it lowers, the physical pipeline."""
+        """The logical plan, the physical pipeline where it lowers, and the model tiers it would call."""
         from semray.pipeline.run import explain_physical
 
-        return "Logical plan\n" + render_tree(self._plan) + "\n\n" + explain_physical(self._plan, self.settings)
+        text = "Logical plan\n" + render_tree(self._plan) + "\n\n" + explain_physical(self._plan, self.settings)
+        return text + self._explain_tiers()
+
+    def _explain_tiers(self) -> str:
+        if not any(node.calls_llm for node in walk(self._plan)):
+            return ""
+        from semray.serving.config import ServingConfig
+
+        config = self._serving or ServingConfig()
+        lines = ["", "", "Model tiers"]
+        for name in ("small", "large"):
+            tier = config.tier(name)
+            note = "  SIMULATED: answers come from labels, not a model" if tier.backend == "simulated" else ""
+            lines.append(f"  {name}: {tier.backend} {tier.model}{note}")
+        return "\n".join(lines)
 
     def to_json(self) -> str:
         return plan_to_json(self._plan)

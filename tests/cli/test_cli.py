@@ -119,3 +119,11 @@ def test_empty_and_non_utf8_inputs(tmp_path: Path, capsys: pytest.CaptureFixture
     (folder / "a.txt").write_bytes(b"caf\xe9 latte")
     source = semray.read_text(folder)
     assert source.columns == ("path", "text")
+
+
+def test_explain_announces_simulated_tiers() -> None:
+    import pyarrow as pa
+
+    text = semray.from_arrow(pa.table({"t": ["a"]})).sem_filter("{t} is good").explain()
+    assert "Semantic[filter on large]" in text
+    assert "large: simulated sim-large  SIMULATED" in text
