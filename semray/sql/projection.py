@@ -164,7 +164,9 @@ def order_and_limit(node: Node, keys: Sequence[SortKey], query: exp.Expr, source
     count = _bound(query.args.get("limit"), source)
     offset = _bound(query.args.get("offset"), source)
     if count is not None or offset is not None:
-        node = Limit(input=node, count=sys.maxsize if count is None else count, offset=offset or 0)
+        # OFFSET alone: a count that keeps offset + count within a signed 64-bit integer.
+        count = sys.maxsize - (offset or 0) if count is None else count
+        node = Limit(input=node, count=count, offset=offset or 0)
     return node
 
 

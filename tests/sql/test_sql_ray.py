@@ -31,6 +31,7 @@ RAY_QUERIES: list[tuple[str, bool]] = [
     ("SELECT product FROM (SELECT product_id AS product FROM reviews) s GROUP BY product HAVING count(*) > 1", False),
     ("SELECT DISTINCT review FROM reviews", False),
     ("SELECT id FROM reviews ORDER BY weight DESC NULLS FIRST, id LIMIT 4 OFFSET 1", True),
+    ("SELECT id FROM reviews ORDER BY id OFFSET 5", True),
     (
         "SELECT id, review FROM reviews UNION ALL SELECT id, name FROM products UNION ALL SELECT id, name FROM empty",
         False,
