@@ -40,16 +40,3 @@ class Context:
     def compile(self, query: exp.Expr) -> Node:
         return self.compile_query(query, self)
 
-
-def fresh_name(base: str, taken: set[str] | frozenset[str] | tuple[str, ...]) -> str:
-    """``base``, else ``base_1``, ``base_2``, ... whichever is not ``taken``.
-
-    >>> fresh_name("x", {"x", "x_1"})
-    'x_2'
-    """
-    if base not in taken:
-        return base
-    counter = 1
-    while f"{base}_{counter}" in taken:
-        counter += 1
-    return f"{base}_{counter}"
