@@ -211,7 +211,13 @@ def start_tiers(
             log.info("tier_already_running", tier=tier, app=app)
             continue
         started = time.perf_counter()
-        serve.run(_application(tier, config, cache_path, digest), name=app, route_prefix=None)
+        serve.run(
+            _application(tier, config, cache_path, digest),
+            name=app,
+            route_prefix=None,
+            # semray logs its own events; Serve's per-request access log would drown a run's output.
+            logging_config={"enable_access_log": False, "log_level": "WARNING"},
+        )
         tier_config = config.tier(tier)
         log.info(
             "tier_deployed",
