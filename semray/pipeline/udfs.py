@@ -78,9 +78,22 @@ class SemanticBatchUDF:
         responses = self.tiers.generate(task.tier, requests)
         answers = self._answers(ids, responses)
         if self.ledger is not None:
-            usage = _usage(responses)
-            self.ledger.commit(self.operator_key, batch_key(self.operator_key, ids), ids, answers, usage)
+            self._commit(answers, _usage(responses))
         return answers
+
+    def _commit(self, answers: pa.Table, usage: LLMUsage) -> None:
+        """Journal the answered rows of a batch with what the whole batch paid.
+
+        Failed rows (an empty cell, an unparseable reply, a model error) are not committed:
+        a resumed run asks them again instead of finding the same failure forever (a run
+        stopped by ``on_error="fail"`` could otherwise never succeed on resume).
+        """
+        assert self.ledger is not None
+        answered = answers.filter(pc.is_null(answers.column(ERROR)))
+        if not answered.num_rows and not usage.calls:
+            return
+        ids = [str(value) for value in answered.column(ROW_ID).to_pylist()]
+        self.ledger.commit(self.operator_key, batch_key(self.operator_key, ids), ids, answered, usage)
 
     def _answers_schema(self) -> pa.Schema:
         fields = [pa.field(ROW_ID, pa.string()), pa.field(ERROR, pa.string())]
@@ -113,7 +126,7 @@ class SemanticBatchUDF:
             if task.kind == "extract":
                 value = response.value if isinstance(response.value, dict) else {}
                 return {name: _typed(value.get(name), kind) for name, kind in task.outputs}, None
-            (name, kind), = task.outputs
+            ((name, kind),) = task.outputs
             return {name: _typed(response.value, kind)}, None
         except (TypeError, ValueError) as error:
             return empty, f"unparseable: {error}"
@@ -143,9 +156,10 @@ class SemanticBatchUDF:
 
 
 def _usage(responses: list[ModelResponse]) -> LLMUsage:
-    paid = [r for r in responses if not r.cache_hit and r.usage.input_tokens]
+    # ``calls`` counts model calls (2 after a repair re-ask, 0 for a cache hit or an input error).
+    paid = [r for r in responses if not r.cache_hit]
     return LLMUsage(
-        calls=len(paid),
+        calls=sum(r.calls for r in paid),
         tokens_in=sum(r.usage.input_tokens for r in paid),
         tokens_out=sum(r.usage.output_tokens for r in paid),
         dollars=sum(r.usage.dollars for r in paid),
