@@ -39,4 +39,3 @@ class Context:
 
     def compile(self, query: exp.Expr) -> Node:
         return self.compile_query(query, self)
-

@@ -1,4 +1,4 @@
-"""WHERE and HAVING: relational conjuncts -> Filter, ``SEM_FILTER`` -> SemFilter, ``IN (SELECT)`` -> semi join.
+"""WHERE and HAVING: relational conjuncts -> Filter, ``SEM_FILTER`` -> SemFilter, subqueries -> semi/anti joins.
 
 Relational conjuncts are applied first (cheap, and they shrink what the model reads),
 then semi joins, then semantic filters in the order written. A conjunct that uses a
@@ -13,12 +13,13 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from semray.operators import Filter, Join, Node
+from semray.operators import Filter, Node
 from semray.sql.context import Context
 from semray.sql.items import ExprScope, unique_name
 from semray.sql.projection import SEMANTIC_COLUMNS, with_semantic_outputs
-from semray.sql.rewrite import conjuncts, is_aggregate, outermost, plan_column, plan_sql, semantic_name, to_sql
+from semray.sql.rewrite import conjuncts, is_aggregate, outermost, plan_sql, semantic_name, to_sql
 from semray.sql.semantic_calls import located, sem_column, sem_filter
+from semray.sql.subqueries import exists_join, is_exists, semi_join
 
 
 def apply_predicates(scope: ExprScope, condition: exp.Expr | None, context: Context, clause: str) -> ExprScope:
@@ -28,12 +29,16 @@ def apply_predicates(scope: ExprScope, condition: exp.Expr | None, context: Cont
     source = context.source
     relational: list[str] = []
     semantic: list[exp.Expr] = []
-    memberships: list[exp.In] = []
+    memberships: list[exp.Expr] = []
     mixed: list[exp.Expr] = []
     for part in conjuncts(condition):
         if semantic_name(part) == "SEM_FILTER":
             semantic.append(part)
         elif isinstance(part, exp.In) and part.args.get("query") is not None:
+            memberships.append(part)
+        elif is_exists(part):
+            if scope.replace is not None:
+                raise source.unsupported(part, f"EXISTS in {clause}", "use EXISTS in WHERE")
             memberships.append(part)
         elif outermost(part, lambda node: semantic_name(node) in SEMANTIC_COLUMNS):
             mixed.append(part)
@@ -47,7 +52,10 @@ def apply_predicates(scope: ExprScope, condition: exp.Expr | None, context: Cont
         with located(condition, source):
             node = Filter(input=node, predicate=predicate)
     for membership in memberships:
-        node = semi_join(node, membership, scope, context)
+        if isinstance(membership, exp.In):
+            node = semi_join(node, membership, scope, context)
+        else:
+            node = exists_join(node, membership, scope, context)
     for call in semantic:
         node = sem_filter(node, call, scope.relation, source)
     computed = dict(scope.semantic_columns)
@@ -73,25 +81,3 @@ def filter_on_semantic_columns(
     predicate = plan_sql(part, scope.relation, source, with_semantic_outputs(scope.replace, outputs))
     with located(part, source):
         return Filter(input=node, predicate=predicate)
-
-
-def semi_join(node: Node, membership: exp.In, scope: ExprScope, context: Context) -> Node:
-    """``x IN (SELECT y FROM ...)`` -> a semi join of the rows so far with the subquery on ``x = y``."""
-    source = context.source
-    subquery = membership.args["query"]
-    query = subquery.this if isinstance(subquery, exp.Subquery) else subquery
-    probe = plan_sql(membership.this, scope.relation, source, scope.replace)
-    right = context.compile(query)
-    columns = right.output_schema.user_columns()
-    if len(columns) != 1:
-        raise source.unsupported(
-            subquery, f"an IN subquery with {len(columns)} columns", "select exactly one column in it"
-        )
-    probe_tree: exp.Expr = exp.maybe_parse(probe, dialect="duckdb")
-    if not isinstance(probe_tree, exp.Column):
-        raise source.unsupported(
-            membership.this, "IN (SELECT ...) on an expression", "compute it as a column in a subquery first"
-        )
-    condition = f"{to_sql(plan_column(probe_tree.name, table='l'))} = {to_sql(plan_column(columns[0].name, table='r'))}"
-    with located(membership, source):
-        return Join(left=node, right=right, kind="semi", on=condition)

@@ -44,13 +44,15 @@ def is_aggregate(node: exp.Expr) -> bool:
 
 
 def outermost(expression: exp.Expr, wanted: Callable[[exp.Expr], bool]) -> list[exp.Expr]:
-    """Subexpressions satisfying ``wanted`` that are not inside another such subexpression."""
+    """Subexpressions satisfying ``wanted`` that are not inside another such one, nor in a subquery."""
     found: list[exp.Expr] = []
 
     def visit(node: exp.Expr) -> None:
         if wanted(node):
             found.append(node)
             return
+        if isinstance(node, exp.Query | exp.Subquery | exp.Exists):
+            return  # a subquery's calls belong to the subquery
         for child in node.iter_expressions():
             visit(child)
 

@@ -122,4 +122,15 @@ QUERIES: list[tuple[str, bool]] = [
     ("SELECT rating * 2 AS r FROM reviews WHERE r > 4", False),
     ("SELECT id AS rating FROM reviews WHERE rating > 3", False),
     ("SELECT product_id AS p, sum(rating) AS s FROM reviews GROUP BY p HAVING s > 3 AND p > 10", False),
+    (
+        "SELECT name FROM products p"
+        " WHERE EXISTS (SELECT 1 FROM reviews r WHERE r.product_id = p.id AND r.rating >= 4)",
+        False,
+    ),
+    ("SELECT name FROM products p WHERE NOT EXISTS (SELECT * FROM reviews r WHERE p.id = r.product_id)", False),
+    (
+        "SELECT id FROM reviews WHERE rating > 1"
+        " AND NOT EXISTS (SELECT 1 FROM products WHERE products.id = reviews.product_id AND price > 10)",
+        False,
+    ),
 ]

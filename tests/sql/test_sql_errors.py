@@ -82,9 +82,11 @@ def test_unknown_qualifier_names_the_tables_in_scope(corpus: dict[str, Node]) ->
         ("SELECT * FROM reviews r FULL JOIN products p ON r.product = p.product", ["FULL OUTER JOIN", "LEFT"]),
         ("SELECT 1", ["SELECT without FROM"]),
         ("SELECT id FROM reviews INTERSECT SELECT id FROM reviews", ["INTERSECT", "UNION"]),
+        ("SELECT (SELECT max(price) FROM products) FROM reviews", ["subquery inside an expression", "IN (SELECT"]),
+        ("SELECT * FROM reviews WHERE EXISTS (SELECT 1 FROM products)", ["EXISTS without a correlation"]),
         (
-            "SELECT * FROM reviews WHERE EXISTS (SELECT 1 FROM products)",
-            ["subquery inside an expression", "IN (SELECT"],
+            "SELECT * FROM reviews WHERE rating > 1 OR EXISTS (SELECT 1 FROM products)",
+            ["subquery inside an expression"],
         ),
         ("SELECT * FROM reviews LIMIT rating", ["LIMIT", "integer literal"]),
         ("SELECT product, rating FROM reviews GROUP BY product", ["'rating'", "GROUP BY"]),

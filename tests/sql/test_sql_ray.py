@@ -43,6 +43,7 @@ RAY_QUERIES: list[tuple[str, bool]] = [
     ("SELECT * FROM reviews r RIGHT JOIN products p ON r.product_id = p.id", False),
     ("SELECT * FROM products JOIN reviews USING (id)", False),
     ("SELECT name FROM products WHERE id IN (SELECT product_id FROM reviews WHERE rating = 5)", False),
+    ("SELECT name FROM products p WHERE NOT EXISTS (SELECT * FROM reviews r WHERE p.id = r.product_id)", False),
     ("SELECT p.name, count(*) AS n FROM reviews r JOIN products p ON r.product_id = p.id GROUP BY p.name", False),
 ]
 
