@@ -206,3 +206,12 @@ def test_every_plan_round_trips_through_json(corpus: dict[str, Node]) -> None:
         corpus,
     )
     assert plan_from_json(plan_to_json(plan)) == plan
+
+
+def test_the_sql_package_does_not_import_ray() -> None:
+    import subprocess
+    import sys
+
+    probe = "import sys, semray.sql; print(any(m == 'ray' or m.startswith('ray.') for m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    assert result.stdout.strip() == "False"
