@@ -3,6 +3,7 @@ and a replica killed mid-batch (the batch is retried, usage counted once)."""
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 import threading
 import time
@@ -68,6 +69,8 @@ def test_tiers_answer_batches_and_embed(handles: TierHandles, ray_settings: Sett
     assert [r.value for r in responses] == ["No", "Yes", "No", "Yes"]
     assert [r.request_id for r in responses] == ["0", "1", "2", "3"]
     assert all(r.tier == "small" and r.model == "sim-small" and not r.cache_hit for r in responses)
+    awaited = asyncio.run(handles.agenerate("small", _requests()))
+    assert [r.value for r in awaited] == ["No", "Yes", "No", "Yes"]
     again = handles.generate("small", _requests())
     assert all(r.cache_hit and r.usage.input_tokens == 0 for r in again), "the durable cache answers repeats"
     assert (ray_settings.state_path / "cache" / "responses.sqlite").exists()

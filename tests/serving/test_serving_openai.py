@@ -157,6 +157,22 @@ def test_retries_on_429_and_5xx_then_succeeds() -> None:
     assert body["logprobs"] is True and body["model"] == "sim-small" and body["temperature"] == 0.0
 
 
+def test_timeouts_are_retried_then_reported_with_the_url() -> None:
+    attempts: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        attempts.append(request)
+        raise httpx.ReadTimeout("read timed out", request=request)
+
+    with pytest.raises(EndpointUnavailableError, match=r"127\.0\.0\.1:9/v1/chat/completions.*timed out after 2\.0s"):
+        _generate(
+            _tier("http://127.0.0.1:9/v1", timeout_s=2.0, max_retries=2),
+            _filter_requests()[:1],
+            transport=httpx.MockTransport(handle),
+        )
+    assert len(attempts) == 3
+
+
 def test_client_errors_are_row_errors_not_retried() -> None:
     seen: list[httpx.Request] = []
     (response,) = _generate(_tier("http://127.0.0.1:9/v1"), _filter_requests()[:1], transport=_scripted([422], seen))
