@@ -1,10 +1,18 @@
-"""Running a logical plan: connect, lower, start model tiers and a journaled run when the
-plan needs models, build the Ray Data pipeline, deliver rows."""
+"""Running a logical plan: connect, lower, start model tiers, drive a transactional run, deliver rows.
+
+Which queries journal a run (``semray runs ls`` lists them):
+
+* a plan with semantic operators, always: every batch's answers are committed, so a crash
+  or a re-run of the same plan resumes without paying twice;
+* every query written to a file (``write_parquet``), models or not: results are staged and
+  published atomically, and concurrent writers to one output follow first-committer-wins.
+
+A purely relational query collected in memory pays nothing and publishes nothing: no run.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -14,37 +22,68 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from semray.cluster.connect import connect
-from semray.errors import LoweringError
+from semray.errors import LoweringError, SemrayError
 from semray.log import get_logger
 from semray.operators.base import Node
-from semray.operators.serialize import plan_to_json
 from semray.pipeline import materialize
+from semray.pipeline.journaled import CancellableLedger, Job, job_to_resume, model_tiers
 from semray.pipeline.lower import lower
-from semray.pipeline.spec import SemanticStage, Stage, render_stages
+from semray.pipeline.spec import render_stages
 from semray.serving.config import ServingConfig
+from semray.serving.deployments import TierHandles, start_tiers
 from semray.settings import Settings
-from semray.transactions import LLMUsage, Run, open_run, show_run
+from semray.transactions import LLMUsage, OutputTarget, Run, RunCancelledError, open_run, resume_run, show_run
 
 log = get_logger(__name__)
+
+__all__ = [
+    "Result",
+    "Written",
+    "collect",
+    "execute",
+    "explain_physical",
+    "iter_batches",
+    "model_tiers",
+    "publish_parquet",
+    "resume",
+    "write_parquet",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """Rows of a finished query, and what its model calls cost (``run_id`` None: no models)."""
+    """Rows of a finished query, and what its model calls cost (``run_id`` None: no run).
+
+    ``usage`` is everything the run paid over all its attempts; ``attempt_usage`` what this
+    attempt paid (less when it resumed committed batches).
+    """
 
     table: pa.Table
     run_id: str | None = None
     usage: LLMUsage = field(default_factory=LLMUsage)
     simulated: bool = False
+    attempt_usage: LLMUsage = field(default_factory=LLMUsage)
 
     def usage_line(self) -> str:
         if self.run_id is None:
             return "no model calls"
-        tag = " (SIMULATED tier: answers come from labels, not a model)" if self.simulated else ""
-        return (
-            f"model calls: {self.usage.calls}, tokens in/out: {self.usage.tokens_in}/{self.usage.tokens_out}, "
-            f"dollars: {self.usage.dollars:.4f}{tag}; run {self.run_id}"
-        )
+        return _usage_line(self.run_id, self.usage, self.attempt_usage, self.simulated)
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A result published atomically to ``path`` by run ``run_id`` as output ``version``."""
+
+    path: Path
+    rows: int
+    run_id: str
+    version: str
+    usage: LLMUsage = field(default_factory=LLMUsage)
+    simulated: bool = False
+    attempt_usage: LLMUsage = field(default_factory=LLMUsage)
+
+    def usage_line(self) -> str:
+        return _usage_line(self.run_id, self.usage, self.attempt_usage, self.simulated)
 
 
 def explain_physical(plan: Node, settings: Settings) -> str:
@@ -57,18 +96,18 @@ def explain_physical(plan: Node, settings: Settings) -> str:
 
 def execute(plan: Node, settings: Settings, serving: ServingConfig | None = None) -> Result:
     """Run a plan to completion and return its rows with the run's usage."""
-    stages = lower(plan, settings)
+    job = Job.prepare(plan, settings, serving)
     connect(settings)
     started = time.perf_counter()
-    with _context(plan, stages, settings, serving) as (context, run, simulated):
-        table = materialize.collect(stages, plan.output_schema.to_arrow(), context)
-    seconds = round(time.perf_counter() - started, 3)
-    if run is None:
-        log.info("query_finished", rows=table.num_rows, seconds=seconds)
+    if not job.tiers:
+        table = materialize.collect(job.stages, _schema(job), materialize.ExecutionContext())
+        log.info("query_finished", rows=table.num_rows, seconds=round(time.perf_counter() - started, 3))
         return Result(table)
-    usage = _run_usage(settings, run.run_id)
-    log.info("query_finished", rows=table.num_rows, seconds=seconds, run_id=run.run_id, calls=usage.calls, dollars=usage.dollars)
-    return Result(table, run.run_id, usage, simulated)
+    tiers = _start_tiers(job)
+    with _open(job, output=None) as run, _cancellable(run):
+        before = _paid(run)
+        table = materialize.collect(job.stages, _schema(job), _context(run, tiers))
+    return _result(job, run, table, before, started)
 
 
 def collect(plan: Node, settings: Settings, serving: ServingConfig | None = None) -> pa.Table:
@@ -78,64 +117,182 @@ def collect(plan: Node, settings: Settings, serving: ServingConfig | None = None
 def iter_batches(
     plan: Node, settings: Settings, batch_rows: int | None = None, serving: ServingConfig | None = None
 ) -> Iterator[pa.Table]:
-    stages = lower(plan, settings)
+    """Stream results; a plan with models runs journaled, and a cancel request stops it between batches."""
+    job = Job.prepare(plan, settings, serving)
     connect(settings)
-    with _context(plan, stages, settings, serving) as (context, _, _):
-        yield from materialize.iter_batches(stages, plan.output_schema.to_arrow(), batch_rows or settings.batch_size, context)
+    size = batch_rows or settings.batch_size
+    if not job.tiers:
+        yield from materialize.iter_batches(job.stages, _schema(job), size, materialize.ExecutionContext())
+        return
+    tiers = _start_tiers(job)
+    with _open(job, output=None) as run, _cancellable(run):
+        try:
+            for batch in materialize.iter_batches(job.stages, _schema(job), size, _context(run, tiers)):
+                run.raise_if_cancelled()
+                yield batch
+        except GeneratorExit:
+            run.finish("cancelled", "the reader stopped before the last batch")
+            raise
 
 
 def write_parquet(plan: Node, settings: Settings, path: Path, serving: ServingConfig | None = None) -> int:
-    """Stream results into ``path`` atomically: a temp file in the same folder, then rename."""
-    path = path.expanduser().resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    schema = plan.output_schema.to_arrow()
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    rows = 0
-    try:
-        with pq.ParquetWriter(temporary, schema) as writer:
-            for batch in iter_batches(plan, settings, serving=serving):
-                writer.write_table(batch)
-                rows += batch.num_rows
-        with open(temporary, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-    log.info("parquet_written", path=str(path), rows=rows)
-    return rows
+    """Stream results into one Parquet file, published atomically; returns the row count."""
+    return publish_parquet(plan, settings, path, serving).rows
 
 
-def model_tiers(stage: Stage) -> set[str]:
-    """Tiers the semantic stages of a physical plan call."""
-    tiers = {stage.task.tier} if isinstance(stage, SemanticStage) else set()
-    for child in stage.inputs:
-        tiers |= model_tiers(child)
-    return tiers
+def publish_parquet(plan: Node, settings: Settings, path: Path, serving: ServingConfig | None = None) -> Written:
+    """Write results through a run: staged next to ``path``, then published with one atomic rename.
+
+    A failed, cancelled or killed run leaves nothing under ``path`` (the previous version, if
+    any, stays). Re-running the same plan to the same path resumes an interrupted or failed
+    run. Raises ``TransactionConflictError`` when another run published to ``path`` first.
+    """
+    target = OutputTarget.from_path(path, kind="file")
+    Path(target.path).parent.mkdir(parents=True, exist_ok=True)
+    job = Job.prepare(plan, settings, serving)
+    connect(settings)
+    started = time.perf_counter()
+    tiers = _start_tiers(job)
+    with _open(job, output=target) as run, _cancellable(run):
+        before = _paid(run)
+        rows, version = _write_and_publish(run, job, tiers)
+    return _written(job, run, target, rows, version, before, started)
+
+
+def resume(settings: Settings, run_id: str, serving: ServingConfig | None = None) -> Result | Written:
+    """Resume a run by id (``semray runs resume ID``): execute its journaled plan, skip committed batches.
+
+    The run's lowering settings and serving configuration come from its journal; ``serving``
+    replaces the latter (needed when it held in-memory simulator tables). A run whose
+    output is a file publishes there (``Written``); one without returns its rows (``Result``).
+    Runs over in-memory tables resume only in the process that started them.
+    """
+    job = job_to_resume(show_run(settings, run_id), settings, serving)
+    connect(settings)
+    started = time.perf_counter()
+    tiers = _start_tiers(job)
+    with resume_run(settings, run_id) as run, _cancellable(run):
+        before = _paid(run)
+        target = run.output
+        if target is None:
+            table = materialize.collect(job.stages, _schema(job), _context(run, tiers))
+        else:
+            rows, version = _write_and_publish(run, job, tiers)
+    if target is None:
+        return _result(job, run, table, before, started)
+    return _written(job, run, target, rows, version, before, started)
+
+
+# internals ------------------------------------------------------------------------------
+
+
+def _schema(job: Job) -> pa.Schema:
+    return job.plan.output_schema.to_arrow()
+
+
+def _start_tiers(job: Job) -> TierHandles | None:
+    if not job.tiers:
+        return None
+    if job.simulated:
+        log.warning("simulated_model_tier", tiers=list(job.tiers), note="answers come from labels, not a model")
+    return start_tiers(job.serving, job.settings, tiers=list(job.tiers))
+
+
+def _open(job: Job, output: OutputTarget | None) -> Run:
+    # In-memory tables are per process: a run over one never resumes automatically, since
+    # another process may register a different table under the same name.
+    return open_run(
+        job.settings,
+        job.document,
+        output,
+        config=job.journal_config(),
+        plan_fingerprint=job.fingerprint(),
+        resume=not job.reads_memory,
+    )
 
 
 @contextlib.contextmanager
-def _context(
-    plan: Node, stages: Stage, settings: Settings, serving: ServingConfig | None
-) -> Iterator[tuple[materialize.ExecutionContext, Run | None, bool]]:
-    """Tiers and a journaled run for plans that call models; nothing otherwise."""
-    tiers = model_tiers(stages)
-    if not tiers:
-        yield materialize.ExecutionContext(), None, False
-        return
-    from semray.serving.deployments import start_tiers
-
-    config = serving or ServingConfig()
-    simulated = any(config.tier(tier).backend == "simulated" for tier in tiers)
-    if simulated:
-        log.warning("simulated_model_tier", tiers=sorted(tiers), note="answers come from labels, not a model")
-    handles = start_tiers(config, settings, tiers=sorted(tiers))
-    physical = render_stages(stages)
-    with open_run(settings, plan_to_json(plan, indent=None), output=None, config={"physical_plan": physical}) as run:
-        yield materialize.ExecutionContext(tiers=handles, ledger=run.ledger), run, simulated
+def _cancellable(run: Run) -> Iterator[None]:
+    """A pipeline that failed after a cancel request was cancelled (actors raise at their next batch)."""
+    try:
+        yield
+    except SemrayError as error:
+        # Ray Data reports an actor's RunCancelledError as a failed UDF; the marker says why.
+        if not isinstance(error, RunCancelledError) and run.is_cancelled():
+            raise RunCancelledError(f"run {run.run_id} was cancelled") from error
+        raise
 
 
-def _run_usage(settings: Settings, run_id: str) -> LLMUsage:
-    total = LLMUsage()
-    for operator in show_run(settings, run_id).operators:
-        total = total + operator.usage
-    return total
+def _context(run: Run, tiers: TierHandles | None) -> materialize.ExecutionContext:
+    ledger = CancellableLedger(run.ledger.run_dir, run.attempt)
+    return materialize.ExecutionContext(tiers=tiers, ledger=ledger)
+
+
+def _write_and_publish(run: Run, job: Job, tiers: TierHandles | None) -> tuple[int, str]:
+    """Stream the pipeline into the run's staging file, then publish it; (rows, version)."""
+    schema = _schema(job)
+    context = _context(run, tiers) if tiers is not None else materialize.ExecutionContext()
+    rows = 0
+    with pq.ParquetWriter(run.staging_path(), schema) as writer:
+        for batch in materialize.iter_batches(job.stages, schema, job.settings.batch_size, context):
+            run.raise_if_cancelled()
+            writer.write_table(batch)
+            rows += batch.num_rows
+    run.raise_if_cancelled()
+    return rows, run.publish()
+
+
+def _paid(run: Run) -> LLMUsage:
+    return run.state().usage
+
+
+def _result(job: Job, run: Run, table: pa.Table, before: LLMUsage, started: float) -> Result:
+    usage = show_run(job.settings, run.run_id).usage
+    attempt = _minus(usage, before)
+    log.info(
+        "query_finished",
+        rows=table.num_rows,
+        seconds=round(time.perf_counter() - started, 3),
+        run_id=run.run_id,
+        attempt=run.attempt,
+        calls=attempt.calls,
+        dollars=attempt.dollars,
+    )
+    return Result(table, run.run_id, usage, job.simulated, attempt)
+
+
+def _written(
+    job: Job, run: Run, target: OutputTarget, rows: int, version: str, before: LLMUsage, started: float
+) -> Written:
+    usage = show_run(job.settings, run.run_id).usage
+    attempt = _minus(usage, before)
+    log.info(
+        "parquet_published",
+        path=target.path,
+        rows=rows,
+        version=version,
+        seconds=round(time.perf_counter() - started, 3),
+        run_id=run.run_id,
+        attempt=run.attempt,
+        calls=attempt.calls,
+    )
+    return Written(Path(target.path), rows, run.run_id, version, usage, job.simulated, attempt)
+
+
+def _minus(total: LLMUsage, before: LLMUsage) -> LLMUsage:
+    # Floors at zero: float sums of dollars may differ in the last bit.
+    return LLMUsage(
+        calls=max(0, total.calls - before.calls),
+        tokens_in=max(0, total.tokens_in - before.tokens_in),
+        tokens_out=max(0, total.tokens_out - before.tokens_out),
+        dollars=max(0.0, total.dollars - before.dollars),
+    )
+
+
+def _usage_line(run_id: str, usage: LLMUsage, attempt: LLMUsage, simulated: bool) -> str:
+    tag = " (SIMULATED tier: answers come from labels, not a model)" if simulated else ""
+    resumed = f" (this attempt: {attempt.calls} calls, {attempt.dollars:.4f} dollars)" if attempt != usage else ""
+    return (
+        f"model calls: {usage.calls}, tokens in/out: {usage.tokens_in}/{usage.tokens_out}, "
+        f"dollars: {usage.dollars:.4f}{resumed}{tag}; run {run_id}"
+    )

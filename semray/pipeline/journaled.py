@@ -1,0 +1,156 @@
+"""What a transactional run journals about a query, and how a resume rebuilds it.
+
+A run's journal holds the *logical* plan document (``plan``) and, in ``config``, the
+physical plan text, the settings that shape lowering, the serving configuration and
+whether the plan reads in-memory tables. The fingerprint that automatic resume matches on
+covers the plan and the models of the tiers it calls, so a re-run on another model never
+reuses answers paid for on the old one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from semray.operators import Node, Scan, plan_to_json, walk
+from semray.operators.serialize import plan_from_dict, plan_from_json
+from semray.pipeline.lower import lower
+from semray.pipeline.spec import SemanticStage, Stage, render_stages
+from semray.serving.config import ServingConfig
+from semray.settings import Settings
+from semray.transactions import BatchLedger, RowLookup, RunCancelledError, RunDetail, RunStateError, fingerprint
+from semray.transactions.registry import CANCEL_MARKER
+
+LOWERING_SETTINGS = ("batch_size", "gather_rows", "semantic_batch_size", "semantic_actors")
+"""Settings that change the physical plan; a resume by id lowers with the journaled values."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A lowered query and what its run journals, e.g. ``Job.prepare(plan, settings, None).tiers``."""
+
+    plan: Node
+    settings: Settings
+    stages: Stage
+    tiers: tuple[str, ...]
+    """Model tiers the semantic stages call; empty for a purely relational plan."""
+    serving: ServingConfig | None
+    """None when no tier is called."""
+
+    @classmethod
+    def prepare(cls, plan: Node, settings: Settings, serving: ServingConfig | None) -> Job:
+        stages = lower(plan, settings)
+        tiers = tuple(sorted(model_tiers(stages)))
+        return cls(plan, settings, stages, tiers, (serving or ServingConfig()) if tiers else None)
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The logical plan as journaled (the JSON plan document)."""
+        document: dict[str, Any] = json.loads(plan_to_json(self.plan, indent=None))
+        return document
+
+    @property
+    def reads_memory(self) -> bool:
+        """True when a source is an in-memory table (``from_arrow``/``from_pandas``)."""
+        return any(isinstance(node, Scan) and node.source.kind == "memory" for node in walk(self.plan))
+
+    @property
+    def simulated(self) -> bool:
+        serving = self.serving
+        return serving is not None and any(serving.tier(tier).backend == "simulated" for tier in self.tiers)
+
+    def fingerprint(self) -> str:
+        """What automatic resume matches: the plan and the model behind every tier it calls."""
+        models = {tier: _model_identity(self.serving, tier) for tier in self.tiers}
+        return fingerprint({"plan": self.document, "models": models})
+
+    def journal_config(self) -> dict[str, Any]:
+        return {
+            "physical_plan": render_stages(self.stages),
+            "settings": {name: getattr(self.settings, name) for name in LOWERING_SETTINGS},
+            "serving": self.serving.model_dump(mode="json") if self.serving is not None else None,
+            "tiers": list(self.tiers),
+            "memory_sources": self.reads_memory,
+            "pid": os.getpid(),
+        }
+
+
+def model_tiers(stage: Stage) -> set[str]:
+    """Tiers the semantic stages of a physical plan call."""
+    tiers = {stage.task.tier} if isinstance(stage, SemanticStage) else set()
+    for child in stage.inputs:
+        tiers |= model_tiers(child)
+    return tiers
+
+
+def job_to_resume(detail: RunDetail, settings: Settings, serving: ServingConfig | None) -> Job:
+    """Rebuild the job a run executed from its journal: its plan, lowering settings and tiers.
+
+    ``serving`` wins over the journaled serving configuration (which cannot hold in-memory
+    simulator tables). Raises ``RunStateError`` when the run cannot be executed here.
+    """
+    plan = plan_from_json(detail.plan) if isinstance(detail.plan, str) else plan_from_dict(detail.plan)
+    config = detail.config
+    journaled = {key: value for key, value in (config.get("settings") or {}).items() if key in LOWERING_SETTINGS}
+    settings = settings.model_copy(update=journaled)
+    if config.get("memory_sources") and _started_pid(detail) != os.getpid():
+        raise RunStateError(
+            f"run {detail.run_id} reads an in-memory table (from_arrow/from_pandas), which lived only in the "
+            "process that started it; it cannot be resumed in another process. Save the table to Parquet "
+            "and run the query again"
+        )
+    job = Job.prepare(plan, settings, serving)
+    if job.tiers and serving is None:
+        job = _with_journaled_serving(job, detail)
+    physical = render_stages(job.stages)
+    if config.get("physical_plan") not in (None, physical):
+        raise RunStateError(
+            f"run {detail.run_id} lowers to another physical plan now than when it started (a source or "
+            "semray changed); its committed batches may not apply. Start a new run instead"
+        )
+    return job
+
+
+def _with_journaled_serving(job: Job, detail: RunDetail) -> Job:
+    raw = detail.config.get("serving")
+    if raw is None:
+        return job
+    try:
+        serving = ServingConfig.model_validate(raw)
+    except ValidationError as error:
+        raise RunStateError(
+            f"run {detail.run_id}'s serving configuration cannot be rebuilt from its journal ({error.error_count()} "
+            "problem(s), e.g. simulator datasets given as in-memory tables); resume it from Python with "
+            "semray.pipeline.run.resume(settings, run_id, serving=...)"
+        ) from None
+    return Job(job.plan, job.settings, job.stages, job.tiers, serving)
+
+
+def _started_pid(detail: RunDetail) -> int | None:
+    pid = detail.config.get("pid")
+    return pid if isinstance(pid, int) else None
+
+
+def _model_identity(serving: ServingConfig | None, tier: str) -> str:
+    if serving is None:
+        return tier
+    config = serving.tier(tier)
+    return f"{config.backend}:{config.model}"
+
+
+class CancellableLedger(BatchLedger):
+    """The run's batch ledger as semantic actors hold it: a cancel request stops the next batch.
+
+    Every semantic batch starts with ``lookup_rows``; raising ``RunCancelledError`` there makes
+    ``semray runs cancel ID`` take effect between batches, in the actors, even when the driver
+    waits on a pipeline breaker and sees no rows.
+    """
+
+    def lookup_rows(self, operator_key: str, row_ids: Any) -> RowLookup:
+        if (self.run_dir / CANCEL_MARKER).exists():
+            raise RunCancelledError(f"run {self.run_dir.name} was cancelled")
+        return super().lookup_rows(operator_key, row_ids)
