@@ -1,0 +1,246 @@
+"""``semray runs ls|show ID|resume ID|cancel ID``: journaled runs, their progress, cost and errors.
+
+Registered on the ``semray`` parser by ``add_runs_commands(commands)``; every command has the
+``(args, settings) -> exit code`` shape that ``semray.cli.main`` dispatches, and raises
+``SemrayError`` subclasses (printed as ``error: ...``) for unknown runs or refused resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from semray.settings import Settings
+
+if TYPE_CHECKING:
+    from semray.transactions import LLMUsage, RunDetail, RunSummary
+
+WIDTH = 160
+MESSAGE_CHARS = 240
+RUN_COLUMNS = ("run", "status", "att.", "started", "output", "progress", "calls", "dollars", "errors", "last activity")
+
+
+def add_runs_commands(subparsers: Any) -> None:
+    """Add ``runs`` and its actions to the ``semray`` command's subparsers."""
+    runs = subparsers.add_parser("runs", help="list, inspect, resume and cancel journaled runs")
+    actions = runs.add_subparsers(title="actions", required=True, metavar="ACTION")
+
+    listing = actions.add_parser("ls", help="runs, newest first: status, progress, cost so far, errors")
+    listing.add_argument("--limit", type=int, default=20, help="show at most this many runs (default 20; 0: all)")
+    listing.add_argument("--format", choices=("table", "json"), default="table")
+    listing.set_defaults(command=list_command)
+
+    show = actions.add_parser("show", help="one run: plan, per-operator progress and cost, errors")
+    show.add_argument("run_id", metavar="ID")
+    show.add_argument("--format", choices=("table", "json"), default="table")
+    show.set_defaults(command=show_command)
+
+    resume = actions.add_parser("resume", help="finish an interrupted, failed or cancelled run without paying twice")
+    resume.add_argument("run_id", metavar="ID")
+    resume.add_argument(
+        "--format", choices=("table", "csv", "json"), default="table", help="rows of a run without an output file"
+    )
+    resume.add_argument("--output", "-o", type=Path, help="write those rows to this file instead of standard output")
+    resume.set_defaults(command=resume_command)
+
+    cancel = actions.add_parser("cancel", help="stop a run between batches (a stopped run is marked cancelled)")
+    cancel.add_argument("run_id", metavar="ID")
+    cancel.set_defaults(command=cancel_command)
+
+
+def list_command(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.transactions import list_runs
+
+    summaries = list_runs(settings)
+    shown = summaries[: args.limit] if args.limit > 0 else summaries
+    if args.format == "json":
+        _write("".join(summary.model_dump_json() + "\n" for summary in shown))
+        return 0
+    if not shown:
+        _write(f"no runs under {settings.state_path / 'runs'}\n")
+        return 0
+    _write(render_runs(shown))
+    if len(shown) < len(summaries):
+        _write(f"... {len(summaries) - len(shown)} older runs (use --limit 0 for all)\n")
+    return 0
+
+
+def show_command(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.transactions import show_run
+
+    detail = show_run(settings, args.run_id)
+    if args.format == "json":
+        _write(detail.model_dump_json(indent=2) + "\n")
+        return 0
+    _write(render_detail(detail))
+    return 0
+
+
+def resume_command(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.output import render
+    from semray.pipeline.run import Written, resume
+
+    result = resume(settings, args.run_id)
+    if isinstance(result, Written):
+        _say(f"run {result.run_id}: published {result.rows} rows to {result.path} (version {result.version})\n")
+    else:
+        table = result.table
+        if "_rowid" in table.column_names:
+            table = table.drop_columns(["_rowid"])
+        render(table, args.format, args.output)
+    _say(result.usage_line() + "\n")
+    return 0
+
+
+def cancel_command(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.transactions import cancel_run, show_run
+
+    before = show_run(settings, args.run_id).status
+    if before in ("succeeded", "failed", "cancelled"):
+        _write(f"run {args.run_id} already {before}; nothing to cancel\n")
+        return 0
+    if cancel_run(settings, args.run_id) == "running":
+        _write(f"cancel requested: run {args.run_id} stops after the batches in flight\n")
+    else:
+        _write(f"run {args.run_id} cancelled\n")
+    return 0
+
+
+# rendering ------------------------------------------------------------------------------
+
+
+def render_runs(summaries: list[RunSummary]) -> str:
+    """The ``runs ls`` table, e.g. ``render_runs(list_runs(settings))``."""
+    from rich.table import Table
+
+    view = Table(show_lines=False)
+    for name in RUN_COLUMNS:
+        view.add_column(name, overflow="fold")
+    for summary in summaries:
+        view.add_row(
+            summary.run_id,
+            summary.status,
+            str(summary.attempts),
+            _time(summary.started_at),
+            summary.output or "(in memory)",
+            _progress(summary),
+            str(summary.usage.calls),
+            f"{summary.usage.dollars:.4f}",
+            str(summary.error_count),
+            _ago(summary.last_activity_at),
+        )
+    return _print(view) + f"({len(summaries)} runs)\n"
+
+
+def render_detail(detail: RunDetail) -> str:
+    """The ``runs show ID`` text: summary, operators, errors and the physical plan."""
+    from rich.table import Table
+
+    facts = Table(show_header=False, show_lines=False, box=None)
+    facts.add_column("field", style="bold")
+    facts.add_column("value", overflow="fold")
+    for field, value in _facts(detail):
+        facts.add_row(field, value)
+    parts = [_print(facts)]
+
+    operators = Table(title="operators (committed work)", show_lines=False)
+    for name in ("operator", "batches", "rows in", "rows out", "calls", "tokens in/out", "dollars"):
+        operators.add_column(name, overflow="fold")
+    for operator in detail.operators:
+        operators.add_row(
+            operator.operator_key,
+            str(operator.batches),
+            str(operator.rows_in),
+            str(operator.rows_out),
+            str(operator.usage.calls),
+            f"{operator.usage.tokens_in}/{operator.usage.tokens_out}",
+            f"{operator.usage.dollars:.4f}",
+        )
+    parts.append(_print(operators) if detail.operators else "no committed batches\n")
+
+    if detail.errors:
+        errors = Table(title="errors", show_lines=False)
+        for name in ("at", "attempt", "type", "message", "operator"):
+            errors.add_column(name, overflow="fold")
+        for error in detail.errors:
+            message = error.message if len(error.message) <= MESSAGE_CHARS else error.message[:MESSAGE_CHARS] + "..."
+            errors.add_row(_time(error.at), str(error.attempt), error.error_type, message, error.operator_key or "")
+        parts.append(_print(errors))
+    physical = detail.config.get("physical_plan") if isinstance(detail.config, dict) else None
+    if physical:
+        parts.append("physical plan\n" + "\n".join("  " + line for line in str(physical).splitlines()) + "\n")
+    return "\n".join(parts)
+
+
+def _facts(detail: RunDetail) -> list[tuple[str, str]]:
+    facts = [
+        ("run", detail.run_id),
+        ("status", detail.status + (" (cancel requested)" if detail.cancel_requested else "")),
+        ("attempts", str(detail.attempts)),
+        ("output", detail.output or "(rows returned to the caller)"),
+        ("published version", detail.published_version or "-"),
+        ("started", _time(detail.started_at)),
+        ("ended", _time(detail.ended_at) if detail.ended_at else "-"),
+        ("last activity", f"{_time(detail.last_activity_at)} ({_ago(detail.last_activity_at)})"),
+        ("progress", _progress(detail)),
+        ("cost so far", _usage(detail.usage)),
+    ]
+    if detail.expected_dollars is not None:
+        facts.append(("expected dollars", f"{detail.expected_dollars:.4f}"))
+    facts.append(("errors", str(detail.error_count)))
+    if detail.final_message:
+        facts.append(("final message", detail.final_message))
+    if isinstance(detail.config, dict) and detail.config.get("memory_sources"):
+        facts.append(("note", "reads in-memory tables: resumable only in the process that started it"))
+    if detail.skipped_journal_lines:
+        facts.append(("journal", f"{detail.skipped_journal_lines} torn line(s) skipped"))
+    facts.append(("plan fingerprint", detail.plan_fingerprint[:16]))
+    return facts
+
+
+def _progress(summary: RunSummary) -> str:
+    text = f"{summary.batches_committed} batches, {summary.rows_committed} rows"
+    if summary.expected_rows:
+        share = min(1.0, summary.rows_committed / summary.expected_rows)
+        text += f" of {summary.expected_rows} ({share:.0%})"
+    return text
+
+
+def _usage(usage: LLMUsage) -> str:
+    return f"{usage.calls} calls, {usage.tokens_in}/{usage.tokens_out} tokens in/out, {usage.dollars:.4f} dollars"
+
+
+def _time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _ago(moment: datetime, now: datetime | None = None) -> str:
+    seconds = max(0, int(((now or datetime.now(UTC)) - moment).total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s ago"
+    if seconds < 7200:
+        return f"{seconds // 60}m ago"
+    if seconds < 172800:
+        return f"{seconds // 3600}h ago"
+    return f"{seconds // 86400}d ago"
+
+
+def _print(renderable: Any) -> str:
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    Console(file=buffer, width=WIDTH, force_terminal=False).print(renderable)
+    return buffer.getvalue()
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(text)
