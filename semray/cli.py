@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 from pathlib import Path
 
 import pyarrow as pa
@@ -67,6 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--explain", action="store_true", help="show the plan instead of running it")
     _add_output(sql)
     sql.set_defaults(command=run_sql)
+
+    serve_parser = commands.add_parser("serve", help="long-lived model tiers on Ray Serve")
+    serve_actions = serve_parser.add_subparsers(required=True, metavar="ACTION")
+    up = serve_actions.add_parser("up", help="deploy the tiers and keep them up until Ctrl-C")
+    up.add_argument("--config", type=Path, help="ServingConfig JSON (default: embedder + simulated small/large)")
+    up.add_argument("--tier", action="append", choices=("embedding", "small", "large"), help="deploy only these")
+    up.set_defaults(command=serve_tiers_up)
+    down = serve_actions.add_parser("down", help="delete the tier apps (needs --ray-address for a cluster)")
+    down.set_defaults(command=serve_tiers_down)
+    status = serve_actions.add_parser("status", help="each tier's status, backends and cache")
+    status.add_argument("--config", type=Path)
+    status.set_defaults(command=serve_tiers_status)
 
     sim = commands.add_parser("sim", help="the simulated model tier").add_subparsers(required=True, metavar="ACTION")
     serve = sim.add_parser("serve", help="serve the simulator as an OpenAI-compatible endpoint on 127.0.0.1")
@@ -148,6 +161,44 @@ def run_simulator(args: argparse.Namespace, settings: Settings) -> int:
 
     _say(f"serving the SIMULATED model tier on http://{args.host}:{args.port}/v1 (answers come from labels, not a model)\n")
     serve(args.config, host=args.host, port=args.port)
+    return 0
+
+
+def _serving_config(path: Path | None) -> Any:
+    from semray.serving.config import ServingConfig
+
+    if path is None:
+        return ServingConfig()
+    try:
+        return ServingConfig.model_validate_json(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SemrayError(f"serving config {str(path)!r} not found") from None
+    except ValueError as error:
+        raise SemrayError(f"serving config {str(path)!r} is invalid: {error}") from None
+
+
+def serve_tiers_up(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.serving.lifecycle import serve_up
+
+    config = _serving_config(args.config)
+    tiers = tuple(args.tier or ("embedding", "small", "large"))
+    _say(f"deploying tiers {', '.join(tiers)} on Ray Serve; Ctrl-C takes them down\n")
+    serve_up(settings, config, tiers, block=True)
+    return 0
+
+
+def serve_tiers_down(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.serving.lifecycle import serve_down
+
+    removed = serve_down(settings)
+    _say(f"removed: {', '.join(removed) or 'nothing was running'}\n")
+    return 0
+
+
+def serve_tiers_status(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.serving.lifecycle import serve_status
+
+    sys.stdout.write(json.dumps(serve_status(settings, _serving_config(args.config)), indent=2, default=str) + "\n")
     return 0
 
 

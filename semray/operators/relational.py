@@ -61,7 +61,7 @@ class SortKey(Frozen):
     column: str
     descending: bool = False
     nulls_first: bool | None = None
-    """None means SQL's default: nulls last ascending, first descending (DuckDB: last)."""
+    """None means DuckDB's default: nulls last, ascending and descending alike."""
 
 
 class Scan(Node):

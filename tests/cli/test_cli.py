@@ -127,3 +127,13 @@ def test_explain_announces_simulated_tiers() -> None:
     text = semray.from_arrow(pa.table({"t": ["a"]})).sem_filter("{t} is good").explain()
     assert "Semantic[filter on large]" in text
     assert "large: simulated sim-large  SIMULATED" in text
+
+
+def test_serve_status_without_a_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("a cluster is running in this process")
+    assert main(["--state-dir", str(tmp_path), "serve", "status"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["backends"]["large"] == "simulated:sim-large" and status["connected"] is False
