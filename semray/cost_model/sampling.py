@@ -139,7 +139,7 @@ def sampling_probabilities(scores: npt.ArrayLike, *, defensive: float = 0.1, exp
     total = float(powered.sum())
     if total <= 0.0:
         return np.full(n, 1.0 / n)
-    return (1.0 - defensive) * powered / total + defensive / n
+    return np.asarray((1.0 - defensive) * powered / total + defensive / n, dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
