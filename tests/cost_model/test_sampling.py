@@ -125,3 +125,17 @@ def test_nominal_95_intervals_cover_in_93_percent_of_trials(trials) -> None:  # 
         for design, estimates in (("importance", importance), ("uniform", uniform)):
             coverage = np.mean([e.covers(truth) for e in estimates])
             assert coverage >= 0.93, f"{design} intervals for {name} cover {coverage:.3f}"
+
+
+def test_split_keeps_the_draws_in_order() -> None:
+    design = draw_importance_sample(np.linspace(0.0, 1.0, 100), 10, seed=2)
+    first, rest = design.split(4)
+    assert np.array_equal(np.concatenate([first.draws, rest.draws]), design.draws)
+    with pytest.raises(SamplingError, match="at least 2"):
+        design.split(9)
+
+
+def test_labels_of_rows_must_match_rows_to_label() -> None:
+    design = draw_importance_sample(np.ones(100), 10, seed=0)
+    with pytest.raises(SamplingError, match="one per row"):
+        design.labels_of_draws([1.0])
