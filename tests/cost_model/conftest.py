@@ -71,12 +71,14 @@ def medical(request: pytest.FixtureRequest) -> Medical:
         rows = [(row["symptoms"], diagnosis_of[row["patient_id"]]) for row in csv.DictReader(handle)]
     texts = [text for text, _ in rows]
     diagnoses = tuple(sorted({diagnosis for _, diagnosis in rows}))
-    cache = Path(request.config.cache.mkdir("semray-cost-model-medical")) / "similarity.npz"
-    if cache.exists():
+    store = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
+    cache = Path(store.mkdir("semray-cost-model-medical")) / "similarity.npz" if store is not None else None
+    if cache is not None and cache.exists():
         similarity = np.load(cache)["similarity"]
     else:
         similarity = _embed_similarity(texts, [f"symptoms of {name}" for name in diagnoses])
-        np.savez_compressed(cache, similarity=similarity)
+        if cache is not None:
+            np.savez_compressed(cache, similarity=similarity)
     index = {name: i for i, name in enumerate(diagnoses)}
     return Medical(diagnoses, similarity, np.array([index[d] for _, d in rows], dtype=np.int64))
 
