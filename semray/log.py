@@ -1,15 +1,25 @@
-"""structlog setup: readable on a terminal, JSON lines otherwise."""
+"""structlog setup: readable on a terminal, JSON lines otherwise.
+
+The CLI configures the level once; it is also put in the environment so that Ray worker
+processes (actors, Serve replicas), which inherit it, log at the same level.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import structlog
 
+LEVEL_ENV = "SEMRAY_LOG_LEVEL"
+FORMAT_ENV = "SEMRAY_LOG_FORMAT"
+
 
 def configure_logging(level: str = "info", fmt: str = "auto") -> None:
-    """Configure structlog once for the process (the CLI calls this)."""
+    """Configure structlog for this process and the Ray workers it starts later."""
+    os.environ[LEVEL_ENV] = level
+    os.environ[FORMAT_ENV] = fmt
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
@@ -28,4 +38,8 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:
+    if not structlog.is_configured():
+        # A library user or a Ray worker that never called configure_logging: take the
+        # level from the environment (info by default) instead of structlog's "everything".
+        configure_logging(os.environ.get(LEVEL_ENV, "info"), os.environ.get(FORMAT_ENV, "auto"))
     return structlog.get_logger(name)  # type: ignore[no-any-return]
