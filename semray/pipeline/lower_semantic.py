@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Literal
 
 from semray.operators.base import Node
 from semray.operators.semantic import Semantic, SemClassify, SemExtract, SemFilter, SemMap
@@ -42,7 +43,7 @@ def lower_sem_filter(node: Node, settings: Settings) -> Stage:
 
 def lower_sem_map(node: Node, settings: Settings) -> Stage:
     assert isinstance(node, SemMap)
-    kind = "score" if node.lo is not None else "map"
+    kind: Literal["score", "map"] = "score" if node.lo is not None else "map"
     task = SemanticTask(
         kind=kind,
         instruction=node.instruction,

@@ -76,6 +76,10 @@ class SemanticBatchUDF:
                 )
             )
         responses = self.tiers.generate(task.tier, requests)
+        truncated = sum(1 for response in responses if response.truncated)
+        if truncated:
+            # The tier cut these prompts to its context length (TierConfig.truncation); say how many.
+            log.info("semantic_prompts_truncated", kind=task.kind, tier=task.tier, rows=truncated)
         answers = self._answers(ids, responses)
         if self.ledger is not None:
             self._commit(answers, _usage(responses))

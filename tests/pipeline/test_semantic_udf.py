@@ -158,3 +158,14 @@ def test_failed_rows_are_not_committed_so_a_resume_asks_them_again(run: Run) -> 
     out = SemanticBatchUDF(filter_task("fail"), "op", fixed, ledger)(rows(["a", "b", "c"]))  # type: ignore[arg-type]
     assert out.column("_rowid").to_pylist() == ["r0", "r1"]
     assert fixed.calls == 1  # only the row that failed is paid for again
+
+
+def test_score_prompts_offer_whole_steps_or_free_numbers() -> None:
+    from semray.serving.prompts.operators import build_request
+
+    whole = build_request("score", "rate {x}", request_id="1", lo=1, hi=5)
+    assert whole.constraint.choices == ("1", "2", "3", "4", "5")
+    assert "from 1 to 5" in whole.prompt
+    fractional = build_request("score", "rate {x}", request_id="1", lo=0.0, hi=1.0)
+    assert fractional.constraint.kind == "text"  # not a choice of "0" or "1"
+    assert "from 0 to 1" in fractional.prompt

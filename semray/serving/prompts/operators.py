@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from semray.serving.contract import ModelRequest, OutputConstraint
 
-OPERATOR_PROMPT_VERSION = "operator-prompts/1"
+OPERATOR_PROMPT_VERSION = "operator-prompts/2"
 
 TaskKind = Literal["filter", "map", "score", "classify", "extract"]
 JSON_TYPES = {"text": "string", "int": "integer", "float": "number", "bool": "boolean", "date": "string"}
@@ -78,8 +78,13 @@ def build_request(
         text = prompt.user.format(instruction=instruction, choices=", ".join(choices))
     elif kind == "score":
         assert lo is not None and hi is not None
-        steps = tuple(str(value) for value in range(int(lo), int(hi) + 1))
-        constraint = OutputConstraint.choice(*steps)
+        if float(lo).is_integer() and float(hi).is_integer() and hi - lo >= 2:
+            steps = tuple(str(value) for value in range(int(lo), int(hi) + 1))
+            constraint = OutputConstraint.choice(*steps)
+        else:
+            # A fractional range (0 to 1, 0.5 to 2.5) has no whole steps to choose from: a
+            # choice of range(int(lo), int(hi) + 1) allowed only "0" and "1" for 0..1.
+            constraint = OutputConstraint.text()
         text = prompt.user.format(instruction=instruction, lo=_number(lo), hi=_number(hi))
     elif kind == "extract":
         constraint = OutputConstraint.schema(extract_schema(fields))
@@ -100,7 +105,12 @@ def build_request(
 def extract_schema(fields: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     """JSON schema of an extraction: each field nullable, all required."""
     properties = {name: {"type": [JSON_TYPES[kind], "null"]} for name, kind in fields}
-    return {"type": "object", "properties": properties, "required": [name for name, _ in fields], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": [name for name, _ in fields],
+        "additionalProperties": False,
+    }
 
 
 def _number(value: float) -> str:
