@@ -1,0 +1,83 @@
+"""A driver process for the pipeline SIGKILL test: one attempt of a semantic query written to Parquet.
+
+    pipeline_child.py run STATE DATA OUT [BASELINE_OUT]   write_parquet (resumes an interrupted run)
+    pipeline_child.py resume STATE RUN_ID                 ``semray runs resume RUN_ID`` through the CLI
+
+The query reads the demo corpus from CSV (so a new process can resume it), keeps positive
+reviews and classifies their aspect on a slow simulated tier with the response cache off,
+so every row a resume computes again is a paid model call. Each process starts its own
+local Ray under STATE. With BASELINE_OUT, the process then writes the same query again to
+that path as a new, uninterrupted run. Prints one ``written: {json}`` line per output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
+from semray.api import Query, read_csv
+from semray.demo.models import DEMO_TASKS
+from semray.log import configure_logging
+from semray.serving.config import ServingConfig
+from semray.serving.simulator.config import DatasetSpec, ModelProfile, SimulatorConfig
+from semray.settings import Settings
+
+MARK = "written: "
+"""Prefix of the result lines (Ray forwards worker logs to the same standard output)."""
+SLOW = ModelProfile(error_rate=0.05, latency_base_s=0.02, price_in_per_million=2.5, price_out_per_million=10.0)
+
+
+def child_settings(state: Path) -> Settings:
+    return Settings(state_dir=state, semantic_batch_size=8, semantic_actors=1, num_cpus=2)
+
+
+def serving(data: Path) -> ServingConfig:
+    """Simulated tiers over the corpus files: a path-based config, so the journal can rebuild it."""
+    reviews = DatasetSpec(
+        key_column="review_id", text_columns=("review",), path=data / "reviews.csv", labels_path=data / "labels.csv"
+    )
+    simulator = SimulatorConfig.model_validate(
+        {"datasets": {"reviews": reviews}, "tasks": DEMO_TASKS, "models": {"sim-small": SLOW, "sim-large": SLOW}}
+    )
+    return ServingConfig(cache_enabled=False, simulator=simulator, app_prefix="srkill")
+
+
+def query(data: Path, settings: Settings) -> Query:
+    return (
+        read_csv(data / "reviews.csv", settings=settings)
+        .sem_filter("{review} is positive")
+        .sem_classify("Which aspect does {review} discuss?", ["quality", "price", "delivery", "support"], "aspect")
+        .with_serving(serving(data))
+    )
+
+
+def main(argv: list[str]) -> int:
+    configure_logging("warning")
+    mode, state = argv[0], Path(argv[1])
+    settings = child_settings(state)
+    if mode == "resume":
+        from semray.cli_runs import add_runs_commands
+
+        parser = argparse.ArgumentParser(prog="semray")
+        add_runs_commands(parser.add_subparsers(required=True))
+        args = parser.parse_args(["runs", "resume", argv[2]])
+        return int(args.command(args, settings))
+    from semray.pipeline.run import publish_parquet
+
+    data, outputs = Path(argv[2]), [Path(path) for path in argv[3:]]
+    plan = query(data, settings)
+    for output in outputs:
+        written = publish_parquet(plan.plan, settings, output, serving(data))
+        line = {"run_id": written.run_id, "rows": written.rows, "attempt_calls": written.attempt_usage.calls}
+        sys.stdout.write(MARK + json.dumps(line) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
