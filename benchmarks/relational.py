@@ -508,7 +508,13 @@ def explain_overhead(b: dict[str, float], summary: list[dict[str, Any]], rows: i
             f"cost, so 16x larger batches run the same query {b['warm_query'] / b['batches_65536']:.1f}x faster."
         )
     else:
-        verdict = f"a fresh process pays {startup:.0f} s to import, start Ray and warm workers before the first query."
+        verdict = (
+            f"a fresh process pays {startup:.0f} s to import, start Ray and warm workers before the first query; "
+            f"after that a {rows:,}-row query takes {b['warm_query']:.2f} s: about {b['one_row_query_warm']:.2f} s "
+            f"fixed per query, {b['local_duckdb_one_batch']:.2f} s of reading and DuckDB work done once, "
+            f"{per_batch:.2f} s more for doing it per 4096-row batch, and the rest, {distribution:.2f} s, "
+            "in Ray's distribution (which includes the fixed per-query cost)."
+        )
     per_batch_pipeline = (b["warm_query"] - b["one_task_one_batch"]) / extra_batches
     per_batch_duckdb = per_batch / extra_batches
     top = plan.split("\n", 1)[-1] if plan.startswith("Physical plan") else plan
