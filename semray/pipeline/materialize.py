@@ -269,11 +269,13 @@ def build_semantic(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, SemanticStage)
     if context.tiers is None:
         raise LoweringError("a semantic stage needs model tiers; run it through semray.pipeline.run")
-    upstream = materialize(stage.inputs[0], context)
+    # Blocks of one semantic batch each: every actor gets work, and a LIMIT downstream
+    # stops the model calls after a few batches instead of after a whole read block.
+    upstream = materialize(stage.inputs[0], context).repartition(target_num_rows_per_block=stage.batch_rows)
     return upstream.map_batches(
         SemanticBatchUDF,
         fn_constructor_args=(stage.task, stage.operator_key, context.tiers, context.ledger),
-        compute=rd.ActorPoolStrategy(min_size=1, max_size=stage.actors),
+        compute=rd.ActorPoolStrategy(min_size=1, max_size=stage.actors, max_tasks_in_flight_per_actor=1),
         batch_size=stage.batch_rows,
         batch_format="pyarrow",
         # Actors wait on model calls, not on CPU: a small share lets them sit beside the
