@@ -16,6 +16,7 @@ so load changes on the shared machine hit both; medians are reported.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import statistics
@@ -118,7 +119,7 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
 
         def semray_run(rows: int, tier: str) -> set[str]:
             query = semray.from_arrow(inputs.slice(0, rows), "tickets", settings=settings).with_serving(serving)
-            result = query.sem_filter(INSTRUCTION, tier=tier).execute()  # type: ignore[arg-type]
+            result = query.sem_filter(INSTRUCTION, tier=tier).execute()
             assert result.usage.calls == rows, f"{result.usage.calls} calls for {rows} rows: is the cache on?"
             return set(result.table.column("ticket_id").to_pylist())
 
@@ -139,7 +140,10 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
             semray_run(min(rows, 64), tier)  # warm: actors' imports, handles, the journal folder
             plain_run(min(rows, 64), tier)
             timings = _alternate(
-                {"semray": lambda r=rows, t=tier: semray_run(r, t), "plain": lambda r=rows, t=tier: plain_run(r, t)},
+                {
+                    "semray": functools.partial(semray_run, rows, tier),
+                    "plain": functools.partial(plain_run, rows, tier),
+                },
                 expected,
                 args.repeats,
             )

@@ -110,9 +110,9 @@ def tickets() -> Tickets:
 
 
 def query(tickets: Tickets, settings: Settings, table: pa.Table | None = None) -> Query:
-    return semray.from_arrow(table if table is not None else tickets.table, settings=settings).with_serving(
-        tickets.serving
-    )
+    source = semray.from_arrow(table if table is not None else tickets.table, settings=settings)
+    served: Query = source.with_serving(tickets.serving)
+    return served
 
 
 def truth(tickets: Tickets, ids: list[str], column: str) -> list[Any]:
@@ -225,11 +225,6 @@ def test_failed_run_resumes_without_paying_for_committed_rows(
     assert result.usage.calls == rows  # over both attempts: every row paid exactly once
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="materialize.build_semantic sends whole read blocks (256+ rows) to up to 4 tasks per actor; "
-    "needs repartition(target_num_rows_per_block=batch_rows) and max_tasks_in_flight_per_actor=1",
-)
 def test_limit_stops_model_calls_early(tickets: Tickets, ray_settings: Settings) -> None:
     k = 10
     result = query(tickets, ray_settings).sem_filter("{text} is urgent").limit(k).execute()
