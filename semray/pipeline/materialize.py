@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -42,10 +43,36 @@ class ExecutionContext:
 
     tiers: TierHandles | None = None
     ledger: BatchLedger | None = None
+    actor_cpus: float = 0.25
+    """CPUs each semantic actor reserves (see ``with_actor_budget``)."""
+
+
+TASK_CPUS = 0.5
+"""Read and SQL tasks reserve half a CPU: beside Serve replicas (0.2-0.3 each) and
+semantic actors, a whole CPU per task would leave none schedulable on a 2-CPU machine.
+DuckDB runs one thread per task, so two such tasks share a core."""
+
+SEMANTIC_ACTOR_CPUS = 0.5
+"""All semantic actors of a plan share this many CPUs: they wait on model calls, and the
+rest must stay free for read and SQL tasks (1 CPU each), or a chain of semantic operators
+on a 2-CPU machine deadlocks with every CPU held by idle actors."""
+
+
+def with_actor_budget(stage: Stage, context: ExecutionContext) -> ExecutionContext:
+    actors = _count_actors(stage)
+    if not actors:
+        return context
+    return dataclasses.replace(context, actor_cpus=min(0.25, SEMANTIC_ACTOR_CPUS / actors))
+
+
+def _count_actors(stage: Stage) -> int:
+    own = stage.actors if isinstance(stage, SemanticStage) else 0
+    return own + sum(_count_actors(child) for child in stage.inputs)
 
 
 def materialize(stage: Stage, context: ExecutionContext | None = None) -> rd.Dataset:
-    """Build (lazily) the Ray Data pipeline for a physical plan."""
+    """Build (lazily) the Ray Data pipeline for a physical plan (``context`` as given by
+    ``with_actor_budget`` for the whole plan)."""
     builder = BUILDERS.get(type(stage))
     if builder is None:
         raise LoweringError(f"no Ray Data builder for stage {type(stage).__name__}")
@@ -107,7 +134,7 @@ def build_read(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     _size_blocks_like_batches(datasource, stage.batch_rows)
     # One block stream per read task: Ray would otherwise split outputs to reach its
     # default parallelism (200 blocks for 1,000 rows, each a scheduled task downstream).
-    return rd.read_datasource(datasource, override_num_blocks=max(1, datasource.task_count))
+    return rd.read_datasource(datasource, override_num_blocks=max(1, datasource.task_count), num_cpus=TASK_CPUS)
 
 
 MIN_BLOCK_BYTES = 64 * 1024
@@ -139,7 +166,9 @@ def _size_blocks_like_batches(datasource: SourceDatasource, batch_rows: int) -> 
 def build_batch_sql(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, BatchSqlStage)
     upstream = materialize(stage.inputs[0], context)
-    return upstream.map_batches(run_sql, fn_args=(stage.sql,), batch_format="pyarrow", batch_size=None, zero_copy_batch=True)
+    return upstream.map_batches(
+        run_sql, fn_args=(stage.sql,), batch_format="pyarrow", batch_size=None, zero_copy_batch=True, num_cpus=TASK_CPUS
+    )
 
 
 def build_gather_sql(stage: Stage, context: ExecutionContext) -> rd.Dataset:
@@ -161,7 +190,12 @@ def build_broadcast_join(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     left, right = stage.inputs
     right_table = _gathered(right, stage.right_columns, context)
     return materialize(left, context).map_batches(
-        _join_batch, fn_args=(right_table, stage.sql), batch_format="pyarrow", batch_size=None, zero_copy_batch=True
+        _join_batch,
+        fn_args=(right_table, stage.sql),
+        batch_format="pyarrow",
+        batch_size=None,
+        zero_copy_batch=True,
+        num_cpus=TASK_CPUS,
     )
 
 
@@ -176,7 +210,7 @@ def build_partitioned_sql(stage: Stage, context: ExecutionContext) -> rd.Dataset
     assert isinstance(stage, PartitionedSqlStage)
     upstream = materialize(stage.inputs[0], context)
     return upstream.groupby(PARTITION, num_partitions=stage.num_partitions).map_groups(
-        _run_partition, fn_args=(stage.sql,), batch_format="pyarrow"
+        _run_partition, fn_args=(stage.sql,), batch_format="pyarrow", num_cpus=TASK_CPUS
     )
 
 
@@ -184,7 +218,7 @@ def _run_partition(batch: pa.Table, sql: str) -> pa.Table:
     return run_sql(batch.drop_columns([PARTITION]), sql)
 
 
-@ray.remote
+@ray.remote(num_cpus=0.5)
 def _run_on_all(sql: str, columns: tuple[tuple[str, str], ...], *tables: pa.Table) -> pa.Table:
     parts = [table for table in tables if table.num_rows]
     batch = pa.concat_tables(parts, promote_options="default") if parts else empty_table(columns)
@@ -232,6 +266,7 @@ def _concat(refs: list[Any]) -> pa.Table:
 def collect(stage: Stage, schema: pa.Schema, context: ExecutionContext | None = None) -> pa.Table:
     """Run the pipeline and gather its rows on the driver, typed as ``schema``."""
     _reset_block_size()
+    context = with_actor_budget(stage, context or ExecutionContext())
     with reported_failures():
         tables = [table for table in ray.get(materialize(stage, context).to_arrow_refs()) if table.num_rows]
     if not tables:
@@ -244,6 +279,7 @@ def iter_batches(
 ) -> Iterator[pa.Table]:
     """Stream the pipeline's output as Arrow tables of about ``batch_rows`` rows."""
     _reset_block_size()
+    context = with_actor_budget(stage, context or ExecutionContext())
     with reported_failures():
         for batch in materialize(stage, context).iter_batches(batch_size=batch_rows, batch_format="pyarrow"):
             if batch.num_rows:
@@ -257,7 +293,7 @@ def reported_failures() -> Iterator[None]:
         yield
     except RayError as error:
         cause: BaseException = error
-        while cause.__cause__ is not None:
+        while cause.__cause__ is not None and not isinstance(cause, SemrayError):
             cause = cause.__cause__
         if isinstance(cause, SemrayError):
             raise cause from None
@@ -280,7 +316,7 @@ def build_semantic(stage: Stage, context: ExecutionContext) -> rd.Dataset:
         batch_format="pyarrow",
         # Actors wait on model calls, not on CPU: a small share lets them sit beside the
         # Serve replicas on a 2-CPU machine.
-        num_cpus=0.25,
+        num_cpus=context.actor_cpus,
     )
 
 
