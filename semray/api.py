@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -46,6 +47,7 @@ from semray.operators import (
 from semray.operators.semantic import ExtractField, Tier, ValueType
 from semray.settings import Settings
 from semray.sources import open_source, register_table
+from semray.sources.memory_source import registered_table
 
 OptionValue = str | int | float | bool | None
 
@@ -269,8 +271,22 @@ def read_sql(
 
 def from_arrow(table: pa.Table, name: str | None = None, settings: Settings | None = None) -> Query:
     """A query over an in-memory Arrow table (not savable as a JSON plan)."""
-    ref = register_table(table, name)
-    return _scan("memory", None, {"ref": ref, "name": name or "arrow table"}, settings)
+    # The content digest goes into the plan, so a run journaled for one table is never
+    # resumed (and its answers reused) for another table of the same name.
+    label = name or "arrow table"
+    ref = f"{label}@{_digest(table)}"
+    try:
+        registered_table(ref)  # the same content under the same name: one registration
+    except SourceError:
+        ref = register_table(table, ref)
+    return _scan("memory", None, {"ref": ref, "name": label}, settings)
+
+
+def _digest(table: pa.Table) -> str:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return hashlib.blake2b(sink.getvalue().to_pybytes(), digest_size=8).hexdigest()
 
 
 def from_pandas(frame: Any, name: str | None = None, settings: Settings | None = None) -> Query:

@@ -137,3 +137,11 @@ def test_serve_status_without_a_cluster(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["--state-dir", str(tmp_path), "serve", "status"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["backends"]["large"] == "simulated:sim-large" and status["connected"] is False
+
+
+def test_in_memory_tables_are_identified_by_content() -> None:
+    import pyarrow as pa
+
+    first = semray.from_arrow(pa.table({"x": [1]}), "t")
+    assert semray.from_arrow(pa.table({"x": [1]}), "t").plan == first.plan
+    assert semray.from_arrow(pa.table({"x": [2]}), "t").plan != first.plan
