@@ -1,8 +1,9 @@
 """Task prompts of the row-wise semantic operators, as versioned data.
 
 An operator's instruction (with its ``{column}`` cells rendered) goes into ``{instruction}``;
-the serving layer then adds how to answer (``formats.py``). Changing a template here
-changes every cache key, through ``OPERATOR_PROMPT_VERSION``.
+the serving layer then adds how to answer (``formats.py``). The response cache is keyed
+on the rendered prompt, so changing a template here invalidates cached answers by itself;
+``OPERATOR_PROMPT_VERSION`` names the template set in logs and journals.
 """
 
 from __future__ import annotations
