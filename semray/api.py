@@ -50,6 +50,7 @@ from semray.sources import open_source, register_table
 from semray.sources.memory_source import registered_table
 
 OptionValue = str | int | float | bool | None
+OnError = Literal["fail", "skip", "default"]
 
 
 class Query:
@@ -126,9 +127,15 @@ class Query:
         return self._then(Distinct(input=plan) if distinct else plan)
 
     # semantic -----------------------------------------------------------------------
-    def sem_filter(self, instruction: str, tier: Tier = "auto") -> Query:
-        """Keep rows for which an instruction holds: ``q.sem_filter("{review} complains about delivery")``."""
-        return self._then(SemFilter(input=self._plan, instruction=instruction, tier=tier))
+    def sem_filter(self, instruction: str, tier: Tier = "auto", on_error: OnError = "default", diagnostics: bool = False) -> Query:
+        """Keep rows for which an instruction holds: ``q.sem_filter("{review} complains about delivery")``.
+
+        ``on_error``: a row the model cannot answer fails the run, is skipped, or (default) is
+        dropped by a filter / gets null elsewhere. ``diagnostics`` adds ``_tier``, ``_confidence``
+        and ``_error`` columns.
+        """
+        node = SemFilter(input=self._plan, instruction=instruction, tier=tier, on_error=on_error, diagnostics=diagnostics)
+        return self._then(node)
 
     def sem_map(
         self,
@@ -138,21 +145,62 @@ class Query:
         lo: float | None = None,
         hi: float | None = None,
         tier: Tier = "auto",
+        on_error: OnError = "default",
+        diagnostics: bool = False,
     ) -> Query:
-        node = SemMap(input=self._plan, instruction=instruction, output=output, output_type=output_type, lo=lo, hi=hi, tier=tier)
+        node = SemMap(
+            input=self._plan,
+            instruction=instruction,
+            output=output,
+            output_type=output_type,
+            lo=lo,
+            hi=hi,
+            tier=tier,
+            on_error=on_error,
+            diagnostics=diagnostics,
+        )
         return self._then(node)
 
-    def sem_score(self, instruction: str, output: str, lo: int = 1, hi: int = 5, tier: Tier = "auto") -> Query:
-        return self.sem_map(instruction, output, output_type="int", lo=lo, hi=hi, tier=tier)
+    def sem_score(
+        self, instruction: str, output: str, lo: int = 1, hi: int = 5, tier: Tier = "auto", on_error: OnError = "default"
+    ) -> Query:
+        return self.sem_map(instruction, output, output_type="int", lo=lo, hi=hi, tier=tier, on_error=on_error)
 
-    def sem_extract(self, instruction: str, fields: str | Sequence[ExtractField], tier: Tier = "auto") -> Query:
+    def sem_extract(
+        self,
+        instruction: str,
+        fields: str | Sequence[ExtractField],
+        tier: Tier = "auto",
+        on_error: OnError = "default",
+        diagnostics: bool = False,
+    ) -> Query:
         """Extract typed fields: ``q.sem_extract("{email}", "sender: text, subject: text")``."""
         parsed = parse_fields(fields) if isinstance(fields, str) else tuple(fields)
-        return self._then(SemExtract(input=self._plan, instruction=instruction, fields=parsed, tier=tier))
+        node = SemExtract(
+            input=self._plan, instruction=instruction, fields=parsed, tier=tier, on_error=on_error, diagnostics=diagnostics
+        )
+        return self._then(node)
 
-    def sem_classify(self, instruction: str, labels: Sequence[str] | str, output: str = "label", tier: Tier = "auto") -> Query:
+    def sem_classify(
+        self,
+        instruction: str,
+        labels: Sequence[str] | str,
+        output: str = "label",
+        tier: Tier = "auto",
+        on_error: OnError = "default",
+        diagnostics: bool = False,
+    ) -> Query:
         choices = tuple(label.strip() for label in labels.split("|")) if isinstance(labels, str) else tuple(labels)
-        return self._then(SemClassify(input=self._plan, instruction=instruction, labels=choices, output=output, tier=tier))
+        node = SemClassify(
+            input=self._plan,
+            instruction=instruction,
+            labels=choices,
+            output=output,
+            tier=tier,
+            on_error=on_error,
+            diagnostics=diagnostics,
+        )
+        return self._then(node)
 
     def sem_join(
         self,

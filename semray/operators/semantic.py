@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 
 Tier = Literal["auto", "embedding", "small", "large"]
 ValueType = Literal["text", "int", "float", "bool", "date"]
+DIAGNOSTIC_COLUMNS = (
+    Column(name="_tier", type="VARCHAR"),
+    Column(name="_confidence", type="DOUBLE"),
+    Column(name="_error", type="VARCHAR"),
+)
 SQL_TYPES: dict[str, str] = {"text": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "date": "DATE"}
 
 
@@ -32,6 +37,17 @@ class Semantic(Unary):
     tier: Tier = "auto"
     on_error: Literal["fail", "skip", "default"] = "default"
     """A row the model cannot answer: fail the run, drop the row, or give null (a filter drops it)."""
+    diagnostics: bool = False
+    """Add ``_tier``, ``_confidence`` and ``_error`` columns (row-wise operators only)."""
+
+    def diagnostic_columns(self) -> tuple[Column, ...]:
+        if not self.diagnostics:
+            return ()
+        if not self.row_wise:
+            raise PlanError(f"{type(self).__name__}: diagnostics columns are only for row-wise operators")
+        return DIAGNOSTIC_COLUMNS
+
+    row_wise: ClassVar[bool] = True
 
     def template_columns(self) -> tuple[str, ...]:
         return check_template(self.instruction, self.input_schema.names, type(self).__name__)
@@ -57,7 +73,7 @@ class SemFilter(Semantic):
 
     def derive_schema(self) -> Schema:
         self.template_columns()
-        return self.input_schema
+        return self.with_output(*self.diagnostic_columns())
 
 
 class SemMap(Semantic):
@@ -79,7 +95,7 @@ class SemMap(Semantic):
                 raise PlanError("SemMap: a score range needs output_type 'int' or 'float'")
             if self.lo >= self.hi:
                 raise PlanError(f"SemMap: score range lo={self.lo} must be below hi={self.hi}")
-        return self.with_output(Column(name=self.output, type=SQL_TYPES[self.output_type]))
+        return self.with_output(Column(name=self.output, type=SQL_TYPES[self.output_type]), *self.diagnostic_columns())
 
 
 class ExtractField(Frozen):
@@ -99,7 +115,8 @@ class SemExtract(Semantic):
         self.template_columns()
         if not self.fields:
             raise PlanError("SemExtract: give at least one field, e.g. 'sender: text'")
-        return self.with_output(*(Column(name=f.name, type=SQL_TYPES[f.type]) for f in self.fields))
+        fields = tuple(Column(name=f.name, type=SQL_TYPES[f.type]) for f in self.fields)
+        return self.with_output(*fields, *self.diagnostic_columns())
 
 
 class SemClassify(Semantic):
@@ -116,18 +133,20 @@ class SemClassify(Semantic):
             raise PlanError("SemClassify: give at least two labels")
         if len(set(self.labels)) != len(self.labels):
             raise PlanError(f"SemClassify: labels must be unique, got {list(self.labels)}")
-        return self.with_output(Column(name=self.output, type="VARCHAR"))
+        return self.with_output(Column(name=self.output, type="VARCHAR"), *self.diagnostic_columns())
 
 
 class SemTopK(Semantic):
     """The k rows that best satisfy the instruction, ranked 1..k in ``output``."""
 
     op: Literal["sem_topk"] = "sem_topk"
+    row_wise: ClassVar[bool] = False
     k: int = Field(ge=1)
     output: str = "rank"
 
     def derive_schema(self) -> Schema:
         self.template_columns()
+        self.diagnostic_columns()
         return self.with_output(Column(name=self.output, type="BIGINT"))
 
 
@@ -135,6 +154,7 @@ class SemAgg(Semantic):
     """Answer or summarise the instruction over each group of rows (all rows without keys)."""
 
     op: Literal["sem_agg"] = "sem_agg"
+    row_wise: ClassVar[bool] = False
     keys: tuple[str, ...] = ()
     output: str = "answer"
 
@@ -142,6 +162,7 @@ class SemAgg(Semantic):
         self.template_columns()
         schema = self.input_schema
         schema.require(self.keys, "SemAgg keys")
+        self.diagnostic_columns()
         if self.output in self.keys:
             raise PlanError(f"SemAgg: output {self.output!r} clashes with a key")
         keys = tuple(Column(name=key, type=schema.type_of(key)) for key in self.keys)

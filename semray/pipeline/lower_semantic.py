@@ -37,7 +37,7 @@ def _tier(node: Semantic) -> str:
 
 def lower_sem_filter(node: Node, settings: Settings) -> Stage:
     assert isinstance(node, SemFilter)
-    task = SemanticTask(kind="filter", instruction=node.instruction, tier=_tier(node), on_error=node.on_error)
+    task = SemanticTask(kind="filter", instruction=node.instruction, tier=_tier(node), on_error=node.on_error, diagnostics=node.diagnostics)
     return semantic_stage(node, task, settings)
 
 
@@ -52,6 +52,7 @@ def lower_sem_map(node: Node, settings: Settings) -> Stage:
         lo=node.lo,
         hi=node.hi,
         on_error=node.on_error,
+        diagnostics=node.diagnostics,
     )
     return semantic_stage(node, task, settings)
 
@@ -65,6 +66,7 @@ def lower_sem_classify(node: Node, settings: Settings) -> Stage:
         outputs=((node.output, "text"),),
         choices=node.labels,
         on_error=node.on_error,
+        diagnostics=node.diagnostics,
     )
     return semantic_stage(node, task, settings)
 
@@ -77,6 +79,7 @@ def lower_sem_extract(node: Node, settings: Settings) -> Stage:
         tier=_tier(node),
         outputs=tuple((field.name, field.type) for field in node.fields),
         on_error=node.on_error,
+        diagnostics=node.diagnostics,
     )
     return semantic_stage(node, task, settings)
 

@@ -150,6 +150,8 @@ class SemanticTask:
     lo: float | None = None
     hi: float | None = None
     on_error: Literal["fail", "skip", "default"] = "default"
+    diagnostics: bool = False
+    """Append ``_tier``, ``_confidence`` and ``_error`` to each output row."""
 
 
 @dataclass(frozen=True, slots=True)

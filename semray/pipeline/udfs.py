@@ -28,6 +28,8 @@ log = get_logger(__name__)
 
 KEEP = "_keep"
 ERROR = "_error"
+TIER = "_tier"
+CONFIDENCE = "_confidence"
 ARROW_TYPES = {"text": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "date": pa.date32()}
 
 
@@ -100,7 +102,12 @@ class SemanticBatchUDF:
         self.ledger.commit(self.operator_key, batch_key(self.operator_key, ids), ids, answered, usage)
 
     def _answers_schema(self) -> pa.Schema:
-        fields = [pa.field(ROW_ID, pa.string()), pa.field(ERROR, pa.string())]
+        fields = [
+            pa.field(ROW_ID, pa.string()),
+            pa.field(ERROR, pa.string()),
+            pa.field(TIER, pa.string()),
+            pa.field(CONFIDENCE, pa.float64()),
+        ]
         if self.task.kind == "filter":
             fields.append(pa.field(KEEP, pa.bool_()))
         fields += [pa.field(name, ARROW_TYPES[kind]) for name, kind in self.task.outputs]
@@ -112,6 +119,8 @@ class SemanticBatchUDF:
         for response in responses:
             values, error = self._values(response)
             columns[ERROR].append(error)
+            columns[TIER].append(response.tier)
+            columns[CONFIDENCE].append(response.confidence)
             for name, value in values.items():
                 columns[name].append(value)
         return pa.table(columns, schema=self._answers_schema())
@@ -148,12 +157,14 @@ class SemanticBatchUDF:
             if self.task.on_error == "fail":
                 raise ExecutionError(f"{count} row(s) could not be answered ({self.task.kind}); first: {first}")
             log.warning("semantic_rows_failed", kind=self.task.kind, rows=count, policy=self.task.on_error, first=first)
-        if self.task.kind == "filter":
-            keep = pc.fill_null(aligned.column(KEEP), False)
-            return batch.filter(keep)
         result = batch
         for name, _ in self.task.outputs:
             result = result.append_column(name, aligned.column(name))
+        if self.task.diagnostics:
+            for name in (TIER, CONFIDENCE, ERROR):
+                result = result.append_column(name, aligned.column(name))
+        if self.task.kind == "filter":
+            return result.filter(pc.fill_null(aligned.column(KEEP), False))
         if self.task.on_error == "skip" and count:
             result = result.filter(pc.invert(failed))
         return result

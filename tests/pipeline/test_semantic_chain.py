@@ -29,3 +29,17 @@ def test_four_semantic_operators_in_a_row(ray_settings: Settings) -> None:
     assert set(result.table.column("review_id").to_pylist()) == expected
     for row in result.table.to_pylist():
         assert row["sentiment"] == "positive" and row["aspect"] == "delivery"
+
+
+def test_diagnostics_columns(ray_settings: Settings) -> None:
+    corpus = generate(40)
+    exact = {"sim-small": ModelProfile(error_rate=0.0), "sim-large": ModelProfile(error_rate=0.0)}
+    reviews = semray.from_arrow(corpus.reviews, "diag-reviews", settings=ray_settings).with_serving(demo_serving(corpus, exact))
+    table = reviews.sem_classify("the sentiment of {review}", "positive|negative|neutral", output="s", diagnostics=True).collect()
+    assert table.column_names[-4:] == ["s", "_tier", "_confidence", "_error"]
+    assert set(table.column("_tier").to_pylist()) == {"large"}
+    confidences = table.column("_confidence").to_pylist()
+    assert all(c is not None and 0 < c <= 1 for c in confidences)
+    assert table.column("_error").null_count == table.num_rows
+    kept = reviews.sem_filter("{review} is positive", diagnostics=True).collect()
+    assert kept.num_rows > 0 and kept.column_names[-3:] == ["_tier", "_confidence", "_error"]
