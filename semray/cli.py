@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from semray.cli_runs import add_runs_commands
 from semray.errors import SemrayError
 from semray.log import configure_logging, get_logger
 from semray.settings import Settings
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765)
     serve.set_defaults(command=run_simulator)
+    add_runs_commands(commands)
     return parser
 
 

@@ -293,8 +293,12 @@ def reported_failures() -> Iterator[None]:
         yield
     except RayError as error:
         cause: BaseException = error
-        while cause.__cause__ is not None and not isinstance(cause, SemrayError):
-            cause = cause.__cause__
+        while not isinstance(cause, SemrayError):
+            # Ray keeps a task's exception on .cause (RayTaskError) and chains the rest.
+            inner = getattr(cause, "cause", None) or cause.__cause__
+            if not isinstance(inner, BaseException) or inner is cause:
+                break
+            cause = inner
         if isinstance(cause, SemrayError):
             raise cause from None
         lines = [line for line in str(cause).strip().splitlines() if line.strip()]

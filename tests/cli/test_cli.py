@@ -58,7 +58,8 @@ def test_failed_run_leaves_no_output(tmp_path: Path, reviews_csv: Path, ray_sett
     out = tmp_path / "out.parquet"
     assert main([*state(ray_settings), "run", str(plan), "--format", "parquet", "-o", str(out)]) == 2
     assert "pipeline failed" in capsys.readouterr().err
-    assert not out.exists() and not list(tmp_path.glob(".out.parquet*"))
+    assert not out.exists()
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix == ".parquet"], "no partial output anywhere"
 
 
 @pytest.mark.ray
