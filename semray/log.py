@@ -32,9 +32,23 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=lambda *args: StderrLogger(),
         cache_logger_on_first_use=False,
     )
+
+
+class StderrLogger:
+    """Writes each event line to whatever ``sys.stderr`` is at the time of the call.
+
+    structlog's PrintLogger keeps the stream it was created with; after pytest's output
+    capture (or any redirection) closes that stream, logging would raise.
+    """
+
+    def msg(self, message: str) -> None:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+
+    log = debug = info = warning = warn = error = critical = exception = fatal = msg
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import ray
 
+from semray.cluster.loopback import LOOPBACK_ENV
 from semray.errors import ClusterError
 from semray.log import get_logger
 from semray.settings import Settings
@@ -39,6 +40,8 @@ def connect(settings: Settings) -> None:
         except (ConnectionError, RuntimeError) as error:
             raise ClusterError(f"cannot reach the Ray cluster at {settings.ray_address}: {error}") from None
         return
+    # Worker processes inherit this; Serve replicas then bind their gRPC server to loopback.
+    os.environ[LOOPBACK_ENV] = "1"
     temp_dir = ray_temp_dir(settings)
     log.info("ray_start_local", num_cpus=settings.num_cpus, temp_dir=str(temp_dir))
     try:

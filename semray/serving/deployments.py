@@ -35,8 +35,11 @@ from semray.serving.config import TIER_NAMES, ServingConfig
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.errors import ServingConfigError, ServingError, TiersNotRunningError
 from semray.serving.tier import ModelTier
+from semray.cluster.loopback import bind_serve_grpc_to_loopback
 from semray.settings import Settings
 
+
+bind_serve_grpc_to_loopback()  # in Serve replicas, which import this module to build the tiers
 log = get_logger(__name__)
 T = TypeVar("T")
 _RETRYABLE = (ActorDiedError, ActorUnavailableError, RayActorError, DeploymentUnavailableError)

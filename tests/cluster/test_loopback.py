@@ -17,7 +17,10 @@ from semray.settings import Settings
 def test_no_socket_on_another_address(ray_settings: Settings) -> None:
     import ray
 
+    from semray.serving.deployments import start_tiers
+
     assert ray.is_initialized()
+    start_tiers(settings=ray_settings, tiers=("large",))  # Serve replicas open gRPC servers too
     ours = {os.getpid()}
     temp = str(ray_temp_dir(ray_settings))
     for process in psutil.process_iter(["pid", "cmdline"]):
