@@ -39,7 +39,7 @@ from semray.transactions import RunDetail, list_runs, read_output, show_run
 
 # Five driver processes, each starting its own Ray, Serve tier and actors: about 2 minutes
 # on an idle 2-core machine, several times that on a loaded one.
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
 
 CHILD = Path(__file__).with_name("pipeline_child.py")
 ROWS = 200
