@@ -27,7 +27,7 @@ from semray.transactions import (
     show_run,
 )
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 ROWS = 120
 
