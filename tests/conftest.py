@@ -23,3 +23,20 @@ def ray_settings() -> Iterator[object]:
         connect(settings)
         yield settings
         shutdown()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _free_serve_replicas() -> Iterator[None]:
+    """Delete every Serve app after each module, so replicas deployed for one module's
+    configuration never hold CPUs that a later module's tasks wait for."""
+    yield
+    import sys
+
+    if "ray.serve" not in sys.modules:
+        return
+    import ray
+    from ray import serve
+
+    if ray.is_initialized():
+        for app in list(serve.status().applications):
+            serve.delete(app)
