@@ -40,3 +40,13 @@ def _free_serve_replicas() -> Iterator[None]:
     if ray.is_initialized():
         for app in list(serve.status().applications):
             serve.delete(app)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _restore_logging() -> Iterator[None]:
+    """The CLI sets the process-wide log level (warning by default); later modules that
+    capture info events need it back."""
+    yield
+    from semray.log import configure_logging
+
+    configure_logging("info", "auto")
