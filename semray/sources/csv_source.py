@@ -30,7 +30,7 @@ from semray.sources.base import (
 from semray.sources.inference import unify_schemas
 from semray.sources.paths import FileSet, resolve_files
 from semray.sources.rowids import file_prefix, numbered_ids, rebatch, with_rowids
-from semray.sources.utf8 import binary_columns_to_string, file_is_valid_utf8, report_invalid_utf8
+from semray.sources.utf8 import binary_columns_to_string, counted_invalid_utf8, file_is_valid_utf8
 
 OPTIONS = frozenset({"delimiter", "quote_char", "header", "glob", "infer_bytes", "infer_files"})
 EXTENSIONS = (".csv", ".tsv", ".csv.gz", ".tsv.gz")
@@ -76,13 +76,7 @@ class CsvFileRead:
     batch_rows: int
 
     def __call__(self) -> Iterator[pa.Table]:
-        bad = 0
-        try:
-            for table, hit in self.decoded():
-                bad += hit
-                yield table
-        finally:
-            report_invalid_utf8(self.path, bad)
+        return counted_invalid_utf8(self.path, self.decoded())
 
     def decoded(self) -> Iterator[tuple[pa.Table, int]]:
         """Yield each output table with its number of rows that had bad UTF-8."""

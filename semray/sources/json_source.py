@@ -33,7 +33,12 @@ from semray.sources.base import (
 from semray.sources.inference import unify_schemas
 from semray.sources.paths import FileSet, read_bytes, resolve_files
 from semray.sources.rowids import file_prefix, numbered_ids, with_rowids
-from semray.sources.utf8 import decode_lenient, file_is_valid_utf8, repair_surrogates, report_invalid_utf8
+from semray.sources.utf8 import (
+    counted_invalid_utf8,
+    decode_lenient,
+    file_is_valid_utf8,
+    repair_surrogates,
+)
 
 OPTIONS = frozenset({"glob", "infer_rows", "infer_files"})
 EXTENSIONS = (".json", ".jsonl", ".ndjson")
@@ -113,13 +118,7 @@ class JsonFileRead:
     batch_rows: int
 
     def __call__(self) -> Iterator[pa.Table]:
-        bad = 0
-        try:
-            for table, hit in self.decoded():
-                bad += hit
-                yield table
-        finally:
-            report_invalid_utf8(self.path, bad)
+        return counted_invalid_utf8(self.path, self.decoded())
 
     def decoded(self) -> Iterator[tuple[pa.Table, int]]:
         # An empty explicit schema would read no rows; parse the first column and drop it.

@@ -7,6 +7,7 @@ warning ``source_invalid_utf8`` with the file's ``path`` and the ``count`` of ro
 from __future__ import annotations
 
 import codecs
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -122,3 +123,14 @@ def report_invalid_utf8(path: str, count: int) -> None:
     """Log one warning for a file whose bytes were not valid UTF-8 (no-op when count is 0)."""
     if count:
         log.warning("source_invalid_utf8", path=path, count=count)
+
+
+def counted_invalid_utf8(path: str, decoded: Iterator[tuple[pa.Table, int]]) -> Iterator[pa.Table]:
+    """Yield the tables of ``decoded`` and report the rows with bad UTF-8 once, at the end."""
+    bad = 0
+    try:
+        for table, hit in decoded:
+            bad += hit
+            yield table
+    finally:
+        report_invalid_utf8(path, bad)
