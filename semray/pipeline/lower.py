@@ -62,7 +62,9 @@ def lower_filter(node: Node, settings: Settings) -> Stage:
 def lower_project(node: Node, settings: Settings) -> Stage:
     assert isinstance(node, Project)
     items = ", ".join(f"({item.expr}) AS {quote(item.name)}" for item in node.exprs)
-    return BatchSqlStage(sql=f"SELECT {ROW_ID}, {items} FROM batch", reason="project", inputs=(lower(node.input, settings),))
+    return BatchSqlStage(
+        sql=f"SELECT {ROW_ID}, {items} FROM batch", reason="project", inputs=(lower(node.input, settings),)
+    )
 
 
 def lower_join(node: Node, settings: Settings) -> Stage:
@@ -101,10 +103,16 @@ def _hash_join(node: Join, settings: Settings) -> Stage:
     # sides' columns intact, as SQL does.
     key_types = [common_type(left_schema.type_of(a), right_schema.type_of(b)) for a, b in keys]
     join_keys = tuple(f"{JOIN_KEY}{position}" for position in range(len(keys)))
-    left_copies = ", ".join(f"CAST({quote(a)} AS {t}) AS {k}" for (a, _), t, k in zip(keys, key_types, join_keys, strict=True))
-    right_copies = ", ".join(f"CAST({quote(b)} AS {t}) AS {k}" for (_, b), t, k in zip(keys, key_types, join_keys, strict=True))
+    left_copies = ", ".join(
+        f"CAST({quote(a)} AS {t}) AS {k}" for (a, _), t, k in zip(keys, key_types, join_keys, strict=True)
+    )
+    right_copies = ", ".join(
+        f"CAST({quote(b)} AS {t}) AS {k}" for (_, b), t, k in zip(keys, key_types, join_keys, strict=True)
+    )
     right_items = "".join(f", {quote(old)} AS {quote(new)}" for old, new in renames.items())
-    left = BatchSqlStage(sql=f"SELECT *, {left_copies} FROM batch", reason="join: left keys", inputs=(lower(node.left, settings),))
+    left = BatchSqlStage(
+        sql=f"SELECT *, {left_copies} FROM batch", reason="join: left keys", inputs=(lower(node.left, settings),)
+    )
     right = BatchSqlStage(
         sql=f"SELECT {ROW_ID} AS {RIGHT_ROW_ID}{right_items}, {right_copies} FROM batch",
         reason="join: rename right side, keys",
@@ -120,7 +128,9 @@ def _hash_join(node: Join, settings: Settings) -> Stage:
     )
     left_columns = [quote(name) for name in left_schema.names if name != ROW_ID]
     if node.kind in ("semi", "anti"):
-        return BatchSqlStage(sql=f"SELECT {ROW_ID}, {', '.join(left_columns)} FROM batch", reason="join: order columns", inputs=(join,))
+        return BatchSqlStage(
+            sql=f"SELECT {ROW_ID}, {', '.join(left_columns)} FROM batch", reason="join: order columns", inputs=(join,)
+        )
     row_id = f"{ROW_ID} || '*' || coalesce({RIGHT_ROW_ID}, '') AS {ROW_ID}"
     columns = ", ".join([row_id, *left_columns, *(quote(new) for new in renames.values())])
     where = f" WHERE ({_resolve_join_columns(residual, node)})" if residual else ""
@@ -180,7 +190,14 @@ def lower_distinct(node: Node, settings: Settings) -> Stage:
     return _partitioned(node, settings, tuple(columns), (ROW_ID, *columns), sql, "distinct")
 
 
-def _partitioned(node: Aggregate | Distinct, settings: Settings, keys: tuple[str, ...], needed: tuple[str, ...], sql: str, reason: str) -> Stage:
+def _partitioned(
+    node: Aggregate | Distinct,
+    settings: Settings,
+    keys: tuple[str, ...],
+    needed: tuple[str, ...],
+    sql: str,
+    reason: str,
+) -> Stage:
     schema = node.input.output_schema
     typed = tuple((name, schema.type_of(name)) for name in needed)
     columns = ", ".join(quote(name) for name in needed) or "1 AS _unused"
@@ -206,10 +223,13 @@ def lower_sort(node: Node, settings: Settings) -> Stage:
     upstream = lower(node.input, settings)
     if fits_one_task(node.input, settings.gather_rows):
         order = ", ".join(
-            f"{quote(k.column)} {'DESC' if k.descending else 'ASC'} NULLS {'FIRST' if k.nulls_first else 'LAST'}" for k in node.keys
+            f"{quote(k.column)} {'DESC' if k.descending else 'ASC'} NULLS {'FIRST' if k.nulls_first else 'LAST'}"
+            for k in node.keys
         )
         typed = tuple((c.name, c.type) for c in schema.columns)
-        return GatherSqlStage(sql=f"SELECT * FROM batch ORDER BY {order}", input_columns=typed, reason="sort", inputs=(upstream,))
+        return GatherSqlStage(
+            sql=f"SELECT * FROM batch ORDER BY {order}", input_columns=typed, reason="sort", inputs=(upstream,)
+        )
     flags = []
     columns: list[str] = []
     descending: list[bool] = []
@@ -220,7 +240,9 @@ def lower_sort(node: Node, settings: Settings) -> Stage:
         flags.append(f"({quote(key.column)} IS {'NOT ' if nulls_first else ''}NULL) AS _null{position}")
         columns += [f"_null{position}", key.column]
         descending += [False, key.descending]
-    prepare = BatchSqlStage(sql=f"SELECT *, {', '.join(flags)} FROM batch", reason="sort: null order", inputs=(upstream,))
+    prepare = BatchSqlStage(
+        sql=f"SELECT *, {', '.join(flags)} FROM batch", reason="sort: null order", inputs=(upstream,)
+    )
     sort = SortStage(columns=tuple(columns), descending=tuple(descending), inputs=(prepare,))
     keep = ", ".join(quote(name) for name in names)
     return BatchSqlStage(sql=f"SELECT {keep} FROM batch", reason="sort: drop helpers", inputs=(sort,))
@@ -260,8 +282,10 @@ LOWERINGS: dict[type[Node], Callable[[Node, Settings], Stage]] = {
 
 def _register_semantic() -> None:
     from semray.pipeline.lower_semantic import SEMANTIC_LOWERINGS
+    from semray.pipeline.lower_set_ops import SET_LOWERINGS
 
     LOWERINGS.update(SEMANTIC_LOWERINGS)
+    LOWERINGS.update(SET_LOWERINGS)
 
 
 _register_semantic()

@@ -101,7 +101,9 @@ class SourceDatasource(Datasource):  # type: ignore[misc]
     def get_name(self) -> str:
         return f"Read[{self._stage.source.kind}]"
 
-    def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None) -> list[ReadTask]:
+    def get_read_tasks(
+        self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None
+    ) -> list[ReadTask]:
         del parallelism, data_context
         return [
             ReadTask(
@@ -336,3 +338,12 @@ BUILDERS: dict[type[Stage], Callable[[Stage, ExecutionContext], rd.Dataset]] = {
     UnionStage: build_union,
     SemanticStage: build_semantic,
 }
+
+
+def _register_set_ops() -> None:
+    from semray.pipeline.set_ops import SET_BUILDERS
+
+    BUILDERS.update(SET_BUILDERS)
+
+
+_register_set_ops()
