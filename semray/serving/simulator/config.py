@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from semray.serving.simulator.errors import SimulatorConfigError
 
-TaskKind = Literal["filter", "label", "score", "extract", "pair", "free_text"]
+TaskKind = Literal["filter", "label", "score", "extract", "pair", "free_text", "aggregate"]
 
 
 class ConfidenceProfile(BaseModel):
@@ -109,6 +109,8 @@ class TaskSpec(BaseModel):
     - ``extract``: ``fields`` maps output field name -> label column; wrong answers corrupt one field.
     - ``pair``: two rows; true iff their labels relate by ``relation`` (neither in ``null_values``).
     - ``free_text``: the label text (or a fixed sentence without a label column).
+    - ``aggregate``: over every quoted row (and ``value: count`` lines of partial answers in the
+      prompt): the count of each label (``statistic="counts"``) or the most common one.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -125,14 +127,19 @@ class TaskSpec(BaseModel):
     fields: dict[str, str] = Field(default_factory=dict)
     right_dataset: str | None = Field(default=None, description="pair: dataset of the second row (default: dataset)")
     right_label_column: str | None = Field(default=None, description="pair: label column of the second row")
-    relation: Literal["equal", "not_equal"] = "equal"
+    relation: Literal["equal", "not_equal", "greater"] = Field(
+        default="equal", description="pair: labels equal, differ, or the first's number exceeds the second's"
+    )
     null_values: tuple[str, ...] = Field(default=(), description="pair: label values that never relate")
+    statistic: Literal["counts", "most_common"] = Field(
+        default="counts", description="aggregate: 'value: count' lines, or the most common value"
+    )
 
     @model_validator(mode="after")
     def _check_kind(self) -> TaskSpec:
         if self.kind == "extract" and not self.fields:
             raise ValueError(f"extract task {self.name!r} needs 'fields' (output field -> label column)")
-        if self.kind in ("filter", "label", "score", "pair") and self.label_column is None:
+        if self.kind in ("filter", "label", "score", "pair", "aggregate") and self.label_column is None:
             raise ValueError(f"{self.kind} task {self.name!r} needs 'label_column'")
         low, high = self.score_range
         if low >= high:

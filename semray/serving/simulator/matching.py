@@ -78,6 +78,9 @@ class MatchedDocument:
     column: str
     votes: int
     position: int
+    quotes: int = 1
+    """How many times the prompt quotes it: more votes than the document has shingles means
+    it appears again (a row paired with itself, or two rows with the same text)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,11 @@ class PromptMatch:
         for document in self.documents:
             seen.setdefault(document.row, None)
         return tuple(seen)
+
+    @property
+    def quoted_rows(self) -> tuple[RowRef, ...]:
+        """Rows in order of appearance, a row quoted ``n`` times listed ``n`` times."""
+        return tuple(document.row for document in self.documents for _ in range(document.quotes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +173,9 @@ class ShingleIndex:
             if not self._accepts(len(fresh), int(self.sizes[document])):
                 break
             row, column = self.refs[document]
-            accepted.append(MatchedDocument(row, column, len(fresh), min(fresh)))
+            shingles = max(int(self.sizes[document]), 1)
+            quotes = max(1, -(-len(fresh) // shingles))
+            accepted.append(MatchedDocument(row, column, len(fresh), min(fresh), quotes))
             explained |= fresh
             del votes[document]
         covered = np.zeros(len(words), dtype=bool)

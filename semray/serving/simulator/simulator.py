@@ -19,6 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from semray.log import get_logger
+from semray.serving.simulator.aggregates import (
+    PARTIAL_CUE,
+    aggregate_truth,
+    aggregate_wrong,
+    format_counts,
+    partial_counts,
+    row_counts,
+)
 from semray.serving.simulator.answers import alternatives, default_answer, option_count, render, wrong_answer
 from semray.serving.simulator.config import ModelProfile, SimulatorConfig, TaskSpec
 from semray.serving.simulator.draws import confidence, is_wrong, question_key
@@ -45,7 +53,7 @@ from semray.serving.simulator.protocol import (
 )
 from semray.serving.simulator.stats import SimulatorStats, StatsRecorder
 from semray.serving.simulator.tokens import TokenCounter
-from semray.serving.simulator.truth import LabelStore, RowRef
+from semray.serving.simulator.truth import Answer, LabelStore, RowRef
 from semray.serving.simulator.understanding import TaskClassifier, detect_format
 
 log = get_logger(__name__)
@@ -204,11 +212,14 @@ class Simulator:
         match = self._index.match(prompt)
         fmt = detect_format(response_format, match.instruction_words, prompt)
         present = {row.dataset for row in match.rows}
-        task = self._classifier.classify(match.instruction_words, fmt.fields, present, len(match.rows))
-        rows = _rows_for(task, match.rows)
+        quoted = match.quoted_rows
+        task = self._classifier.classify(match.instruction_words, fmt.fields, present, len(quoted))
+        rows = _rows_for(task, quoted)
         seed = self.config.seed
         options = option_count(task, self._store)
-        if task is not None and rows:
+        if task is not None and task.kind == "aggregate":
+            question, value, conf = self._aggregate(model, profile, task, rows, match, prompt)
+        elif task is not None and rows:
             question = question_key(seed, model, task.name, [self._store.row_id(row) for row in rows])
             truth = self._store.true_answer(task, rows)
             wrong = is_wrong(question, profile.error_rate)
@@ -240,6 +251,28 @@ class Simulator:
             cost,
             latency,
         )
+
+    def _aggregate(
+        self,
+        model: str,
+        profile: ModelProfile,
+        task: TaskSpec,
+        rows: tuple[RowRef, ...],
+        match: PromptMatch,
+        prompt: str,
+    ) -> tuple[tuple[str | int, ...], Answer, float]:
+        """Counts over the quoted rows plus the partial counts the prompt carries (a reduce step)."""
+        choices = self._store.choices(task)
+        counts = row_counts(task, rows, self._store) + partial_counts(prompt, choices)
+        partial = PARTIAL_CUE in " ".join(match.instruction_words)
+        ids = sorted(self._store.row_id(row) for row in rows)
+        if not rows:
+            ids = [f"counts:{format_counts(counts)}"]
+        question = question_key(self.config.seed, model, task.name, ids)
+        wrong = is_wrong(question, profile.error_rate)
+        truth = aggregate_truth(task, counts, partial)
+        value = aggregate_wrong(task, counts, partial, self._store, question) if wrong else truth
+        return question, value, confidence(question, not wrong, profile.confidence, 2)
 
     # -- latency under a concurrency limit ---------------------------------------------------
 
@@ -315,6 +348,8 @@ def _rows_for(task: TaskSpec | None, matched: Sequence[RowRef]) -> tuple[RowRef,
     if task is None:
         return ()
     left = [row for row in matched if row.dataset == task.dataset]
+    if task.kind == "aggregate":
+        return tuple(left)
     if task.kind != "pair":
         return (left[-1],) if left else ()
     right_dataset = task.right_dataset or task.dataset

@@ -183,12 +183,22 @@ class LabelStore:
         nulls = {_norm(value) for value in task.null_values}
         if left_value is None or right_value is None or _norm(left_value) in nulls or _norm(right_value) in nulls:
             return False
+        if task.relation == "greater":
+            return _greater(left_value, right_value)
         equal = _norm(left_value) == _norm(right_value)
         return equal if task.relation == "equal" else not equal
 
 
 def _norm(value: Any) -> str:
     return str(value).strip().casefold()
+
+
+def _greater(left: Any, right: Any) -> bool:
+    """Numbers compare as numbers, anything else as case-folded text."""
+    try:
+        return float(left) > float(right)
+    except (TypeError, ValueError):
+        return _norm(left) > _norm(right)
 
 
 def _is_true(value: Any, true_values: tuple[str, ...]) -> bool:

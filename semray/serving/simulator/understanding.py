@@ -25,6 +25,7 @@ _KIND_CUES: Mapping[TaskKind, tuple[str, ...]] = {
     "extract": ("extract", "fields", "json"),
     "pair": ("both", "same", "two", "pair", "match"),
     "free_text": ("summarize", "summary", "describe", "answer the question"),
+    "aggregate": ("how many", "count", "counts", "most common", "records"),
 }
 _REASONING_CUES = ("step by step", "reasoning", "reason", "think", "explain", "explanation", "rationale")
 _BOOLEAN_PAIR = re.compile(r"\b(yes\W{0,2}(?:or|/)\W{0,2}no|true\W{0,2}(?:or|/)\W{0,2}false)\b", re.IGNORECASE)
