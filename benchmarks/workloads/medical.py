@@ -1,0 +1,129 @@
+"""Medical: classify 1,200 symptom texts into 24 diagnoses, filter for infections, count diagnoses
+joined with the patient table, and a "same diagnosis" self-join over a sample.
+
+    .venv/bin/python -m benchmarks.workloads.medical [--systems semray,lotus,palimpzest] [--join-rows 48]
+
+Every system runs the same four steps against one simulator on 127.0.0.1 whose truth is
+``../shared/data/medical`` (``text_diagnosis`` of each symptom text's patient):
+
+1. ``classify``: one of the 24 diagnoses per text (accuracy);
+2. ``infection``: a semantic filter "the symptoms suggest an infection" (precision/recall; the
+   nine infectious diagnoses are the positives);
+3. ``groupby``: join the texts with the patient table on ``patient_id``, classify, then count
+   and average age per diagnosis (relative L1 error of the counts, mean absolute error of the ages);
+4. ``self_join``: pairs of texts from a seeded sample (``--join-rows``, two per diagnosis)
+   whose symptoms point to the same diagnosis (precision/recall over unordered pairs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from benchmarks.harness import (
+    BenchmarkResult,
+    benchmark_parser,
+    load_average,
+    now_iso,
+    require_shared_data,
+    run_benchmark,
+)
+from benchmarks.workloads.compare import run_all, select_runs
+from benchmarks.workloads.definitions import prepare_medical
+from benchmarks.workloads.report import cost_table, fmt, gaps
+from benchmarks.workloads.scoring import count_error, label_accuracy, pairs, precision_recall
+
+NAME = "medical"
+
+
+def score(steps: dict[str, Any], truth: dict[str, Any]) -> dict[str, Any]:
+    """Per-step quality of a runner's answer; a step that did not run has no entry."""
+    quality: dict[str, Any] = {}
+    if "classify" in steps:
+        quality["classify"] = label_accuracy(steps["classify"].get("diagnosis", {}), truth["diagnosis"])
+    if "infection" in steps:
+        quality["infection"] = precision_recall(steps["infection"].get("infection", []), truth["infection"]).to_dict()
+    if "groupby" in steps:
+        groups = {str(k): int(v) for k, v in steps["groupby"].get("groups", {}).items()}
+        ages = steps["groupby"].get("avg_age", {})
+        errors = [abs(ages[name] - age) for name, age in truth["avg_age"].items() if ages.get(name) is not None]
+        quality["groupby"] = count_error(groups, truth["groups"]) | {
+            "avg_age_mae": round(sum(errors) / len(errors), 3) if errors else None
+        }
+    if "self_join" in steps:
+        found = pairs(steps["self_join"].get("same_pairs", []))
+        quality["self_join"] = precision_recall(found, {tuple(p) for p in truth["same_pairs"]}).to_dict()
+    return quality
+
+
+def _quality(row: dict[str, Any]) -> str:
+    quality = row.get("quality") or {}
+    parts = []
+    if "classify" in quality:
+        parts.append(f"acc {fmt(quality['classify']['accuracy'], 3)}")
+    if "infection" in quality:
+        parts.append(f"infection F1 {fmt(quality['infection']['f1'], 3)}")
+    if "groupby" in quality:
+        parts.append(f"counts L1 {fmt(quality['groupby']['relative_l1'], 3)}")
+    if "self_join" in quality:
+        parts.append(f"join F1 {fmt(quality['self_join']['f1'], 3)}")
+    return "; ".join(parts) or "–"
+
+
+def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    parts = [
+        "1,200 symptom texts (24 diagnoses x 50): classify, an infection filter, a count and average age per "
+        "diagnosis joined with the 11,112-row patient table, and a same-diagnosis self-join over a "
+        f"{args.join_rows}-text sample ({args.join_rows * args.join_rows} ordered pairs). Same simulated tiers for "
+        f"every system over HTTP on 127.0.0.1 (latency scale {args.latency_scale:g}); calls, tokens and dollars are "
+        "the simulator's counts for the whole run (all four steps). Quality: classification accuracy; infection "
+        "filter F1; relative L1 error of the per-diagnosis counts; self-join F1 over unordered pairs.",
+        "",
+        cost_table(rows, _quality, "quality"),
+    ]
+    missing = gaps(rows)
+    if missing:
+        parts += ["", "Where a system could not run a step, and why:", "", missing]
+    return "\n".join(parts)
+
+
+def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
+    started, load = now_iso(), load_average()
+    command = command.replace(f"benchmarks.{NAME}", f"benchmarks.workloads.{NAME}", 1)
+    data = require_shared_data("medical")
+    workload = prepare_medical(data, args.out_dir, args.seed, args.latency_scale, args.join_rows)
+    extra = {"skip_steps": [s for s in args.skip.split(",") if s]}
+    rows = run_all(workload, select_runs(args.systems.split(",")), args.out_dir, score, args.timeout, extra)
+    return BenchmarkResult(
+        name=NAME,
+        title="Medical: classify, filter, group-by joined with patients, self-join — semray vs LOTUS vs Palimpzest",
+        command=command,
+        parameters={
+            "systems": args.systems,
+            "seed": args.seed,
+            "latency_scale": args.latency_scale,
+            "join_rows": args.join_rows,
+            "skip": args.skip,
+        },
+        figures={"rows": rows},
+        markdown=markdown(rows, args),
+        started_at=started,
+        load_before=load,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = benchmark_parser(NAME, __doc__ or NAME)
+    parser.add_argument("--systems", default="semray,lotus,palimpzest", help="comma-separated systems to run")
+    parser.add_argument("--seed", type=int, default=1, help="the simulator's seed (which answers are wrong)")
+    parser.add_argument("--latency-scale", type=float, default=1.0, help="scale the simulated latencies (0: none)")
+    parser.add_argument("--join-rows", type=int, default=48, help="texts in the self-join sample (two per diagnosis)")
+    parser.add_argument("--skip", default="", help="comma-separated steps to leave out (e.g. self_join)")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one system's run may take")
+    return run_benchmark(NAME, parser, body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""semray's side of a workload: read a spec, run each step against the simulator URL, print JSON.
+
+    .venv/bin/python -m benchmarks.workloads.semray_runner SPEC.json
+
+Run in a fresh process by the workload benchmarks (``measure.run_measured``), like the peers'
+runners, so its Ray processes and imports are charged to it alone. Its tiers are ``openai``
+backends pointed at the simulator over HTTP, so its calls are counted by the same ``/stats``
+as the peers'. The response cache is off: every answer is a model call. ``config``:
+``default`` runs each operator with ``tier="auto"`` (the large tier until the cascade router
+lands), ``small`` with ``tier="small"``.
+
+A step semray cannot run (an operator with no lowering yet) is recorded under
+``unsupported`` with the error's message; the other steps still run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import MemorySampler
+
+Step = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _serving(spec: dict[str, Any]) -> Any:
+    from semray.serving.config import ServingConfig, TierConfig
+
+    def tier(model: str) -> TierConfig:
+        return TierConfig(
+            backend="openai", model=model, base_url=spec["base_url"], max_concurrency=16, max_ongoing_requests=64
+        )
+
+    return ServingConfig(
+        small=tier(spec["models"]["small"]),
+        large=tier(spec["models"]["large"]),
+        cache_enabled=False,
+        app_prefix="semray-wl",
+    )
+
+
+def _tier(spec: dict[str, Any]) -> Any:
+    return "small" if spec["config"] == "small" else "auto"
+
+
+def _source(spec: dict[str, Any], name: str) -> Any:
+    import semray
+    from semray.settings import Settings
+
+    settings = Settings(state_dir=Path(spec["state_dir"]), num_cpus=2)
+    return semray.read_json(spec["inputs"][name], settings=settings).with_serving(_serving(spec))
+
+
+def _usage(result: Any) -> dict[str, Any]:
+    usage = result.usage
+    return {
+        "calls": usage.calls,
+        "tokens_in": usage.tokens_in,
+        "tokens_out": usage.tokens_out,
+        "dollars": usage.dollars,
+    }
+
+
+# enron -----------------------------------------------------------------------------------------
+def enron_steps(spec: dict[str, Any]) -> dict[str, Step]:
+    text = spec["instructions"]
+
+    def pipeline(_: dict[str, Any]) -> dict[str, Any]:
+        tier = _tier(spec)
+        query = (
+            _source(spec, "emails")
+            .sem_filter("Email:\n{text}\n\n" + text["fraud"], tier=tier)
+            .sem_filter("Email:\n{text}\n\n" + text["not_news"], tier=tier)
+            .sem_extract(
+                f"Email:\n{{text}}\n\nsender: {text['sender']}; subject: {text['subject']}",
+                "sender: text, subject: text",
+                tier=tier,
+            )
+            .select("filename", "sender", "subject")
+        )
+        result = query.execute()
+        rows = result.table.to_pylist()
+        return {
+            "kept": [row["filename"] for row in rows],
+            "extracted": {row["filename"]: {"sender": row["sender"], "subject": row["subject"]} for row in rows},
+            "semray_usage": _usage(result),
+        }
+
+    return {"pipeline": pipeline}
+
+
+# medical ---------------------------------------------------------------------------------------
+def medical_steps(spec: dict[str, Any]) -> dict[str, Step]:
+    text, labels = spec["instructions"], spec["labels"]
+
+    def classify(_: dict[str, Any]) -> dict[str, Any]:
+        query = _source(spec, "symptoms").sem_classify(
+            "Symptoms: {symptoms}\n\n" + text["classify"], labels, output="diagnosis", tier=_tier(spec)
+        )
+        result = query.select("symptom_id", "diagnosis").execute()
+        rows = result.table.to_pylist()
+        return {"diagnosis": {str(r["symptom_id"]): r["diagnosis"] for r in rows}, "semray_usage": _usage(result)}
+
+    def infection(_: dict[str, Any]) -> dict[str, Any]:
+        query = _source(spec, "symptoms").sem_filter("Symptoms: {symptoms}\n\n" + text["infection"], tier=_tier(spec))
+        result = query.select("symptom_id").execute()
+        ids = [str(v) for v in result.table.column("symptom_id").to_pylist()]
+        return {"infection": ids, "semray_usage": _usage(result)}
+
+    def groupby(_: dict[str, Any]) -> dict[str, Any]:
+        joined = _source(spec, "symptoms").join(_source(spec, "patients"), "l.patient_id = r.patient_id")
+        query = joined.sem_classify(
+            "Symptoms: {symptoms}\n\n" + text["classify"], labels, output="diagnosis", tier=_tier(spec)
+        ).aggregate(by="diagnosis", n="count(*)", avg_age="avg(age)")
+        result = query.execute()
+        rows = result.table.to_pylist()
+        return {
+            "groups": {str(r["diagnosis"]): int(r["n"]) for r in rows},
+            "avg_age": {str(r["diagnosis"]): float(r["avg_age"]) for r in rows},
+            "semray_usage": _usage(result),
+        }
+
+    def self_join(_: dict[str, Any]) -> dict[str, Any]:
+        left = _source(spec, "join_sample").select("symptom_id", "symptoms")
+        right = _source(spec, "join_sample").select("symptom_id", "symptoms")
+        query = left.sem_join(
+            right, "Patient 1: {l.symptoms}\nPatient 2: {r.symptoms}\n\n" + text["same"], tier=_tier(spec)
+        )
+        result = query.execute()
+        rows = result.table.to_pylist()
+        pairs = [[r["symptom_id"], r["symptom_id_right"]] for r in rows]
+        return {"same_pairs": pairs, "semray_usage": _usage(result)}
+
+    return {"classify": classify, "infection": infection, "groupby": groupby, "self_join": self_join}
+
+
+# scaling ---------------------------------------------------------------------------------------
+def scaling_steps(spec: dict[str, Any]) -> dict[str, Step]:
+    def scan_filter(_: dict[str, Any]) -> dict[str, Any]:
+        query = _source(spec, "tickets").sem_filter(
+            "Ticket: {text}\n\n" + spec["instructions"]["filter"], tier=_tier(spec)
+        )
+        result = query.select("ticket_id").execute()
+        return {"kept": [str(v) for v in result.table.column("ticket_id").to_pylist()], "semray_usage": _usage(result)}
+
+    return {"filter": scan_filter}
+
+
+WORKLOADS: dict[str, Callable[[dict[str, Any]], dict[str, Step]]] = {
+    "enron": enron_steps,
+    "medical": medical_steps,
+    "scaling": scaling_steps,
+}
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    """Every step of the spec's workload; each step's answer, seconds, and why it could not run."""
+    from semray.cluster.connect import connect, shutdown
+    from semray.errors import LoweringError, PlanError
+    from semray.settings import Settings
+
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    answer: dict[str, Any] = {"steps": {}, "seconds": {}, "unsupported": {}, "errors": {}}
+    started = time.perf_counter()
+    connect(Settings(state_dir=Path(spec["state_dir"]), num_cpus=2))
+    answer["seconds"]["startup"] = round(time.perf_counter() - started, 2)
+    try:
+        with MemorySampler(object_store=True, interval=1.0) as memory:
+            for name, step in WORKLOADS[spec["workload"]](spec).items():
+                if name in spec.get("skip_steps", ()):
+                    continue
+                began = time.perf_counter()
+                try:
+                    answer["steps"][name] = step(spec)
+                except (LoweringError, PlanError, NotImplementedError) as error:
+                    answer["unsupported"][name] = f"not executable in semray yet: {type(error).__name__}: {error}"
+                except Exception as error:  # a failed step is a result to report; the next step still runs
+                    answer["errors"][name] = f"{type(error).__name__}: {error}"
+                answer["seconds"][name] = round(time.perf_counter() - began, 2)
+        answer["object_store_peak_bytes"] = memory.peak().object_store_bytes
+        answer["object_store_error"] = memory.store_error
+    finally:
+        shutdown()
+    return answer
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else argv
+    spec = json.loads(Path(arguments[0]).read_text(encoding="utf-8"))
+    sys.stdout.write(json.dumps(run(spec)) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
