@@ -224,6 +224,41 @@ def estimate_mean(design: SampleDesign, labels: npt.ArrayLike, *, confidence: fl
     return Estimate(value, low, high, confidence, n_labels, "importance-hansen-hurwitz-wilson")
 
 
+def estimate_conditional_mean(
+    design: SampleDesign, labels: npt.ArrayLike, reached: npt.ArrayLike, *, confidence: float = 0.95
+) -> Estimate:
+    """Estimate the mean of a 0/1 label among the rows where ``reached`` is 1 (a conditional selectivity).
+
+    Progressive sampling labels a later filter only on the draws that passed the earlier ones;
+    this is the weighted ratio ``sum(w * reached * y) / sum(w * reached)`` over the draws, with
+    a Wilson interval on the Kish effective size of the reached draws' weights. With no draw
+    reached the estimate is uninformative: value 0.5 in [0, 1].
+
+    >>> design = draw_uniform_sample(10, 4, seed=1)
+    >>> estimate_conditional_mean(design, [1, 0, 1, 1], [1, 1, 0, 1]).value
+    0.6666666666666666
+    """
+    y = np.asarray(labels, dtype=np.float64)
+    mask = np.asarray(reached, dtype=np.float64)
+    if y.shape != design.draws.shape or mask.shape != design.draws.shape:
+        raise SamplingError(f"got {y.shape[0]} labels and {mask.shape[0]} flags for {design.n_draws} draws")
+    if not 0.0 < confidence < 1.0:
+        raise SamplingError(f"confidence must be in (0, 1), got {confidence}")
+    weights = design.weights * mask
+    n_labels = int(np.unique(design.draws[mask > 0]).shape[0])
+    denominator = float(weights.sum())
+    if denominator <= 0.0:
+        return Estimate(0.5, 0.0, 1.0, confidence, 0, "conditional-ratio-wilson")
+    value = float((weights * y).sum() / denominator)
+    n_eff = denominator**2 / float(np.square(weights).sum())
+    if design.design == "uniform":
+        fpc = (design.population_size - design.n_draws) / max(design.population_size - 1, 1)
+        n_eff = n_eff / fpc if fpc > 0 else math.inf
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    low, high = wilson_interval(value, n_eff, z)
+    return Estimate(value, min(low, value), max(high, value), confidence, n_labels, "conditional-ratio-wilson")
+
+
 def wilson_interval(proportion: float, n_effective: float, z: float) -> tuple[float, float]:
     """Wilson score interval for a proportion observed on ``n_effective`` trials.
 

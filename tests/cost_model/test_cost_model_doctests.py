@@ -7,7 +7,19 @@ import importlib
 
 import pytest
 
-MODULES = ("semray.cost_model.sampling", "semray.cost_model.thresholds")
+MODULES = (
+    "semray.cost_model.sampling",
+    "semray.cost_model.thresholds",
+    "semray.cost_model.estimates",
+    "semray.cost_model.statistics",
+    "semray.cost_model.prices",
+    "semray.cost_model.tokens",
+    "semray.cost_model.plan_cost",
+    "semray.cost_model.quality",
+    "semray.cost_model.policies",
+    "semray.cost_model.measure",
+    "semray.cost_model.relational",
+)
 
 
 @pytest.mark.parametrize("name", MODULES)

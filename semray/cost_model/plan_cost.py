@@ -1,0 +1,211 @@
+"""Plan cost: rows, tokens, dollars, GPU-seconds, latency and quality of every operator of a plan.
+
+`estimate_plan` walks the plan bottom-up. Each operator type has one registered estimator
+(`ESTIMATORS`, filled by `relational_cost` and `semantic_cost`) that turns its inputs' row
+intervals into an `OperatorEstimate`. Formulas (docs/cost_model.md has them all):
+
+* a semantic operator on tier ``t`` with ``n`` calls, ``p`` prompt tokens and ``c`` completion
+  tokens per call: ``dollars = n * (p * fee_in + c * fee_out) / 1e6 + gpu_s * gpu_hour / 3600``,
+  ``gpu_s = n * (p + c) / 1000 * gpu_seconds_per_1k_tokens``,
+  ``latency = (n * latency_per_call + n * (p + c) / tokens_per_s) / concurrency``;
+* plan dollars, GPU-seconds and latency are sums over operators (latency ignores the overlap
+  of streaming stages, so it is an upper figure); plan quality is
+  `semray.cost_model.quality.plan_quality` over the semantic operators.
+
+Tiers: ``tiers`` maps an operator path to a tier name and overrides the node's own tier;
+otherwise the node's tier, with ``auto`` priced as the top tier (what execution runs until the
+cascade router decides per row). Paths: ``""`` is the root, then child field names joined by
+dots (``"input.input"``, ``"left"``, ``"inputs.1"``); `operator_paths` lists them.
+
+>>> from semray.operators import Scan, SemFilter, Schema, SourceSpec
+>>> from semray.cost_model.prices import TierProfile
+>>> scan = Scan(source=SourceSpec(kind="csv", path="r.csv"), source_schema=Schema.of(("review", "VARCHAR")))
+>>> plan = SemFilter(input=scan, instruction="{review} is positive")
+>>> key = statistics_key(plan)
+>>> stats = PlanStatistics(source_rows={"csv:r.csv": Interval.exact(1000)},
+...     selectivity={key: Interval(0.2, 0.15, 0.25)}, tokens_per_row={key: Interval.exact(100)})
+>>> large = TierProfile("large", 2.5, 10.0, 0.0, float("inf"), 8)
+>>> estimate = estimate_plan(plan, stats, {"large": large})
+>>> (estimate.rows.value, round(estimate.dollars.value, 4), estimate.quality)
+(200.0, 0.26, 1.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from semray.cost_model.estimates import ZERO, EstimateError, Interval, OperatorEstimate, PlanEstimate, total
+from semray.cost_model.prices import TierProfile
+from semray.cost_model.quality import plan_quality
+from semray.cost_model.statistics import PlanStatistics, statistics_key
+from semray.operators.base import Node
+
+TOP_TIER = "large"
+NO_TIER = "none"
+
+
+class MissingStatisticsError(EstimateError):
+    """A figure the estimate needs was never measured."""
+
+
+@dataclass(frozen=True, slots=True)
+class EstimationContext:
+    """What every estimator reads: the statistics, tier profiles and the tier assignment."""
+
+    statistics: PlanStatistics
+    profiles: Mapping[str, TierProfile]
+    tiers: Mapping[str, str]
+    top_tier: str = TOP_TIER
+
+    def tier_of(self, node: Node, path: str, default: str | None = None) -> str:
+        if path in self.tiers:
+            return self.tiers[path]
+        tier = getattr(node, "tier", None) or default or self.top_tier
+        return self.top_tier if tier == "auto" else str(tier)
+
+    def profile(self, tier: str, node: Node) -> TierProfile:
+        if tier not in self.profiles:
+            raise MissingStatisticsError(
+                f"no price profile for tier {tier!r} (needed by {node.label()}); profiles: {sorted(self.profiles)}"
+            )
+        return self.profiles[tier]
+
+    def selectivity(self, node: Node, default: Interval | None = None) -> Interval:
+        key = statistics_key(node)
+        if key in self.statistics.selectivity:
+            return self.statistics.selectivity[key]
+        if default is not None:
+            return default
+        raise MissingStatisticsError(
+            f"no selectivity measured for {node.label()} (key {key}); measure it with measure_statistics"
+        )
+
+    def quality(self, node: Node, tier: str) -> float:
+        if tier == self.top_tier:
+            return 1.0
+        key = statistics_key(node)
+        found = self.statistics.tier_quality.get((key, tier))
+        if found is None:
+            found = self.statistics.default_tier_quality.get(tier)
+        if found is None:
+            raise MissingStatisticsError(
+                f"no quality of tier {tier!r} measured for {node.label()} (key {key}); calibrate it with "
+                "measure_statistics(tier_labellers=...) or give PlanStatistics.default_tier_quality"
+            )
+        return found
+
+
+Estimator = Callable[[Node, str, tuple[Interval, ...], EstimationContext], OperatorEstimate]
+ESTIMATORS: dict[type[Node], Estimator] = {}
+"""Operator type -> its estimator; every logical operator has one (tests check it)."""
+
+
+def register(*types: type[Node]) -> Callable[[Estimator], Estimator]:
+    """Register ``estimator`` for operator ``types``."""
+
+    def decorate(estimator: Estimator) -> Estimator:
+        for kind in types:
+            ESTIMATORS[kind] = estimator
+        return estimator
+
+    return decorate
+
+
+def estimate_plan(
+    plan: Node,
+    statistics: PlanStatistics,
+    profiles: Mapping[str, TierProfile],
+    tiers: Mapping[str, str] | None = None,
+    *,
+    top_tier: str = TOP_TIER,
+) -> PlanEstimate:
+    """Estimate every operator of ``plan`` (children before parents) and the plan's totals."""
+    _load_estimators()
+    context = EstimationContext(statistics, profiles, dict(tiers or {}), top_tier)
+    operators: list[OperatorEstimate] = []
+    rows = _estimate(plan, "", context, operators)
+    semantic = [op.quality for op in operators if op.tier != NO_TIER]
+    return PlanEstimate(
+        operators=tuple(operators),
+        rows=rows,
+        dollars=total([op.dollars for op in operators]),
+        gpu_seconds=total([op.gpu_seconds for op in operators]),
+        latency_s=total([op.latency_s for op in operators]),
+        quality=plan_quality(semantic),
+    )
+
+
+def operator_paths(plan: Node) -> dict[str, Node]:
+    """Every node of ``plan`` by path, e.g. ``{"": root, "input": child, ...}``."""
+    paths = {"": plan}
+    for child, path in _children(plan, ""):
+        paths.update({p: n for p, n in _prefixed(operator_paths(child), path).items()})
+    return paths
+
+
+def _prefixed(paths: dict[str, Node], prefix: str) -> dict[str, Node]:
+    return {(f"{prefix}.{p}" if p else prefix): node for p, node in paths.items()}
+
+
+def _children(node: Node, path: str) -> list[tuple[Node, str]]:
+    pairs: list[tuple[Node, str]] = []
+    for name in node.child_fields:
+        value = getattr(node, name)
+        step = (
+            [(child, f"{name}.{i}") for i, child in enumerate(value)] if isinstance(value, tuple) else [(value, name)]
+        )
+        pairs.extend((child, f"{path}.{part}" if path else part) for child, part in step)
+    return pairs
+
+
+def _estimate(node: Node, path: str, context: EstimationContext, out: list[OperatorEstimate]) -> Interval:
+    inputs = tuple(_estimate(child, child_path, context, out) for child, child_path in _children(node, path))
+    estimator = ESTIMATORS.get(type(node))
+    if estimator is None:
+        raise EstimateError(f"no cost estimator for {type(node).__name__}; register one in semray.cost_model")
+    estimate = estimator(node, path, inputs, context)
+    out.append(estimate)
+    return estimate.rows_out
+
+
+def relational_estimate(node: Node, path: str, rows_in: Interval, rows_out: Interval) -> OperatorEstimate:
+    """An operator that calls no model: rows only, no tokens, dollars or model time."""
+    return OperatorEstimate(path, node.label(), NO_TIER, rows_in, rows_out, ZERO, ZERO, ZERO, ZERO, ZERO, 1.0)
+
+
+def model_estimate(
+    node: Node,
+    path: str,
+    context: EstimationContext,
+    *,
+    rows_in: Interval,
+    rows_out: Interval,
+    calls: Interval,
+    input_tokens: Interval,
+    output_tokens: Interval,
+    tier: str,
+    quality: float,
+) -> OperatorEstimate:
+    """Price ``calls`` model calls that send ``input_tokens`` and receive ``output_tokens`` in all."""
+    profile = context.profile(tier, node)
+    tokens = input_tokens + output_tokens
+    gpu_seconds = tokens.scale(profile.gpu_seconds_per_1k_tokens / 1000.0)
+    dollars = (
+        input_tokens.scale(profile.fee_in_per_m / 1e6)
+        + output_tokens.scale(profile.fee_out_per_m / 1e6)
+        + gpu_seconds.scale(profile.gpu_hour / 3600.0)
+    )
+    speed = 0.0 if math.isinf(profile.tokens_per_s) else 1.0 / profile.tokens_per_s
+    busy = calls.scale(profile.latency_per_call_s) + tokens.scale(speed)
+    parallel = max(1.0, min(float(profile.concurrency), calls.value)) if calls.value > 0 else 1.0
+    latency = busy.scale(1.0 / parallel)
+    return OperatorEstimate(
+        path, node.label(), tier, rows_in, rows_out, input_tokens, output_tokens, dollars, gpu_seconds, latency, quality
+    )
+
+
+def _load_estimators() -> None:
+    # The estimator modules register themselves on import; imported here to avoid an import cycle.
+    from semray.cost_model import relational_cost, semantic_cost  # noqa: F401

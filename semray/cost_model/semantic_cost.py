@@ -1,0 +1,134 @@
+"""Cost estimators of the semantic operators: calls, tokens, dollars, latency and quality.
+
+* Row-wise (SemFilter, SemMap, SemExtract, SemClassify): one call per input row; a SemFilter
+  keeps ``rows * selectivity``, the others keep every row.
+* SemJoin: one call per pair (``|L| * |R|``, the nested implementation); it keeps
+  ``pairs * selectivity`` (its selectivity is a fraction of pairs).
+* SemTopK: priced as one relevance score per input row; it keeps ``min(k, rows)``.
+* SemAgg: one call per group (1 without keys; ``sqrt(rows)`` in ``[1, rows]`` unless a
+  selectivity says groups per row) that quotes every row of its group: input tokens are
+  ``rows * tokens_per_row``.
+* SemSearch: embeds every input row on the embedding tier (its ``tokens_per_row`` is the
+  embedded text); keeps ``min(k, rows)``; quality 1 (retrieval is not compared with a tier).
+
+Prompt tokens per row come from ``PlanStatistics.tokens_per_row`` (required: measure them
+with `semray.cost_model.measure.measure_statistics` or `semray.cost_model.tokens.PromptTokens`);
+completion tokens from ``PlanStatistics.output_tokens_per_row`` or the per-kind expectation
+`semray.cost_model.tokens.expected_output_tokens`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from semray.cost_model.estimates import Interval, OperatorEstimate
+from semray.cost_model.plan_cost import EstimationContext, MissingStatisticsError, model_estimate, register
+from semray.cost_model.statistics import statistics_key
+from semray.cost_model.tokens import expected_output_tokens
+from semray.operators.base import Node
+from semray.operators.semantic import SemAgg, SemClassify, SemExtract, SemFilter, SemJoin, SemMap, SemSearch, SemTopK
+
+EMBEDDING_TIER = "embedding"
+
+
+def prompt_tokens(node: Node, context: EstimationContext) -> Interval:
+    key = statistics_key(node)
+    found = context.statistics.tokens_per_row.get(key)
+    if found is None:
+        raise MissingStatisticsError(
+            f"no prompt tokens per row measured for {node.label()} (key {key}); count them with "
+            "semray.cost_model.tokens.PromptTokens on sample rows"
+        )
+    return found
+
+
+def completion_tokens(node: Node, context: EstimationContext) -> Interval:
+    found = context.statistics.output_tokens_per_row.get(statistics_key(node))
+    return found if found is not None else Interval.exact(expected_output_tokens(node))
+
+
+@register(SemFilter, SemMap, SemExtract, SemClassify, SemTopK)
+def row_wise_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: EstimationContext) -> OperatorEstimate:
+    (rows,) = inputs
+    if isinstance(node, SemFilter):
+        rows_out = rows * context.selectivity(node)
+    elif isinstance(node, SemTopK):
+        rows_out = rows.minimum(float(node.k))
+    else:
+        rows_out = rows
+    tier = context.tier_of(node, path)
+    return model_estimate(
+        node,
+        path,
+        context,
+        rows_in=rows,
+        rows_out=rows_out,
+        calls=rows,
+        input_tokens=rows * prompt_tokens(node, context),
+        output_tokens=rows * completion_tokens(node, context),
+        tier=tier,
+        quality=context.quality(node, tier),
+    )
+
+
+@register(SemJoin)
+def join_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: EstimationContext) -> OperatorEstimate:
+    left, right = inputs
+    pairs = left * right
+    tier = context.tier_of(node, path)
+    return model_estimate(
+        node,
+        path,
+        context,
+        rows_in=pairs,
+        rows_out=pairs * context.selectivity(node),
+        calls=pairs,
+        input_tokens=pairs * prompt_tokens(node, context),
+        output_tokens=pairs * completion_tokens(node, context),
+        tier=tier,
+        quality=context.quality(node, tier),
+    )
+
+
+@register(SemAgg)
+def aggregate_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: EstimationContext) -> OperatorEstimate:
+    assert isinstance(node, SemAgg)
+    (rows,) = inputs
+    if not node.keys:
+        groups = Interval.exact(1.0)
+    elif statistics_key(node) in context.statistics.selectivity:
+        groups = (rows * context.selectivity(node)).clip(min(1.0, rows.low), rows.high)
+    else:
+        groups = Interval.spanning(math.sqrt(max(rows.value, 0.0)), min(1.0, rows.low), rows.high)
+    tier = context.tier_of(node, path)
+    return model_estimate(
+        node,
+        path,
+        context,
+        rows_in=rows,
+        rows_out=groups,
+        calls=groups,
+        input_tokens=rows * prompt_tokens(node, context),
+        output_tokens=groups * completion_tokens(node, context),
+        tier=tier,
+        quality=context.quality(node, tier),
+    )
+
+
+@register(SemSearch)
+def search_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: EstimationContext) -> OperatorEstimate:
+    assert isinstance(node, SemSearch)
+    (rows,) = inputs
+    tier = context.tiers.get(path, EMBEDDING_TIER)
+    return model_estimate(
+        node,
+        path,
+        context,
+        rows_in=rows,
+        rows_out=rows.minimum(float(node.k)),
+        calls=rows,
+        input_tokens=rows * prompt_tokens(node, context),
+        output_tokens=Interval.exact(0.0),
+        tier=tier,
+        quality=1.0,
+    )
