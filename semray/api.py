@@ -44,7 +44,7 @@ from semray.operators import (
     render_tree,
     walk,
 )
-from semray.operators.semantic import ExtractField, Tier, ValueType
+from semray.operators.semantic import ExtractField, QualityTarget, Tier, ValueType, as_quality, with_quality
 from semray.settings import Settings
 from semray.sources import open_source, register_table
 from semray.sources.memory_source import registered_table
@@ -83,6 +83,25 @@ class Query:
     def with_settings(self, settings: Settings) -> Query:
         return Query(self._plan, settings, self._serving)
 
+    def with_quality(
+        self,
+        quality: QualityTarget | float = 0.9,
+        *,
+        metric: Literal["accuracy", "precision", "recall"] | None = None,
+        delta: float | None = None,
+    ) -> Query:
+        """Run every ``tier="auto"`` filter, classification and score without a target of its own as a
+        cascade meeting this one: ``q.with_quality(0.95)`` or ``q.with_quality(0.9, metric="recall")``.
+
+        Precision and recall apply to filters; classifications and scores take accuracy at that level.
+        """
+        target = as_quality(quality)
+        assert target is not None
+        update = {key: value for key, value in (("metric", metric), ("delta", delta)) if value is not None}
+        if update:
+            target = QualityTarget.model_validate({**target.model_dump(), **update})
+        return self._then(with_quality(self._plan, target))
+
     def with_serving(self, serving: Any) -> Query:
         """Run semantic operators on these tiers (a ``semray.serving.config.ServingConfig``)."""
         return Query(self._plan, self._settings, serving)
@@ -113,7 +132,9 @@ class Query:
         flags = [descending] * len(columns) if isinstance(descending, bool) else list(descending)
         if len(flags) != len(columns):
             raise PlanError(f"sort: {len(columns)} columns but {len(flags)} descending flags")
-        keys = tuple(SortKey(column=c, descending=d, nulls_first=nulls_first) for c, d in zip(columns, flags, strict=True))
+        keys = tuple(
+            SortKey(column=c, descending=d, nulls_first=nulls_first) for c, d in zip(columns, flags, strict=True)
+        )
         return self._then(Sort(input=self._plan, keys=keys))
 
     def limit(self, count: int, offset: int = 0) -> Query:
@@ -127,14 +148,29 @@ class Query:
         return self._then(Distinct(input=plan) if distinct else plan)
 
     # semantic -----------------------------------------------------------------------
-    def sem_filter(self, instruction: str, tier: Tier = "auto", on_error: OnError = "default", diagnostics: bool = False) -> Query:
+    def sem_filter(
+        self,
+        instruction: str,
+        tier: Tier = "auto",
+        on_error: OnError = "default",
+        diagnostics: bool = False,
+        quality: QualityTarget | float | None = None,
+    ) -> Query:
         """Keep rows for which an instruction holds: ``q.sem_filter("{review} complains about delivery")``.
 
         ``on_error``: a row the model cannot answer fails the run, is skipped, or (default) is
         dropped by a filter / gets null elsewhere. ``diagnostics`` adds ``_tier``, ``_confidence``
-        and ``_error`` columns.
+        and ``_error`` columns. ``quality`` (a ``QualityTarget`` or an accuracy such as 0.95) runs
+        the filter as a cascade, embedding -> small -> large, that meets it against the large tier.
         """
-        node = SemFilter(input=self._plan, instruction=instruction, tier=tier, on_error=on_error, diagnostics=diagnostics)
+        node = SemFilter(
+            input=self._plan,
+            instruction=instruction,
+            tier=tier,
+            on_error=on_error,
+            diagnostics=diagnostics,
+            quality=as_quality(quality),
+        )
         return self._then(node)
 
     def sem_map(
@@ -147,6 +183,7 @@ class Query:
         tier: Tier = "auto",
         on_error: OnError = "default",
         diagnostics: bool = False,
+        quality: QualityTarget | float | None = None,
     ) -> Query:
         node = SemMap(
             input=self._plan,
@@ -158,13 +195,23 @@ class Query:
             tier=tier,
             on_error=on_error,
             diagnostics=diagnostics,
+            quality=as_quality(quality),
         )
         return self._then(node)
 
     def sem_score(
-        self, instruction: str, output: str, lo: int = 1, hi: int = 5, tier: Tier = "auto", on_error: OnError = "default"
+        self,
+        instruction: str,
+        output: str,
+        lo: int = 1,
+        hi: int = 5,
+        tier: Tier = "auto",
+        on_error: OnError = "default",
+        quality: QualityTarget | float | None = None,
     ) -> Query:
-        return self.sem_map(instruction, output, output_type="int", lo=lo, hi=hi, tier=tier, on_error=on_error)
+        return self.sem_map(
+            instruction, output, output_type="int", lo=lo, hi=hi, tier=tier, on_error=on_error, quality=quality
+        )
 
     def sem_extract(
         self,
@@ -177,7 +224,12 @@ class Query:
         """Extract typed fields: ``q.sem_extract("{email}", "sender: text, subject: text")``."""
         parsed = parse_fields(fields) if isinstance(fields, str) else tuple(fields)
         node = SemExtract(
-            input=self._plan, instruction=instruction, fields=parsed, tier=tier, on_error=on_error, diagnostics=diagnostics
+            input=self._plan,
+            instruction=instruction,
+            fields=parsed,
+            tier=tier,
+            on_error=on_error,
+            diagnostics=diagnostics,
         )
         return self._then(node)
 
@@ -189,6 +241,7 @@ class Query:
         tier: Tier = "auto",
         on_error: OnError = "default",
         diagnostics: bool = False,
+        quality: QualityTarget | float | None = None,
     ) -> Query:
         choices = tuple(label.strip() for label in labels.split("|")) if isinstance(labels, str) else tuple(labels)
         node = SemClassify(
@@ -199,6 +252,7 @@ class Query:
             tier=tier,
             on_error=on_error,
             diagnostics=diagnostics,
+            quality=as_quality(quality),
         )
         return self._then(node)
 
@@ -209,13 +263,17 @@ class Query:
         implementation: Literal["auto", "nested", "blocked", "factorized"] = "auto",
         tier: Tier = "auto",
     ) -> Query:
-        node = SemJoin(left=self._plan, right=other.plan, instruction=instruction, implementation=implementation, tier=tier)
+        node = SemJoin(
+            left=self._plan, right=other.plan, instruction=instruction, implementation=implementation, tier=tier
+        )
         return self._then(node)
 
     def sem_topk(self, instruction: str, k: int, output: str = "rank", tier: Tier = "auto") -> Query:
         return self._then(SemTopK(input=self._plan, instruction=instruction, k=k, output=output, tier=tier))
 
-    def sem_agg(self, instruction: str, by: Sequence[str] | str = (), output: str = "answer", tier: Tier = "auto") -> Query:
+    def sem_agg(
+        self, instruction: str, by: Sequence[str] | str = (), output: str = "answer", tier: Tier = "auto"
+    ) -> Query:
         keys = (by,) if isinstance(by, str) else tuple(by)
         return self._then(SemAgg(input=self._plan, instruction=instruction, keys=keys, output=output, tier=tier))
 
@@ -353,12 +411,19 @@ def load_plan(path: str | Path, settings: Settings | None = None) -> Query:
     return Query(plan_from_json(text), settings)
 
 
-
-
 SUFFIX_KINDS = {
-    ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json",
-    ".parquet": "parquet", ".pq": "parquet", ".duckdb": "duckdb", ".ddb": "duckdb",
-    ".sqlite": "sqlite", ".sqlite3": "sqlite", ".db": "sqlite",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".duckdb": "duckdb",
+    ".ddb": "duckdb",
+    ".sqlite": "sqlite",
+    ".sqlite3": "sqlite",
+    ".db": "sqlite",
 }
 
 
@@ -393,4 +458,6 @@ def table_query(value: Any, name: str, settings: Settings | None = None) -> Quer
         return _scan(kind, str(path), {}, settings)
     if hasattr(value, "to_numpy") and hasattr(value, "columns"):
         return from_pandas(value, name, settings)
-    raise SourceError(f"table {name!r}: expected a path, pandas DataFrame, Arrow table or Query, got {type(value).__name__}")
+    raise SourceError(
+        f"table {name!r}: expected a path, pandas DataFrame, Arrow table or Query, got {type(value).__name__}"
+    )

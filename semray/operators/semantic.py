@@ -19,7 +19,9 @@ from semray.operators.templates import check_template, split_side, template_colu
 if TYPE_CHECKING:
     from semray.operators.plan import PlanNode
 
-Tier = Literal["auto", "embedding", "small", "large"]
+Tier = Literal["auto", "cascade", "embedding", "small", "large"]
+"""``auto`` runs on the large tier unless a quality target asks for a cascade; ``cascade`` routes
+each row to the cheapest tier that can decide it (embedding, then small, then large)."""
 ValueType = Literal["text", "int", "float", "bool", "date"]
 DIAGNOSTIC_COLUMNS = (
     Column(name="_tier", type="VARCHAR"),
@@ -27,6 +29,24 @@ DIAGNOSTIC_COLUMNS = (
     Column(name="_error", type="VARCHAR"),
 )
 SQL_TYPES: dict[str, str] = {"text": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "date": "DATE"}
+
+
+class QualityTarget(Frozen):
+    """What a cascade must achieve against the top (large) tier's answers, with failure probability ``delta``.
+
+    ``QualityTarget(metric="recall", level=0.9, delta=0.05)``: the rows a cascaded filter keeps
+    include at least 90% of the rows the large tier would keep, with probability at least 95%
+    over the calibration sample. ``precision`` and ``recall`` apply to filters only.
+    """
+
+    metric: Literal["accuracy", "precision", "recall"] = "accuracy"
+    level: float = Field(default=0.9, gt=0.0, lt=1.0)
+    delta: float = Field(default=0.05, gt=0.0, lt=1.0)
+    labels: int = Field(default=200, ge=20)
+    """Calibration draws the large tier labels (rows drawn twice are labelled once)."""
+
+
+CASCADE_KINDS = ("SemFilter", "SemClassify", "SemMap")
 
 
 class Semantic(Unary):
@@ -39,6 +59,31 @@ class Semantic(Unary):
     """A row the model cannot answer: fail the run, drop the row, or give null (a filter drops it)."""
     diagnostics: bool = False
     """Add ``_tier``, ``_confidence`` and ``_error`` columns (row-wise operators only)."""
+    quality: QualityTarget | None = None
+    """A cascade's target; setting it on a ``tier="auto"`` operator asks for a cascade."""
+
+    def cascade_target(self) -> QualityTarget | None:
+        """The target this operator cascades to, or None when it runs on one tier."""
+        if self.tier == "cascade" or (self.tier == "auto" and self.quality is not None):
+            return self.quality or QualityTarget()
+        return None
+
+    def check_quality(self) -> None:
+        target = self.cascade_target()
+        if self.quality is not None and target is None:
+            raise PlanError(
+                f"{type(self).__name__}: a quality target needs tier 'auto' or 'cascade', not {self.tier!r}"
+            )
+        if target is None:
+            return
+        name = type(self).__name__
+        if name not in CASCADE_KINDS or (isinstance(self, SemMap) and self.lo is None):
+            raise PlanError(
+                f"{name}: a cascade routes filters, classifications and scores; "
+                "run this operator on one tier (tier='large' or 'small')"
+            )
+        if target.metric != "accuracy" and name != "SemFilter":
+            raise PlanError(f"{name}: {target.metric} targets are for filters; use metric='accuracy'")
 
     def diagnostic_columns(self) -> tuple[Column, ...]:
         if not self.diagnostics:
@@ -58,11 +103,17 @@ class Semantic(Unary):
     def with_output(self, *columns: Column) -> Schema:
         for column in columns:
             if column.name in self.input_schema:
-                raise PlanError(f"{type(self).__name__}: output column {column.name!r} already exists in the input; choose another name")
+                raise PlanError(
+                    f"{type(self).__name__}: output column {column.name!r} already exists in the input; choose another name"
+                )
         return Schema(columns=self.input_schema.columns + columns)
 
     def label(self) -> str:
-        tier = "" if self.tier == "auto" else f" [{self.tier}]"
+        target = self.cascade_target()
+        if target is not None:
+            tier = f" [cascade {target.metric}>={target.level} delta={target.delta}]"
+        else:
+            tier = "" if self.tier == "auto" else f" [{self.tier}]"
         return f"{type(self).__name__}{tier} {self.instruction!r}"
 
 
@@ -73,6 +124,7 @@ class SemFilter(Semantic):
 
     def derive_schema(self) -> Schema:
         self.template_columns()
+        self.check_quality()
         return self.with_output(*self.diagnostic_columns())
 
 
@@ -88,6 +140,7 @@ class SemMap(Semantic):
 
     def derive_schema(self) -> Schema:
         self.template_columns()
+        self.check_quality()
         if (self.lo is None) != (self.hi is None):
             raise PlanError("SemMap: give both lo and hi for a score, or neither")
         if self.lo is not None and self.hi is not None:
@@ -113,6 +166,7 @@ class SemExtract(Semantic):
 
     def derive_schema(self) -> Schema:
         self.template_columns()
+        self.check_quality()
         if not self.fields:
             raise PlanError("SemExtract: give at least one field, e.g. 'sender: text'")
         fields = tuple(Column(name=f.name, type=SQL_TYPES[f.type]) for f in self.fields)
@@ -129,6 +183,7 @@ class SemClassify(Semantic):
 
     def derive_schema(self) -> Schema:
         self.template_columns()
+        self.check_quality()
         if len(self.labels) < 2:
             raise PlanError("SemClassify: give at least two labels")
         if len(set(self.labels)) != len(self.labels):
@@ -146,6 +201,7 @@ class SemTopK(Semantic):
 
     def derive_schema(self) -> Schema:
         self.template_columns()
+        self.check_quality()
         self.diagnostic_columns()
         return self.with_output(Column(name=self.output, type="BIGINT"))
 
@@ -160,6 +216,7 @@ class SemAgg(Semantic):
 
     def derive_schema(self) -> Schema:
         self.template_columns()
+        self.check_quality()
         schema = self.input_schema
         schema.require(self.keys, "SemAgg keys")
         self.diagnostic_columns()
@@ -250,3 +307,27 @@ def parse_fields(spec: str) -> tuple[ExtractField, ...]:
             raise PlanError(f"SemExtract: field {name!r} has type {kind!r}; use one of {', '.join(SQL_TYPES)}")
         fields.append(ExtractField(name=name, type=kind))  # type: ignore[arg-type]
     return tuple(fields)
+
+
+def with_quality(plan: Node, target: QualityTarget) -> Node:
+    """Give every ``tier="auto"`` filter, classification and score without a target of its own
+    this one, so each runs as a cascade: the query-level ``quality=``."""
+    from semray.operators.base import transform
+
+    def give(node: Node) -> Node:
+        if not isinstance(node, (SemFilter, SemClassify, SemMap)) or node.tier != "auto" or node.quality is not None:
+            return node
+        if isinstance(node, SemMap) and node.lo is None:
+            return node  # free text has no cascade; it keeps running on the large tier
+        own = target if isinstance(node, SemFilter) else target.model_copy(update={"metric": "accuracy"})
+        fields = {name: getattr(node, name) for name in type(node).model_fields}
+        return type(node).model_validate({**fields, "quality": own})
+
+    return transform(plan, give)
+
+
+def as_quality(value: QualityTarget | float | None) -> QualityTarget | None:
+    """``0.95`` means accuracy >= 0.95 with the default delta."""
+    if value is None or isinstance(value, QualityTarget):
+        return value
+    return QualityTarget(level=float(value))

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from semray.operators import Node, Scan, plan_to_json, walk
 from semray.operators.serialize import plan_from_dict, plan_from_json
 from semray.pipeline.lower import lower
-from semray.pipeline.spec import SemanticStage, Stage, render_stages
+from semray.pipeline.spec import CascadeStage, SemanticStage, Stage, render_stages
 from semray.serving.config import ServingConfig
 from semray.settings import Settings
 from semray.transactions import BatchLedger, RowLookup, RunCancelledError, RunDetail, RunStateError, fingerprint
@@ -82,6 +82,8 @@ class Job:
 def model_tiers(stage: Stage) -> set[str]:
     """Tiers the semantic stages of a physical plan call."""
     tiers = {stage.task.tier} if isinstance(stage, SemanticStage) else set()
+    if isinstance(stage, CascadeStage):
+        tiers = {"embedding", "small", "large"}
     for child in stage.inputs:
         tiers |= model_tiers(child)
     return tiers

@@ -7,7 +7,7 @@ from typing import Literal
 
 from semray.operators.base import Node
 from semray.operators.semantic import Semantic, SemClassify, SemExtract, SemFilter, SemMap
-from semray.pipeline.spec import SemanticStage, SemanticTask, Stage
+from semray.pipeline.spec import CascadeStage, SemanticStage, SemanticTask, Stage
 from semray.settings import Settings
 
 DEFAULT_TIER = "large"
@@ -22,6 +22,19 @@ def operator_key(node: Node) -> str:
 def semantic_stage(node: Semantic, task: SemanticTask, settings: Settings) -> Stage:
     from semray.pipeline.lower import lower
 
+    target = node.cascade_target()
+    if target is not None:
+        return CascadeStage(
+            task=task,
+            operator_key=operator_key(node),
+            batch_rows=settings.semantic_batch_size,
+            actors=settings.semantic_actors,
+            inputs=(lower(node.input, settings),),
+            metric=target.metric,
+            level=target.level,
+            delta=target.delta,
+            labels=target.labels,
+        )
     return SemanticStage(
         task=task,
         operator_key=operator_key(node),
@@ -32,12 +45,20 @@ def semantic_stage(node: Semantic, task: SemanticTask, settings: Settings) -> St
 
 
 def _tier(node: Semantic) -> str:
+    if node.cascade_target() is not None:
+        return "cascade"
     return DEFAULT_TIER if node.tier == "auto" else node.tier
 
 
 def lower_sem_filter(node: Node, settings: Settings) -> Stage:
     assert isinstance(node, SemFilter)
-    task = SemanticTask(kind="filter", instruction=node.instruction, tier=_tier(node), on_error=node.on_error, diagnostics=node.diagnostics)
+    task = SemanticTask(
+        kind="filter",
+        instruction=node.instruction,
+        tier=_tier(node),
+        on_error=node.on_error,
+        diagnostics=node.diagnostics,
+    )
     return semantic_stage(node, task, settings)
 
 

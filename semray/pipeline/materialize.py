@@ -341,9 +341,12 @@ BUILDERS: dict[type[Stage], Callable[[Stage, ExecutionContext], rd.Dataset]] = {
 
 
 def _register_set_ops() -> None:
+    from semray.pipeline.cascade import build_cascade
     from semray.pipeline.set_ops import SET_BUILDERS
+    from semray.pipeline.spec import CascadeStage
 
     BUILDERS.update(SET_BUILDERS)
+    BUILDERS[CascadeStage] = build_cascade
 
 
 _register_set_ops()

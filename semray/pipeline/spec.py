@@ -169,3 +169,23 @@ class SemanticStage(Stage):
             f"Semantic[{self.task.kind} on {self.task.tier}] {self.task.instruction!r} "
             f"(actor pool of {self.actors}, batches of {self.batch_rows})"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class CascadeStage(SemanticStage):
+    """A semantic operator whose rows are routed embedding -> small -> large (serving/router.py).
+
+    The stage blocks: thresholds come from a calibration sample drawn over its whole input.
+    """
+
+    metric: Literal["accuracy", "precision", "recall"] = "accuracy"
+    level: float = 0.9
+    delta: float = 0.05
+    labels: int = 200
+
+    def describe(self) -> str:
+        return (
+            f"Cascade[{self.task.kind}: embedding -> small -> large, {self.metric} >= {self.level} "
+            f"w.p. {1 - self.delta:g}, {self.labels} calibration draws] {self.task.instruction!r} "
+            f"(actor pool of {self.actors}, batches of {self.batch_rows})"
+        )

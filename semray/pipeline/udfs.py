@@ -43,20 +43,23 @@ class SemanticBatchUDF:
         self.ledger = ledger
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        return self.apply(batch, self.answers(batch))
+
+    def answers(self, batch: pa.Table) -> pa.Table:
+        """One answer row per row of ``batch`` (any order): committed ones reused, the rest asked."""
         if batch.num_rows == 0:
-            return self._apply(batch, self._answers_schema().empty_table())
+            return self.answers_schema().empty_table()
         row_ids = [str(value) for value in batch.column(ROW_ID).to_pylist()]
         parts: list[pa.Table] = []
         todo = batch
         if self.ledger is not None:
             found = self.ledger.lookup_rows(self.operator_key, row_ids)
             if found.table is not None and found.table.num_rows:
-                parts.append(found.table.select(self._answers_schema().names).cast(self._answers_schema()))
+                parts.append(found.table.select(self.answers_schema().names).cast(self.answers_schema()))
                 todo = batch.filter(pc.is_in(batch.column(ROW_ID), pa.array(found.missing, pa.string())))
         if todo.num_rows:
             parts.append(self._ask(todo))
-        answers = pa.concat_tables(parts) if parts else self._answers_schema().empty_table()
-        return self._apply(batch, answers)
+        return pa.concat_tables(parts) if parts else self.answers_schema().empty_table()
 
     # asking --------------------------------------------------------------------------
     def _ask(self, rows: pa.Table) -> pa.Table:
@@ -101,7 +104,7 @@ class SemanticBatchUDF:
         ids = [str(value) for value in answered.column(ROW_ID).to_pylist()]
         self.ledger.commit(self.operator_key, batch_key(self.operator_key, ids), ids, answered, usage)
 
-    def _answers_schema(self) -> pa.Schema:
+    def answers_schema(self) -> pa.Schema:
         fields = [
             pa.field(ROW_ID, pa.string()),
             pa.field(ERROR, pa.string()),
@@ -114,7 +117,7 @@ class SemanticBatchUDF:
         return pa.schema(fields)
 
     def _answers(self, ids: list[str], responses: list[ModelResponse]) -> pa.Table:
-        columns: dict[str, list[Any]] = {name: [] for name in self._answers_schema().names}
+        columns: dict[str, list[Any]] = {name: [] for name in self.answers_schema().names}
         columns[ROW_ID] = ids
         for response in responses:
             values, error = self._values(response)
@@ -123,7 +126,7 @@ class SemanticBatchUDF:
             columns[CONFIDENCE].append(response.confidence)
             for name, value in values.items():
                 columns[name].append(value)
-        return pa.table(columns, schema=self._answers_schema())
+        return pa.table(columns, schema=self.answers_schema())
 
     def _values(self, response: ModelResponse) -> tuple[dict[str, Any], str | None]:
         """Typed output values of one response, and its error (values null on error)."""
@@ -145,7 +148,8 @@ class SemanticBatchUDF:
             return empty, f"unparseable: {error}"
 
     # applying ------------------------------------------------------------------------
-    def _apply(self, batch: pa.Table, answers: pa.Table) -> pa.Table:
+    def apply(self, batch: pa.Table, answers: pa.Table) -> pa.Table:
+        """Keep rows (a filter) or add the output columns, row order of ``batch``."""
         position = {row_id: index for index, row_id in enumerate(answers.column(ROW_ID).to_pylist())}
         order = pa.array([position[str(row_id)] for row_id in batch.column(ROW_ID).to_pylist()], pa.int64())
         aligned = answers.take(order)
