@@ -239,8 +239,8 @@ def _design(chain: tuple[Node, ...], table: list[Row], proxy: Proxy, budget: int
     size = len(table)
     if budget >= size:
         return draw_uniform_sample(size, size, seed)  # label every row: exact for the sample
-    scores = np.ones(size, dtype=np.float64)
-    for node in chain:
+    scores = np.ones(size, dtype=np.float64)  # no filter in the chain: uniform (the proposal's own fallback)
+    for node in (node for node in chain if _is_filter(node)):
         values = np.asarray(proxy(node, table), dtype=np.float64)
         if values.shape != (size,):
             raise SamplingError(f"proxy gave {values.shape} scores for {size} rows of {node.label()}; give one per row")
