@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from semray.cost_model.sampling import FloatArray, ImportanceProposal, SampleDesign
 from semray.cost_model.thresholds import (
+    ScoredRows,
     select_cascade_thresholds,
     select_confidence_threshold,
     select_precision_threshold,
@@ -162,13 +163,19 @@ def draw_calibration(target: Target, proxy: FloatArray, seed: int) -> SampleDesi
 
 
 def route_embedding(
-    target: Target, proxy: FloatArray, design: SampleDesign, large_yes: FloatArray, proxy_correct: FloatArray
+    target: Target,
+    proxy: FloatArray | ScoredRows,
+    design: SampleDesign,
+    large_yes: FloatArray,
+    proxy_correct: FloatArray,
 ) -> Route:
     """Choose the embedding stage's thresholds from the large tier's labels of the draws.
 
     ``large_yes[j]`` is 1 where the large tier kept draw ``j`` (filters); ``proxy_correct[j]``
-    is 1 where the proxy's label equals the large tier's (classifications).
+    is 1 where the proxy's label equals the large tier's (classifications). ``proxy`` may come
+    sorted once as `ScoredRows` when many routes are chosen over one input.
     """
+    proxy = proxy if isinstance(proxy, ScoredRows) else ScoredRows.from_scores(proxy)
     route = Route(target, n_labels=int(design.rows_to_label.shape[0]))
     if not target.has_embedding_stage or design.n_draws < 4:
         return route
