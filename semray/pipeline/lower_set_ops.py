@@ -1,11 +1,253 @@
-"""Lowering of the set-level semantic operators (SemJoin, SemTopK, SemAgg, SemSearch)."""
+"""Lowering of the set-level semantic operators (SemJoin, SemTopK, SemAgg, SemSearch).
+
+A SemJoin lowers by its ``implementation``:
+
+* ``nested``: every pair (a broadcast cross join) judged by the row-wise filter stage;
+* ``blocked``: both sides embedded, the ``per_row`` most similar right rows of each left row
+  kept as candidates, then judged like nested pairs;
+* ``factorized``: each side asked once for the property the condition compares (n + m calls),
+  then an exact relational join on equal answers;
+* ``auto``: nested up to ``NESTED_MAX_PAIRS`` estimated pairs, blocked above.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import math
+import string
 from collections.abc import Callable
 
 from semray.operators.base import Node
-from semray.pipeline.spec import Stage
+from semray.operators.schema import ROW_ID, quote
+from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
+from semray.operators.templates import split_side, template_columns
+from semray.pipeline.lower_semantic import operator_key
+from semray.pipeline.set_spec import VECTOR, AggStage, BlockStage, EmbedStage, SearchStage, TopKStage
+from semray.pipeline.sizing import estimate_rows
+from semray.pipeline.spec import BroadcastJoinStage, SemanticStage, SemanticTask, Stage
+from semray.serving.prompts.set_ops import pair_template, plain_question, side_template
 from semray.settings import Settings
 
-SET_LOWERINGS: dict[type[Node], Callable[[Node, Settings], Stage]] = {}
+NESTED_MAX_PAIRS = 20_000
+"""``implementation="auto"``: pairs (estimated) up to which every pair is judged."""
+FACTOR_KEY = "_fk"
+AGG_CONTEXT_TOKENS = 4096
+"""Prompt budget of one aggregation call; the simulator's and small open models' context.
+TODO: take the tier's context length (TierConfig.context_length) once lowering can see it."""
+EMBED_BATCH_ROWS = 256
+EMBED_ACTORS = 1
+
+
+def llm_tier(tier: str) -> str:
+    """The tier a set operator calls: small or large (auto and cascade run on large)."""
+    return tier if tier in ("small", "large") else "large"
+
+
+def block_size(right_rows: int | None) -> int:
+    """Candidates per left row of a blocked join: 4 sqrt(m), at least 8 (all when m is small).
+
+    >>> block_size(1000), block_size(16), block_size(None)
+    (127, 8, 64)
+    """
+    if right_rows is None:
+        return 64
+    return max(8, math.ceil(4 * math.sqrt(right_rows)))
+
+
+def _key(node: Node, role: str) -> str:
+    return hashlib.sha256(f"{operator_key(node)}:{role}".encode()).hexdigest()[:24]
+
+
+def _side_columns(node: SemJoin, side: str) -> list[str]:
+    columns: list[str] = []
+    for reference in template_columns(node.instruction, "SemJoin"):
+        reference_side, column = split_side(reference, "SemJoin")
+        if reference_side == side and column not in columns:
+            columns.append(column)
+    return columns
+
+
+def _record_template(columns: list[str]) -> str:
+    """``{a}`` for one column, ``a: {a}\\nb: {b}`` for several."""
+    if len(columns) == 1:
+        return "{" + columns[0] + "}"
+    return "\n".join(f"{column}: {{{column}}}" for column in columns)
+
+
+def _renames(node: SemJoin) -> dict[str, str]:
+    """Right input column -> its name in the join output (``_right`` added on clashes)."""
+    left_count = len(node.left.output_schema.columns)
+    renamed = node.output_schema.columns[left_count:]
+    right = node.right.output_schema.user_columns()
+    return {old.name: new.name for old, new in zip(right, renamed, strict=True)}
+
+
+def _pair_sql(node: SemJoin, on: str) -> str:
+    left = [f"l.{quote(name)}" for name in node.left.output_schema.names if name != ROW_ID]
+    right = [f"r.{quote(old)} AS {quote(new)}" for old, new in _renames(node).items()]
+    row_id = f"l.{ROW_ID} || '*' || r.{ROW_ID} AS {ROW_ID}"
+    return f"SELECT {', '.join([row_id, *left, *right])} FROM batch AS l JOIN right_side AS r ON ({on})"
+
+
+def _typed(node: Node, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple((column.name, column.type) for column in node.output_schema.columns) + extra
+
+
+def _verify(node: SemJoin, pairs: Stage, settings: Settings) -> Stage:
+    task = SemanticTask(
+        kind="filter", instruction=pair_template(node.instruction, _renames(node)), tier=llm_tier(node.tier)
+    )
+    return SemanticStage(
+        task=task,
+        operator_key=_key(node, "pairs"),
+        batch_rows=settings.semantic_batch_size,
+        actors=settings.semantic_actors,
+        inputs=(pairs,),
+    )
+
+
+def _embed(node: Node, template: str, settings: Settings, role: str) -> EmbedStage:
+    from semray.pipeline.lower import lower
+
+    return EmbedStage(
+        task=SemanticTask(kind="map", instruction=template, tier="embedding"),
+        operator_key=_key(node, role),
+        batch_rows=EMBED_BATCH_ROWS,
+        actors=EMBED_ACTORS,
+        inputs=(lower(node, settings),),
+    )
+
+
+def lower_nested_join(node: SemJoin, settings: Settings) -> Stage:
+    from semray.pipeline.lower import lower
+
+    pairs = BroadcastJoinStage(
+        sql=_pair_sql(node, "TRUE"),
+        right_columns=_typed(node.right),
+        inputs=(lower(node.left, settings), lower(node.right, settings)),
+    )
+    return _verify(node, pairs, settings)
+
+
+def lower_blocked_join(node: SemJoin, settings: Settings) -> Stage:
+    left = _embed(node.left, _record_template(_side_columns(node, "l")), settings, "embed-left")
+    right = _embed(node.right, _record_template(_side_columns(node, "r")), settings, "embed-right")
+    blocked = BlockStage(
+        per_row=block_size(estimate_rows(node.right)),
+        left_names=node.left.output_schema.names,
+        right_names=tuple(_renames(node).items()),
+        right_columns=_typed(node.right, (VECTOR, "FLOAT[]")),
+        inputs=(left, right),
+    )
+    return _verify(node, blocked, settings)
+
+
+def lower_factorized_join(node: SemJoin, settings: Settings) -> Stage:
+    from semray.pipeline.lower import lower
+
+    def keyed(side: str, child: Node) -> Stage:
+        task = SemanticTask(
+            kind="map",
+            instruction=side_template(node.instruction, side),
+            tier=llm_tier(node.tier),
+            outputs=((FACTOR_KEY, "text"),),
+        )
+        return SemanticStage(
+            task=task,
+            operator_key=_key(node, f"factor-{side}"),
+            batch_rows=settings.semantic_batch_size,
+            actors=1,
+            inputs=(lower(child, settings),),
+        )
+
+    on = f"lower(trim(l.{FACTOR_KEY})) = lower(trim(r.{FACTOR_KEY}))"
+    return BroadcastJoinStage(
+        sql=_pair_sql(node, on),
+        right_columns=_typed(node.right, (FACTOR_KEY, "VARCHAR")),
+        inputs=(keyed("l", node.left), keyed("r", node.right)),
+    )
+
+
+def lower_sem_join(node: Node, settings: Settings) -> Stage:
+    assert isinstance(node, SemJoin)
+    implementation = node.implementation
+    if implementation == "auto":
+        left, right = estimate_rows(node.left), estimate_rows(node.right)
+        small = left is not None and right is not None and left * right <= NESTED_MAX_PAIRS
+        implementation = "nested" if small else "blocked"
+    if implementation == "nested":
+        return lower_nested_join(node, settings)
+    if implementation == "blocked":
+        return lower_blocked_join(node, settings)
+    return lower_factorized_join(node, settings)
+
+
+def _template_of(instruction: str) -> str:
+    columns = [field for _, field, _, _ in string.Formatter().parse(instruction) if field]
+    return _record_template(list(dict.fromkeys(columns)))
+
+
+def lower_sem_topk(node: Node, settings: Settings) -> Stage:
+    assert isinstance(node, SemTopK)
+    template = _template_of(node.instruction)
+    return TopKStage(
+        task=SemanticTask(kind="filter", instruction=node.instruction, tier=llm_tier(node.tier)),
+        operator_key=_key(node, "topk"),
+        batch_rows=settings.semantic_batch_size,
+        actors=1,
+        k=node.k,
+        output=node.output,
+        criterion=plain_question(node.instruction),
+        record_template=template,
+        prefilter=max(4 * node.k, 32),
+        input_columns=_typed(node.input, (VECTOR, "FLOAT[]")),
+        inputs=(_embed(node.input, template, settings, "embed"),),
+    )
+
+
+def lower_sem_agg(node: Node, settings: Settings) -> Stage:
+    from semray.pipeline.lower import lower
+
+    assert isinstance(node, SemAgg)
+    return AggStage(
+        task=SemanticTask(kind="map", instruction=node.instruction, tier=llm_tier(node.tier)),
+        operator_key=_key(node, "agg"),
+        batch_rows=settings.semantic_batch_size,
+        actors=1,
+        keys=node.keys,
+        output=node.output,
+        question=plain_question(node.instruction),
+        record_template=_template_of(node.instruction),
+        context_tokens=AGG_CONTEXT_TOKENS,
+        input_columns=_typed(node.input),
+        inputs=(lower(node.input, settings),),
+    )
+
+
+def lower_sem_search(node: Node, settings: Settings) -> Stage:
+    from semray.pipeline.lower import lower
+
+    assert isinstance(node, SemSearch)
+    embedded = node.mode != "fts"
+    upstream = (
+        _embed(node.input, "{" + node.column + "}", settings, "embed") if embedded else lower(node.input, settings)
+    )
+    return SearchStage(
+        column=node.column,
+        query=node.query,
+        k=node.k,
+        mode=node.mode,
+        output=node.output,
+        operator_key=_key(node, "search"),
+        index_root=settings.state_path / "indexes",
+        input_columns=_typed(node.input, *(((VECTOR, "FLOAT[]"),) if embedded else ())),
+        inputs=(upstream,),
+    )
+
+
+SET_LOWERINGS: dict[type[Node], Callable[[Node, Settings], Stage]] = {
+    SemJoin: lower_sem_join,
+    SemTopK: lower_sem_topk,
+    SemAgg: lower_sem_agg,
+    SemSearch: lower_sem_search,
+}

@@ -1,15 +1,156 @@
-"""Ray Data builders of the set-level semantic stages."""
+"""Ray Data builders of the set-level semantic stages.
+
+Embedding is an actor pool beside the pipeline (``EmbedStage``); a blocked join streams its
+left side against the gathered right side; top-k, aggregation and search gather their input
+and run in one Ray task that calls the tiers (their work is sequential rounds of batched calls).
+"""
 
 from __future__ import annotations
 
+import functools
+import shutil
+import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import ray
+import ray.data as rd
+
+from semray.errors import LoweringError
+from semray.log import get_logger
+from semray.pipeline.batch_sql import empty_table
+from semray.pipeline.set_agg import aggregate_rows
+from semray.pipeline.set_join import candidate_pairs
+from semray.pipeline.set_search import search_rows
+from semray.pipeline.set_spec import AggStage, BlockStage, EmbedStage, SearchStage, TopKStage
+from semray.pipeline.set_topk import rank_rows
+from semray.pipeline.set_udfs import EmbedBatchUDF
 from semray.pipeline.spec import Stage
+from semray.serving.deployments import TierHandles
+from semray.transactions import BatchLedger
 
 if TYPE_CHECKING:
-    import ray.data as rd
-
     from semray.pipeline.materialize import ExecutionContext
 
-SET_BUILDERS: dict[type[Stage], Callable[[Stage, "ExecutionContext"], "rd.Dataset"]] = {}
+log = get_logger(__name__)
+TASK_CPUS = 0.25
+"""The gathered set operators wait on model calls, not on CPU."""
+
+
+def _tiers(context: ExecutionContext, stage: Stage) -> TierHandles:
+    if context.tiers is None:
+        raise LoweringError(f"{type(stage).__name__} needs model tiers; run it through semray.pipeline.run")
+    return context.tiers
+
+
+def _gather(stage: Stage, columns: tuple[tuple[str, str], ...], context: ExecutionContext) -> Any:
+    """Run the upstream pipeline and concatenate its rows in one task; an ObjectRef of a table."""
+    from semray.pipeline.materialize import materialize, reported_failures
+
+    with reported_failures():
+        refs = materialize(stage, context).to_arrow_refs()
+    return _concat.remote(columns, *refs)
+
+
+@ray.remote(num_cpus=TASK_CPUS)
+def _concat(columns: tuple[tuple[str, str], ...], *tables: pa.Table) -> pa.Table:
+    names = [name for name, _ in columns]
+    parts = [table.select(names) for table in tables if table.num_rows]
+    if not parts:
+        return empty_table(columns)
+    return pa.concat_tables(parts, promote_options="default")
+
+
+def build_embed(stage: Stage, context: ExecutionContext) -> rd.Dataset:
+    from semray.pipeline.materialize import materialize
+
+    assert isinstance(stage, EmbedStage)
+    upstream = materialize(stage.inputs[0], context)
+    return upstream.map_batches(
+        EmbedBatchUDF,
+        fn_constructor_args=(stage.task.instruction, _tiers(context, stage)),
+        compute=rd.ActorPoolStrategy(min_size=1, max_size=stage.actors),
+        batch_size=stage.batch_rows,
+        batch_format="pyarrow",
+        num_cpus=context.actor_cpus,
+    )
+
+
+def build_block(stage: Stage, context: ExecutionContext) -> rd.Dataset:
+    from semray.pipeline.materialize import materialize
+
+    assert isinstance(stage, BlockStage)
+    left, right = stage.inputs
+    right_table = _gather(right, stage.right_columns, context)
+    return materialize(left, context).map_batches(
+        functools.partial(_block_batch, right=right_table, stage=stage),
+        batch_format="pyarrow",
+        batch_size=None,
+        num_cpus=0.5,
+    )
+
+
+def _block_batch(batch: pa.Table, right: Any, stage: BlockStage) -> pa.Table:
+    table = ray.get(right) if isinstance(right, ray.ObjectRef) else right
+    return candidate_pairs(batch, table, stage)
+
+
+@ray.remote(num_cpus=TASK_CPUS)
+def _rank(table: pa.Table, stage: TopKStage, tiers: TierHandles, ledger: BatchLedger | None) -> pa.Table:
+    outcome = rank_rows(table, stage, tiers, ledger)
+    log.info(
+        "sem_topk_ranked",
+        k=stage.k,
+        rows=table.num_rows,
+        candidates=outcome.candidates,
+        comparisons=outcome.comparisons,
+    )
+    return outcome.table
+
+
+@ray.remote(num_cpus=TASK_CPUS)
+def _aggregate(table: pa.Table, stage: AggStage, tiers: TierHandles, ledger: BatchLedger | None) -> pa.Table:
+    return aggregate_rows(table, stage, tiers, ledger)
+
+
+@ray.remote(num_cpus=TASK_CPUS)
+def _search(table: pa.Table, stage: SearchStage, tiers: TierHandles | None, ledger: BatchLedger | None) -> pa.Table:
+    if ledger is not None:
+        return search_rows(table, stage, tiers, ledger.run_dir / "indexes" / stage.operator_key)
+    # No run (full-text search alone calls no model): a folder of its own, removed afterwards.
+    folder = stage.index_root / f"{stage.operator_key}-{uuid.uuid4().hex[:8]}"
+    try:
+        return search_rows(table, stage, tiers, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def build_topk(stage: Stage, context: ExecutionContext) -> rd.Dataset:
+    assert isinstance(stage, TopKStage)
+    table = _gather(stage.inputs[0], stage.input_columns, context)
+    result = _rank.remote(table, stage, _tiers(context, stage), context.ledger)
+    return rd.from_arrow_refs([result])  # type: ignore[list-item]
+
+
+def build_agg(stage: Stage, context: ExecutionContext) -> rd.Dataset:
+    assert isinstance(stage, AggStage)
+    table = _gather(stage.inputs[0], stage.input_columns, context)
+    result = _aggregate.remote(table, stage, _tiers(context, stage), context.ledger)
+    return rd.from_arrow_refs([result])  # type: ignore[list-item]
+
+
+def build_search(stage: Stage, context: ExecutionContext) -> rd.Dataset:
+    assert isinstance(stage, SearchStage)
+    table = _gather(stage.inputs[0], stage.input_columns, context)
+    result = _search.remote(table, stage, context.tiers, context.ledger)
+    return rd.from_arrow_refs([result])  # type: ignore[list-item]
+
+
+SET_BUILDERS: dict[type[Stage], Callable[[Stage, ExecutionContext], rd.Dataset]] = {
+    EmbedStage: build_embed,
+    BlockStage: build_block,
+    TopKStage: build_topk,
+    AggStage: build_agg,
+    SearchStage: build_search,
+}

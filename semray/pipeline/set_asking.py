@@ -1,0 +1,99 @@
+"""Asking a tier many questions on behalf of a set operator, journaled so a resume never pays twice.
+
+Each question has a stable id (a comparison ``a>b``, an aggregation leaf ``g:...:leaf:3``);
+answers are committed to the run's batch ledger under the operator's key with what the calls
+cost, and looked up there first. Failed answers are not committed (a resume asks them again).
+
+>>> asker = JournaledAsker(tiers, "large", ledger, "op1")  # doctest: +SKIP
+>>> asker.ask([request])  # doctest: +SKIP
+{'a>b': 'Yes'}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from semray.log import get_logger
+from semray.operators.schema import ROW_ID
+from semray.serving.contract import ModelRequest, ModelResponse
+from semray.serving.deployments import TierHandles
+from semray.transactions import BatchLedger, LLMUsage, batch_key
+
+log = get_logger(__name__)
+
+ANSWER = "answer"
+CHUNK = 256
+"""Requests per round trip to the tier."""
+
+
+def usage_of(responses: Sequence[ModelResponse]) -> LLMUsage:
+    """What the responses paid (cache hits and input errors pay nothing)."""
+    paid = [response for response in responses if not response.cache_hit]
+    return LLMUsage(
+        calls=sum(response.calls for response in paid),
+        tokens_in=sum(response.usage.input_tokens for response in paid),
+        tokens_out=sum(response.usage.output_tokens for response in paid),
+        dollars=sum(response.usage.dollars for response in paid),
+    )
+
+
+def answer_text(response: ModelResponse) -> str | None:
+    if response.error is not None or response.value is None:
+        return None
+    value = response.value
+    if isinstance(value, bool):
+        return "Yes" if value else "No"
+    return str(value)
+
+
+@dataclass
+class JournaledAsker:
+    """Sends requests to one tier in chunks; answers (text) by request id, None when unanswered."""
+
+    tiers: TierHandles
+    tier: str
+    ledger: BatchLedger | None
+    operator_key: str
+    usage: LLMUsage = field(default_factory=LLMUsage)
+    """What this asker paid (this attempt)."""
+    failures: int = 0
+
+    def ask(self, requests: Sequence[ModelRequest]) -> dict[str, str | None]:
+        ids = [request.request_id for request in requests]
+        if len(set(ids)) != len(ids):
+            raise ValueError("request ids must be unique within one ask")
+        answers: dict[str, str | None] = self._known(ids)
+        todo = [request for request in requests if request.request_id not in answers]
+        for start in range(0, len(todo), CHUNK):
+            chunk = todo[start : start + CHUNK]
+            responses = self.tiers.generate(self.tier, chunk)
+            fresh = {
+                request.request_id: answer_text(response) for request, response in zip(chunk, responses, strict=True)
+            }
+            self.failures += sum(1 for value in fresh.values() if value is None)
+            self._commit(fresh, usage_of(responses))
+            answers.update(fresh)
+        return answers
+
+    def _known(self, ids: list[str]) -> dict[str, str | None]:
+        if self.ledger is None or not ids:
+            return {}
+        found = self.ledger.lookup_rows(self.operator_key, ids)
+        if found.table is None:
+            return {}
+        rows = found.table.to_pydict()
+        return dict(zip((str(i) for i in rows[ROW_ID]), rows[ANSWER], strict=True))
+
+    def _commit(self, answers: dict[str, str | None], usage: LLMUsage) -> None:
+        self.usage = self.usage + usage
+        if self.ledger is None:
+            return
+        answered = {key: value for key, value in answers.items() if value is not None}
+        if not answered and not usage.calls:
+            return
+        ids = list(answered)
+        table = pa.table({ROW_ID: pa.array(ids, pa.string()), ANSWER: pa.array(list(answered.values()), pa.string())})
+        self.ledger.commit(self.operator_key, batch_key(self.operator_key, ids or list(answers)), ids, table, usage)

@@ -1,0 +1,103 @@
+"""Physical stages of the set-level semantic operators (SemJoin, SemTopK, SemAgg, SemSearch).
+
+Stages that call a model tier subclass ``SemanticStage`` so that the run sees their tier
+(``journaled.model_tiers``) and the actor budget counts them (``materialize.with_actor_budget``);
+``task.tier`` is the tier they call. The embedding of rows is its own stage (an actor pool),
+and a join's pair verification reuses the row-wise ``SemanticStage`` filter over pair rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from semray.pipeline.spec import SemanticStage, Stage
+
+VECTOR = "_vec"
+"""Column of float32 unit vectors that ``EmbedStage`` adds (dropped by the stages that use it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedStage(SemanticStage):
+    """Add ``VECTOR``: the embedding tier's vector of ``task.instruction`` rendered over each row,
+    computed by an actor pool that sends whole batches to the embedding deployment."""
+
+    def describe(self) -> str:
+        return f"Embed {self.task.instruction!r} (actor pool of {self.actors}, batches of {self.batch_rows})"
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStage(Stage):
+    """Candidate pairs of a blocked join: for each left row (inputs[0], streamed) the
+    ``per_row`` right rows (inputs[1], gathered once) of highest cosine similarity.
+
+    Output rows are pair rows: ``_rowid`` = ``left*right``, the left columns, then the right
+    columns renamed as ``right_names`` says (old, new).
+    """
+
+    per_row: int
+    left_names: tuple[str, ...]
+    right_names: tuple[tuple[str, str], ...]
+    right_columns: tuple[tuple[str, str], ...]
+    """(name, DuckDB type) of the right input with its vectors, to gather it when empty."""
+
+    def describe(self) -> str:
+        return f"Block top {self.per_row} right rows per left row by cosine similarity"
+
+
+@dataclass(frozen=True, slots=True)
+class TopKStage(SemanticStage):
+    """Rank by ``criterion``: keep the ``prefilter`` rows nearest to it by embedding, then
+    order them by pairwise comparisons in batches (partial quicksort); emit ranks 1..k."""
+
+    k: int
+    output: str
+    criterion: str
+    record_template: str
+    prefilter: int
+    input_columns: tuple[tuple[str, str], ...]
+
+    def describe(self) -> str:
+        return (
+            f"TopK[{self.k} by pairwise comparisons on {self.task.tier}] {self.criterion!r} "
+            f"after an embedding prefilter to {self.prefilter} rows"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AggStage(SemanticStage):
+    """Answer ``question`` over each group of rows (one group without ``keys``): one call when the
+    group's records fit ``context_tokens``, else leaves over chunks combined hierarchically."""
+
+    keys: tuple[str, ...]
+    output: str
+    question: str
+    record_template: str
+    context_tokens: int
+    input_columns: tuple[tuple[str, str], ...]
+
+    def describe(self) -> str:
+        keys = ", ".join(self.keys) or "all rows"
+        return (
+            f"SemAgg[{self.task.tier}] by {keys}: {self.question!r} "
+            f"(map-reduce over chunks of at most {self.context_tokens} tokens)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SearchStage(Stage):
+    """The ``k`` rows whose ``column`` best matches ``query`` in a run-scoped LanceDB table."""
+
+    column: str
+    query: str
+    k: int
+    mode: Literal["vector", "fts", "hybrid"]
+    output: str
+    operator_key: str
+    index_root: Path
+    """Where the index lives when the run has no folder of its own (full-text search alone)."""
+    input_columns: tuple[tuple[str, str], ...]
+
+    def describe(self) -> str:
+        return f"Search[{self.mode}] {self.column} ~ {self.query!r} k={self.k} (run-scoped LanceDB table)"

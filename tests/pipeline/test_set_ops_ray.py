@@ -1,0 +1,194 @@
+"""Set-level semantic operators end to end on a local Ray, against the simulator's labels.
+
+One labelled ticket table (topic words plus unique nonsense, so embeddings follow the topic
+and the simulator matches every row) and one serving configuration for the module, so the
+tiers deploy once. Error rate 0 unless a test says otherwise; the response cache is off, so
+``Result.usage.calls`` counts model calls.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import semray
+from semray.api import Query
+from semray.pipeline import lower_set_ops
+from semray.serving.config import ServingConfig
+from semray.serving.simulator.config import ModelProfile, SimulatorConfig, TaskSpec
+from semray.settings import Settings
+
+pytestmark = pytest.mark.ray
+
+ROWS = 24
+TOPICS = {
+    "billing": "invoice payment refund charge billing card",
+    "shipping": "parcel courier delivery tracking shipping box",
+    "technical": "crash error login bug technical server",
+}
+SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su", "da", "fo", "gu", "hi", "jo", "be")
+TASKS = (
+    TaskSpec(name="same_topic", kind="pair", label_column="topic", keywords=("same topic",)),
+    TaskSpec(name="topic", kind="label", label_column="topic", keywords=("topic",)),
+    TaskSpec(name="urgency", kind="pair", label_column="urgency", relation="greater", keywords=("most urgent",)),
+    TaskSpec(name="topic_counts", kind="aggregate", label_column="topic", keywords=("how many", "each topic")),
+    TaskSpec(
+        name="common_topic", kind="aggregate", label_column="topic", statistic="most_common", keywords=("most common",)
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Tickets:
+    table: pa.Table
+    labels: dict[str, dict[str, Any]]
+    serving: ServingConfig
+
+
+def _tickets() -> Tickets:
+    rng = random.Random(5)
+    names = list(TOPICS)
+    ids, texts, topics, urgency = [], [], [], []
+    for index in range(ROWS):
+        topic = names[index % len(names)]
+        words = TOPICS[topic].split()
+        rng.shuffle(words)
+        noise = " ".join("".join(rng.choice(SYLLABLES) for _ in range(3)) for _ in range(10))
+        ids.append(f"T{index:03d}")
+        texts.append(f"{' '.join(words)} {noise}")
+        topics.append(topic)
+        urgency.append(index)  # distinct: a total order to rank by
+    texts[-1] = texts[-2]  # a duplicate text (same topic? make it so)
+    topics[-1] = topics[-2]
+    labelled = pa.table({"ticket_id": ids, "text": texts, "topic": topics, "urgency": urgency})
+    simulator = SimulatorConfig.from_labels(
+        labelled,
+        key_column="ticket_id",
+        text_columns=["text"],
+        tasks=TASKS,
+        dataset="tickets",
+        models={"sim-small": ModelProfile(error_rate=0.2), "sim-large": ModelProfile(error_rate=0.0)},
+    )
+    labels = {row["ticket_id"]: row for row in labelled.to_pylist()}
+    return Tickets(
+        labelled.select(["ticket_id", "text"]), labels, ServingConfig(simulator=simulator, cache_enabled=False)
+    )
+
+
+@pytest.fixture(scope="module")
+def tickets() -> Tickets:
+    return _tickets()
+
+
+def query(tickets: Tickets, settings: Settings, table: pa.Table | None = None) -> Query:
+    served: Query = semray.from_arrow(table if table is not None else tickets.table, settings=settings).with_serving(
+        tickets.serving
+    )
+    return served
+
+
+def pairs_of(table: pa.Table) -> set[tuple[str, str]]:
+    return set(zip(table.column("ticket_id").to_pylist(), table.column("ticket_id_right").to_pylist(), strict=True))
+
+
+def true_pairs(tickets: Tickets, left: list[str], right: list[str]) -> set[tuple[str, str]]:
+    topic = {key: row["topic"] for key, row in tickets.labels.items()}
+    return {(a, b) for a in left for b in right if topic[a] == topic[b]}
+
+
+JOIN = "{l.text} and {r.text} have the same topic"
+
+
+def test_factorized_equals_nested_at_error_rate_zero(tickets: Tickets, ray_settings: Settings) -> None:
+    left, right = tickets.table.slice(0, 9), tickets.table.slice(9, ROWS - 9)
+    nested = query(tickets, ray_settings, left).sem_join(query(tickets, ray_settings, right), JOIN, "nested").execute()
+    factorized = (
+        query(tickets, ray_settings, left).sem_join(query(tickets, ray_settings, right), JOIN, "factorized").execute()
+    )
+    expected = true_pairs(tickets, left.column("ticket_id").to_pylist(), right.column("ticket_id").to_pylist())
+    assert pairs_of(nested.table) == expected == pairs_of(factorized.table)
+    # Two right rows share a text: their pairs' prompts are the same, answered once per batch.
+    assert nested.usage.calls == left.num_rows * len(set(right.column("text").to_pylist()))
+    assert factorized.usage.calls == left.num_rows + right.num_rows - 1
+    assert nested.table.column_names == ["_rowid", "ticket_id", "text", "ticket_id_right", "text_right"]
+    assert sorted(nested.table.column("_rowid").to_pylist()) == sorted(factorized.table.column("_rowid").to_pylist())
+
+
+def test_self_join_with_duplicates_blocked_covers_all_when_blocks_are_large(
+    tickets: Tickets, ray_settings: Settings
+) -> None:
+    base = tickets.table.slice(ROWS - 6, 6)  # ends with two rows of identical text
+    ids = base.column("ticket_id").to_pylist()
+    blocked = query(tickets, ray_settings, base).sem_join(query(tickets, ray_settings, base), JOIN, "blocked").execute()
+    assert pairs_of(blocked.table) == true_pairs(tickets, ids, ids)  # 6 <= 8 candidates per row: every pair
+    assert (ids[-1], ids[-2]) in pairs_of(blocked.table) and (ids[-1], ids[-1]) in pairs_of(blocked.table)
+
+
+def test_empty_and_one_row_sides(tickets: Tickets, ray_settings: Settings) -> None:
+    everything = query(tickets, ray_settings)
+    nothing = query(tickets, ray_settings).filter("ticket_id = 'none'")
+    result = nothing.sem_join(everything, JOIN, "factorized").execute()
+    assert result.table.num_rows == 0 and result.usage.calls == ROWS - 1  # the right side is still asked
+    result = everything.sem_join(nothing, JOIN, "blocked").execute()
+    assert result.table.num_rows == 0 and result.usage.calls == 0
+    one = query(tickets, ray_settings, tickets.table.slice(0, 1))
+    result = one.sem_join(everything, JOIN).execute()
+    ids = tickets.table.column("ticket_id").to_pylist()
+    assert pairs_of(result.table) == true_pairs(tickets, ids[:1], ids)
+    assert result.usage.calls == ROWS - 1  # auto: nested for 1 x 24 pairs (two share a prompt)
+
+
+def test_topk_ranks_by_pairwise_comparisons(tickets: Tickets, ray_settings: Settings) -> None:
+    k = 4
+    result = query(tickets, ray_settings).sem_topk("the most urgent {text}", k=k, output="rank").execute()
+    ranked = result.table.sort_by("rank")
+    expected = sorted(tickets.labels, key=lambda key: -tickets.labels[key]["urgency"])[:k]
+    assert ranked.column("ticket_id").to_pylist() == expected
+    assert ranked.column("rank").to_pylist() == list(range(1, k + 1))
+    # Partial quicksort: about 2n + 2k ln k comparisons expected, one batch per round.
+    assert 0 < result.usage.calls <= 5 * ROWS
+
+
+def test_agg_is_hierarchical_over_a_small_context_and_counts_by_group(
+    tickets: Tickets, ray_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = query(tickets, ray_settings).sem_agg("How many records have each topic? {text}").execute()
+    counts = Counter(row["topic"] for row in tickets.labels.values())
+    expected = "\n".join(f"{name}: {n}" for name, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    assert whole.table.column("answer").to_pylist() == [expected]
+    assert whole.usage.calls == 1
+    monkeypatch.setattr(lower_set_ops, "AGG_CONTEXT_TOKENS", 450)
+    split = query(tickets, ray_settings).sem_agg("Which topic is the most common among {text}?").execute()
+    assert split.table.column("answer").to_pylist() == [counts.most_common(1)[0][0]]
+    assert split.usage.calls > 2  # leaves and at least one combine
+
+
+def test_agg_by_key_and_over_no_rows(tickets: Tickets, ray_settings: Settings) -> None:
+    table = tickets.table.append_column("shard", pa.array([i % 2 for i in range(ROWS)], pa.int64()))
+    result = (
+        query(tickets, ray_settings, table).sem_agg("How many records have each topic? {text}", by="shard").execute()
+    )
+    assert sorted(result.table.column("shard").to_pylist()) == [0, 1]
+    assert result.usage.calls == 2
+    empty = (
+        query(tickets, ray_settings).filter("ticket_id = 'none'").sem_agg("How many records have each topic? {text}")
+    )
+    table = empty.execute().table
+    assert table.num_rows == 1 and table.column("answer").to_pylist() == [None]
+
+
+@pytest.mark.parametrize("mode", ["vector", "fts", "hybrid"])
+def test_search_returns_k_rows_with_scores(tickets: Tickets, ray_settings: Settings, mode: str) -> None:
+    k = 5
+    result = query(tickets, ray_settings).sem_search("text", "courier parcel delivery", k=k, mode=mode).execute()  # type: ignore[arg-type]
+    table = result.table
+    assert table.num_rows == k
+    scores = table.column("score").to_pylist()
+    assert scores == sorted(scores, reverse=True)
+    topics = [tickets.labels[key]["topic"] for key in table.column("ticket_id").to_pylist()]
+    assert topics.count("shipping") >= 4, (mode, topics)
