@@ -20,6 +20,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,9 @@ def configure(spec: dict[str, Any]) -> CascadeArgs | None:
 
 
 def _filter(frame: pd.DataFrame, instruction: str, cascade: CascadeArgs | None) -> pd.DataFrame:
+    # LOTUS's cascade samples rows with .loc on positions: an index with gaps (after an earlier
+    # filter) raises KeyError, so every filter gets a fresh 0..n-1 index.
+    frame = frame.reset_index(drop=True)
     if cascade is None:
         return frame.sem_filter(instruction)
     return frame.sem_filter(instruction, cascade_args=cascade)
@@ -149,6 +153,7 @@ def main() -> int:
     started = time.perf_counter()
     cascade = configure(spec)
     answer["seconds"]["startup"] = round(time.perf_counter() - started, 2)
+    answer["version"] = "lotus-ai " + metadata.version("lotus-ai")
     if spec["config"] == "cheap":
         answer["notes"]["cascade"] = "sem_filter/sem_join cascade on the helper (small) model; map/extract on large"
     for name, step in WORKLOADS[spec["workload"]](spec, cascade).items():

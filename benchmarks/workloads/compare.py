@@ -101,6 +101,7 @@ def run_system(
             "unsupported": answer.get("unsupported", {}),
             "errors": answer.get("errors", {}),
             "notes": answer.get("notes", {}),
+            "version": answer.get("version"),
             "simulator": summarize_stats(stats),
             "quality": scorer(answer.get("steps", {}), workload.truth) if answer else {},
             "log": outcome.log_path,

@@ -20,6 +20,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     connect(Settings(state_dir=Path(spec["state_dir"]), num_cpus=2))
     answer["seconds"]["startup"] = round(time.perf_counter() - started, 2)
+    answer["version"] = "semray " + metadata.version("semray")
     try:
         with MemorySampler(object_store=True, interval=1.0) as memory:
             for name, step in WORKLOADS[spec["workload"]](spec).items():

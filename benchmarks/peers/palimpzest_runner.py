@@ -1,0 +1,232 @@
+"""Palimpzest's side of a workload, run by benchmarks/.venvs/palimpzest/bin/python: read a spec, print JSON.
+
+    benchmarks/.venvs/palimpzest/bin/python benchmarks/peers/palimpzest_runner.py SPEC.json
+
+Self-contained (Palimpzest's environment has neither semray nor the benchmark harness).
+
+How its model traffic reaches the simulator on 127.0.0.1: Palimpzest 0.9.0's custom-endpoint
+path (``hosted_vllm/...``) raises a TypeError that it swallows, so every answer would be
+empty. Instead its built-in OpenAI slots are used: litellm's ``model_alias_map`` renames
+``openai/gpt-4o-2024-08-06`` and ``openai/gpt-4o-mini-2024-07-18`` to the simulator's
+``gpt-4o`` / ``gpt-4o-mini`` and ``OPENAI_BASE_URL`` points litellm at the simulator; the
+API key is a dummy. No OpenAI host is ever contacted.
+
+Configs: ``plain`` — only the large model available, ``MaxQuality`` policy. ``cheap`` — both
+models available and ``MinCostAtFixedQuality(min_quality=0.8)``. RAG reduction is off in both:
+it calls an OpenAI embedding model, which the simulator does not serve.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+import traceback
+import typing
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+
+def import_palimpzest() -> Any:
+    """Import Palimpzest 0.9.0 on Python 3.11, where it needs ``typing.TypeAliasType`` (3.12+).
+
+    The name is lent from typing_extensions to palimpzest's own modules only, through a
+    module ``__getattr__`` on ``typing``: set as a plain attribute, it makes typing_extensions
+    take 3.12 code paths for every library (pydantic's and jsonschema's TypeVars then fail).
+    """
+    import typing_extensions
+
+    if not hasattr(typing, "TypeAliasType"):
+
+        def lend(name: str) -> Any:
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+            if name == "TypeAliasType" and caller.startswith("palimpzest"):
+                return typing_extensions.TypeAliasType
+            raise AttributeError(f"module 'typing' has no attribute {name!r}")
+
+        typing.__getattr__ = lend  # type: ignore[attr-defined]
+    import palimpzest
+
+    return palimpzest
+
+
+Step = Callable[[], dict[str, Any]]
+
+
+def configure(spec: dict[str, Any]) -> Any:
+    os.environ["OPENAI_API_KEY"] = "unused-simulator-key"
+    os.environ["OPENAI_BASE_URL"] = spec["base_url"]
+    os.environ["OPENAI_API_BASE"] = spec["base_url"]
+    import litellm
+
+    pz = import_palimpzest()
+    litellm.api_base = spec["base_url"]
+    litellm.model_alias_map = {
+        pz.Model.GPT_4o.value: "openai/" + spec["models"]["large"],
+        pz.Model.GPT_4o_MINI.value: "openai/" + spec["models"]["small"],
+    }
+    common: dict[str, Any] = {
+        "allow_rag_reduction": False,
+        "progress": False,
+        "verbose": False,
+        "max_workers": 16,
+        "join_parallelism": 16,
+    }
+    if spec["config"] == "cheap":
+        return pz.QueryProcessorConfig(
+            available_models=[pz.Model.GPT_4o, pz.Model.GPT_4o_MINI],
+            policy=pz.MinCostAtFixedQuality(min_quality=0.8),
+            **common,
+        )
+    return pz.QueryProcessorConfig(available_models=[pz.Model.GPT_4o], policy=pz.MaxQuality(), **common)
+
+
+def _records(result: Any) -> list[dict[str, Any]]:
+    frame = result.to_df()
+    return frame.to_dict("records")
+
+
+def _dataset(name: str, rows: list[dict[str, Any]]) -> Any:
+    import palimpzest as pz
+    import pandas as pd
+
+    return pz.MemoryDataset(id=name, vals=pd.DataFrame(rows))
+
+
+def _read(path: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+# enron ---------------------------------------------------------------------------------------
+def enron_steps(spec: dict[str, Any], config: Any) -> dict[str, Step]:
+    text = spec["instructions"]
+
+    def pipeline() -> dict[str, Any]:
+        emails = _dataset("enron", _read(spec["inputs"]["emails"]))
+        plan = emails.sem_filter(text["fraud"], depends_on=["text"])
+        plan = plan.sem_filter(text["not_news"], depends_on=["text"])
+        plan = plan.sem_map(
+            [
+                {"name": "sender", "type": str, "desc": text["sender"]},
+                {"name": "subject", "type": str, "desc": text["subject"]},
+            ],
+            depends_on=["text"],
+        )
+        rows = _records(plan.run(config))
+        return {
+            "kept": [row["filename"] for row in rows],
+            "extracted": {r["filename"]: {"sender": r.get("sender"), "subject": r.get("subject")} for r in rows},
+        }
+
+    return {"pipeline": pipeline}
+
+
+# medical -------------------------------------------------------------------------------------
+def match_label(answer: Any, labels: list[str]) -> str | None:
+    """The label an answer names: exact (normalised), else the longest label it contains."""
+    norm = " ".join(re.findall(r"[a-z0-9]+", str(answer).casefold()))
+    by_norm = {" ".join(re.findall(r"[a-z0-9]+", label.casefold())): label for label in labels}
+    if norm in by_norm:
+        return by_norm[norm]
+    found = [label for key, label in by_norm.items() if key and key in norm]
+    return max(found, key=len) if found else None
+
+
+def medical_steps(spec: dict[str, Any], config: Any) -> dict[str, Step]:
+    import palimpzest as pz
+    import pandas as pd
+
+    text, labels = spec["instructions"], spec["labels"]
+    field = {
+        "name": "diagnosis",
+        "type": str,
+        "desc": text["classify"] + ". Exactly one of these diagnoses: " + ", ".join(labels),
+    }
+
+    def classify() -> dict[str, Any]:
+        plan = _dataset("symptoms", _read(spec["inputs"]["symptoms"])).sem_map([field], depends_on=["symptoms"])
+        rows = _records(plan.run(config))
+        return {"diagnosis": {str(r["symptom_id"]): match_label(r.get("diagnosis"), labels) for r in rows}}
+
+    def infection() -> dict[str, Any]:
+        plan = _dataset("symptoms", _read(spec["inputs"]["symptoms"])).sem_filter(
+            text["infection"], depends_on=["symptoms"]
+        )
+        return {"infection": [str(r["symptom_id"]) for r in _records(plan.run(config))]}
+
+    def groupby() -> dict[str, Any]:
+        # Palimpzest has no relational join: the patient table is joined in pandas first; the
+        # classification and the group-by count/average run in Palimpzest.
+        symptoms = pd.DataFrame(_read(spec["inputs"]["symptoms"]))
+        patients = pd.DataFrame(_read(spec["inputs"]["patients"]))
+        joined = symptoms.merge(patients, on="patient_id")[["symptom_id", "symptoms", "age"]]
+        plan = pz.MemoryDataset(id="joined", vals=joined).sem_map([field], depends_on=["symptoms"])
+        classified = _records(plan.run(config))
+        for row in classified:
+            row["diagnosis"] = match_label(row.get("diagnosis"), labels) or "unknown"
+        grouped = pz.MemoryDataset(
+            id="classified", vals=pd.DataFrame(classified)[["symptom_id", "age", "diagnosis"]]
+        ).groupby(GroupBySig(["diagnosis"], ["count", "average"], ["symptom_id", "age"]))
+        rows = _records(grouped.run(config))
+        count_key = next(k for k in rows[0] if k.startswith("count")) if rows else "count(symptom_id)"
+        avg_key = next(k for k in rows[0] if k.startswith("average")) if rows else "average(age)"
+        return {
+            "groups": {str(r["diagnosis"]): int(r[count_key]) for r in rows},
+            "avg_age": {str(r["diagnosis"]): float(r[avg_key]) for r in rows},
+        }
+
+    def self_join() -> dict[str, Any]:
+        sample = _read(spec["inputs"]["join_sample"])
+        left = _dataset("left", [{"id_left": r["symptom_id"], "symptoms_left": r["symptoms"]} for r in sample])
+        right = _dataset("right", [{"id_right": r["symptom_id"], "symptoms_right": r["symptoms"]} for r in sample])
+        plan = left.sem_join(right, text["same"])
+        rows = _records(plan.run(config))
+        return {"same_pairs": [[int(r["id_left"]), int(r["id_right"])] for r in rows]}
+
+    from palimpzest import GroupBySig
+
+    return {"classify": classify, "infection": infection, "groupby": groupby, "self_join": self_join}
+
+
+def scaling_steps(spec: dict[str, Any], config: Any) -> dict[str, Step]:
+    def scan_filter() -> dict[str, Any]:
+        plan = _dataset("tickets", _read(spec["inputs"]["tickets"])).sem_filter(
+            spec["instructions"]["filter"], depends_on=["text"]
+        )
+        return {"kept": [str(r["ticket_id"]) for r in _records(plan.run(config))]}
+
+    return {"filter": scan_filter}
+
+
+WORKLOADS = {"enron": enron_steps, "medical": medical_steps, "scaling": scaling_steps}
+
+
+def main() -> int:
+    spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    answer: dict[str, Any] = {"steps": {}, "seconds": {}, "unsupported": {}, "errors": {}, "notes": {}}
+    started = time.perf_counter()
+    config = configure(spec)
+    answer["seconds"]["startup"] = round(time.perf_counter() - started, 2)
+    answer["version"] = "palimpzest " + metadata.version("palimpzest")
+    if spec["workload"] == "medical":
+        answer["notes"]["groupby"] = "no relational join in Palimpzest: patients joined in pandas before PZ reads them"
+    for name, step in WORKLOADS[spec["workload"]](spec, config).items():
+        if name in spec.get("skip_steps", ()):
+            continue
+        began = time.perf_counter()
+        try:
+            answer["steps"][name] = step()
+        except Exception as error:  # a failed step is a result to report; the next step still runs
+            traceback.print_exc()
+            answer["errors"][name] = f"{type(error).__name__}: {error}"
+        answer["seconds"][name] = round(time.perf_counter() - began, 2)
+    sys.stdout.write(json.dumps(answer, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
