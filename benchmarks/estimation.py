@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import json
 import os
 import sys
 import time
@@ -43,7 +44,14 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.harness import BenchmarkResult, benchmark_parser, load_average, now_iso, run_benchmark
+from benchmarks.harness import (
+    BenchmarkResult,
+    benchmark_parser,
+    load_average,
+    now_iso,
+    regenerate_report,
+    run_benchmark,
+)
 from benchmarks.harness.data import MissingData, shared_data_dir
 from semray.cost_model.estimates import Interval
 from semray.cost_model.measure import measure_statistics, passes
@@ -462,6 +470,7 @@ def render(
             f"{np.mean([t['estimated_kept'] for t in trials]):.0f} | "
             f"{np.mean([t['labels_bought_dollars'] for t in trials]):.4f} |"
         )
+    lines += ["", *verdict(rows, summary, costs)]
     lines += ["", "<details><summary>Per predicate</summary>", ""]
     lines += [
         "| predicate | sel | labels | RMSE imp | RMSE unif | MSE ratio | cov imp | cov unif |",
@@ -475,6 +484,69 @@ def render(
     ]
     lines += ["", "</details>"]
     return "\n".join(lines)
+
+
+def verdict(rows: list[dict[str, Any]], summary: list[dict[str, Any]], costs: list[dict[str, Any]]) -> list[str]:
+    """The goals, met or not, in words derived from the figures."""
+    pooled = [s for s in summary if s["predicates"] == "all"]
+    medical = {s["labels"]: s for s in summary if s["predicates"] == "medical"}
+    coverage = min(s["coverage_importance"] for s in pooled)
+    worst = min(rows, key=lambda r: r["coverage_importance"])
+    ratios = ", ".join(f"{s['geometric_mse_ratio']:.2f} at {s['labels']}" for s in pooled)
+    met = [str(label) for label, s in medical.items() if s["geometric_mse_ratio"] >= 2.0]
+    missed = [str(label) for label, s in medical.items() if s["geometric_mse_ratio"] < 2.0]
+    budget = 50 if 50 in medical else next(iter(medical), 0)
+    misses = sorted(
+        (r for r in rows if r["labels"] == budget and r["predicate"].startswith("medical") and r["mse_ratio"] < 1.25),
+        key=lambda r: r["mse_ratio"],
+    )
+    lines = [
+        f"**Coverage** (goal >= 0.93): importance intervals cover the truth in {coverage:.3f} or more of the "
+        f"trials pooled over the predicates at every budget ({'met' if coverage >= 0.93 else 'NOT met'}); the "
+        f"worst single predicate is {worst['predicate']} at {worst['labels']} labels "
+        f"({worst['coverage_importance']:.3f}).",
+        "",
+        f"**Importance vs uniform** (goal: 2x lower MSE): geometric-mean MSE ratio over all predicates {ratios} "
+        "labels. On the generated predicates (calibrated proxy): "
+        + ", ".join(
+            f"{s['geometric_mse_ratio']:.2f} at {s['labels']}" for s in summary if s["predicates"] == "generated"
+        )
+        + ". On the medical predicates: "
+        + ", ".join(f"{s['geometric_mse_ratio']:.3f} at {label}" for label, s in medical.items())
+        + f" labels (goal met at {', '.join(met) or 'no budget'}; missed at {', '.join(missed) or 'no budget'})."
+        " Why it is missed where it is: the MiniLM similarity proxy misses some diagnoses, so the draws go to"
+        " look-alike diagnoses and the estimate is no better than uniform sampling ("
+        + ", ".join(f"{r['predicate'].split(':', 1)[1]} {r['mse_ratio']:.2f}" for r in misses)
+        + f" at {budget} labels); and the 10% defensive uniform share, which keeps the weights bounded and the"
+        " intervals honest, caps the gain where the proxy is good.",
+    ]
+    for cost in costs:
+        lines += [
+            "",
+            f"**Cost, {cost['workload']}**: estimates within {cost['mean_abs_relative_error']:.0%} of the actual "
+            f"dollars on average (worst {cost['max_abs_relative_error']:.0%}); the actual figure lies in the "
+            f"estimate's interval in {cost['covered']} of {len(cost['trials'])} seeds. The error is the selectivity's "
+            "sampling error at this label budget (the second operator's cost scales with the kept rows)"
+            + (
+                "; and the small tier's own errors (15% in the simulator) change which rows it keeps, while the "
+                "estimate uses the top tier's selectivity."
+                if cost["workload"].startswith("medical")
+                else "."
+            ),
+        ]
+    return lines
+
+
+def rerender(results_dir: Path) -> int:
+    """Rebuild the section (and RESULTS.md) from the stored figures, without rerunning."""
+    path = results_dir / f"{NAME}.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    figures, parameters = data["figures"], data["parameters"]
+    args = argparse.Namespace(trials=parameters["trials"], cost_labels=parameters["cost_labels"])
+    data["markdown"] = render(figures["predicates"], figures["summary"], figures["costs"], args)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    print(f"{NAME}: re-rendered {regenerate_report(results_dir)}", file=sys.stderr)
+    return 0
 
 
 def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
@@ -532,7 +604,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--generated-rows", type=int, default=100_000, help="rows of the generated input")
     parser.add_argument("--cost-labels", type=int, default=50, help="importance draws for the cost workloads")
     parser.add_argument("--cost-seeds", type=int, default=5, help="seeds (independent samples) per cost workload")
-    return run_benchmark(NAME, parser, body, argv)
+    parser.add_argument(
+        "--rerender", action="store_true", help="rebuild RESULTS.md's section from the stored results, run nothing"
+    )
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if "--rerender" in arguments:
+        return rerender(parser.parse_args(arguments).results_dir)
+    return run_benchmark(NAME, parser, body, arguments)
 
 
 if __name__ == "__main__":
