@@ -1,0 +1,128 @@
+"""Model selection: which tier each semantic operator runs on, under the policy's quality bound.
+
+Start with every undecided semantic operator (``tier="auto"``) on the top tier of the ladder
+(``large``). Then, repeatedly, try moving each operator one rung down, estimate the plan, and
+take the move with the most cost saved per unit of quality lost among the moves after which
+the plan is still feasible for the policy (for ``MinCost``: the plan's quality bound still
+holds). Stop when no move is feasible and saves anything. Every assignment visited is kept;
+the policy ranks them and its first choice wins, so a policy that wants quality (``MaxQuality``)
+keeps the top tier where its budget allows, and ``MinCost`` gets the cheapest feasible one.
+
+When even the all-``large`` plan is infeasible for a policy with a budget, downgrades are
+taken (best ratio first) until it becomes feasible; if nothing is feasible, every operator
+stays on the top tier and a warning is logged.
+
+Operators with a pinned tier keep it. The cost of a plan is `costing.operator_cost` (dollars,
+GPU-seconds as tie-breaker); quality is the cost model's plan quality bound.
+
+>>> select_models(plan, estimator, MinCost(quality=0.9)).tiers  # doctest: +SKIP
+{'input': 'small', 'input.input': 'large'}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import structlog
+
+from semray.operators.base import Node
+from semray.planner.capabilities import rebuild
+from semray.planner.costing import Estimator, PlanEstimateLike, PolicyLike, operator_cost
+from semray.planner.paths import operator_paths, rewrite_at_paths
+
+LADDER: tuple[str, ...] = ("large", "small")
+"""Tiers from best (and dearest) to cheapest."""
+
+QUALITY_EPSILON = 1e-9
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Downgrade:
+    """One accepted move: the operator at ``path`` went from ``source`` to ``target``."""
+
+    path: str
+    source: str
+    target: str
+    cost_saved: float
+    quality_lost: float
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The chosen tier per operator path, its estimate, the moves taken, and how many
+    assignments were estimated."""
+
+    tiers: Mapping[str, str]
+    estimate: PlanEstimateLike
+    steps: tuple[Downgrade, ...]
+    estimated: int
+
+
+def choosable_paths(plan: Node) -> list[str]:
+    """Paths of the semantic operators whose tier the optimizer decides (``tier="auto"``)."""
+    nodes = operator_paths(plan).items()
+    return [path for path, node in nodes if node.calls_llm and getattr(node, "tier", None) == "auto"]
+
+
+Visit = tuple[dict[str, str], PlanEstimateLike, tuple[Downgrade, ...]]
+
+
+def select_models(plan: Node, estimate: Estimator, policy: PolicyLike, ladder: tuple[str, ...] = LADDER) -> Selection:
+    """Greedy downgrades by cost saved per quality lost; the policy picks among the visited plans."""
+    paths = choosable_paths(plan)
+    tiers = {path: ladder[0] for path in paths}
+    visited: list[Visit] = [(tiers, estimate(plan, tiers), ())]
+    estimated = 1
+    while True:
+        tiers, current, steps = visited[-1]
+        moves = [_try(plan, estimate, tiers, current, path, ladder) for path in paths if tiers[path] != ladder[-1]]
+        estimated += len(moves)
+        allowed = [move for move in moves if move[1].cost_saved > 0]
+        if policy.feasible(current):  # a feasible plan moves only to feasible plans
+            allowed = [move for move in allowed if policy.feasible(move[2])]
+        if not allowed:
+            break
+        _, move, trial_estimate, trial = max(allowed, key=lambda candidate: candidate[0])
+        visited.append((trial, trial_estimate, (*steps, move)))
+        log.debug(
+            "planner.downgrade", path=move.path, target=move.target, saved=move.cost_saved, lost=move.quality_lost
+        )
+    feasible = [entry for entry in visited if policy.feasible(entry[1])]
+    if not feasible:
+        log.warning("planner.no_feasible_tiers", operators=len(paths), hint="every operator stays on the top tier")
+        return Selection(tiers=visited[0][0], estimate=visited[0][1], steps=(), estimated=estimated)
+    tiers, chosen, steps = feasible[policy.rank([entry[1] for entry in feasible])[0]]
+    return Selection(tiers=tiers, estimate=chosen, steps=steps, estimated=estimated)
+
+
+def _try(
+    plan: Node,
+    estimate: Estimator,
+    tiers: dict[str, str],
+    current: PlanEstimateLike,
+    path: str,
+    ladder: tuple[str, ...],
+) -> tuple[float, Downgrade, PlanEstimateLike, dict[str, str]]:
+    """Estimate moving the operator at ``path`` one rung down: (ratio, move, estimate, tiers)."""
+    target = ladder[ladder.index(tiers[path]) + 1]
+    trial = {**tiers, path: target}
+    trial_estimate = estimate(plan, trial)
+    saved = operator_cost(current) - operator_cost(trial_estimate)
+    lost = max(current.quality - trial_estimate.quality, 0.0)
+    move = Downgrade(path=path, source=tiers[path], target=target, cost_saved=saved, quality_lost=lost)
+    return saved / max(lost, QUALITY_EPSILON), move, trial_estimate, trial
+
+
+def apply_tiers(plan: Node, tiers: Mapping[str, str]) -> Node:
+    """``plan`` with the operator at each path pinned to its tier."""
+    return rewrite_at_paths(plan, {path: _pin(tier) for path, tier in tiers.items()})
+
+
+def _pin(tier: str) -> Callable[[Node], Node]:
+    def pin(node: Node) -> Node:
+        return rebuild(node, tier=tier) if getattr(node, "tier", tier) != tier else node
+
+    return pin

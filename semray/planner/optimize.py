@@ -1,0 +1,111 @@
+"""The optimizer's entry point: rules to a fixpoint, join ordering, model selection.
+
+>>> optimized = optimize(query.plan, statistics, profiles_from_serving(config), MinCost(quality=0.9))  # doctest: +SKIP
+
+Without profiles (no serving configuration to price), the plan is rewritten and its joins
+ordered by default cardinalities, and semantic operators keep ``tier="auto"``. With profiles,
+every estimate comes from the cost model's ``estimate_plan`` and the policy (default
+``MinCost()``) picks the tiers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from semray.operators.base import Node
+from semray.planner.cardinality import default_cardinality, estimated_cardinality
+from semray.planner.costing import Estimator, PlanEstimateLike, PolicyLike, cost_model_estimator, default_policy
+from semray.planner.join_order import order_joins
+from semray.planner.model_selection import LADDER, Selection, apply_tiers, select_models
+from semray.planner.rules import RULES, Rule, RuleContext, apply_rules
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Optimization:
+    """The optimized plan and how it was reached: the plan after the rules, after join
+    ordering, the tier selection (None without profiles) and the chosen plan's estimate."""
+
+    plan: Node
+    written: Node
+    rewritten: Node
+    reordered: Node
+    selection: Selection | None
+
+    @property
+    def estimate(self) -> PlanEstimateLike | None:
+        return self.selection.estimate if self.selection else None
+
+
+def optimize(
+    plan: Node,
+    statistics: Any = None,
+    profiles: Mapping[str, Any] | None = None,
+    policy: PolicyLike | None = None,
+    *,
+    estimator: Estimator | None = None,
+) -> Node:
+    """The optimized plan (see `optimize_plan`)."""
+    return optimize_plan(plan, statistics, profiles, policy, estimator=estimator).plan
+
+
+def optimize_plan(
+    plan: Node,
+    statistics: Any = None,
+    profiles: Mapping[str, Any] | None = None,
+    policy: PolicyLike | None = None,
+    *,
+    estimator: Estimator | None = None,
+    rules: tuple[Rule, ...] = RULES,
+    ladder: tuple[str, ...] = LADDER,
+) -> Optimization:
+    """Rewrite ``plan`` with ``rules``, order its joins, and choose tiers under ``policy``.
+
+    ``statistics`` is a ``semray.cost_model.statistics.PlanStatistics`` and ``profiles`` the
+    tiers' ``TierProfile`` by name; ``estimator`` replaces the cost model (tests).
+    """
+    rewritten = apply_rules(plan, rule_context(statistics, profiles))
+    if estimator is None and profiles is not None:
+        estimator = cost_model_estimator(statistics, profiles)
+    if estimator is None:
+        reordered = order_joins(rewritten, default_cardinality)
+        log.info("planner.optimized", tiers="auto", changed=reordered != plan)
+        return Optimization(plan=reordered, written=plan, rewritten=rewritten, reordered=reordered, selection=None)
+    reordered = order_joins(rewritten, estimated_cardinality(rewritten, estimator(rewritten, None)))
+    selection = select_models(reordered, estimator, policy or default_policy(), ladder)
+    chosen = apply_tiers(reordered, selection.tiers)
+    log.info(
+        "planner.optimized",
+        tiers=dict(selection.tiers),
+        dollars=selection.estimate.dollars.value,
+        quality=selection.estimate.quality,
+        estimated_plans=selection.estimated,
+    )
+    return Optimization(plan=chosen, written=plan, rewritten=rewritten, reordered=reordered, selection=selection)
+
+
+def rule_context(statistics: Any, profiles: Mapping[str, Any] | None) -> RuleContext:
+    """What the rules may know: selectivities from ``statistics``, per-row cost from its token
+    counts priced at the top tier's input fee (without profiles, tokens alone)."""
+    if statistics is None:
+        return RuleContext()
+    from semray.cost_model.statistics import statistics_key
+
+    fee = 1.0
+    if profiles and LADDER[0] in profiles:
+        fee = float(profiles[LADDER[0]].fee_in_per_m) / 1e6 or 1.0
+
+    def selectivity(node: Node) -> float | None:
+        interval = statistics.selectivity.get(statistics_key(node))
+        return None if interval is None else float(interval.value)
+
+    def row_cost(node: Node) -> float | None:
+        tokens = statistics.tokens_per_row.get(statistics_key(node))
+        return None if tokens is None else float(tokens.value) * fee
+
+    return RuleContext(selectivity=selectivity, row_cost=row_cost)
