@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765)
     serve.set_defaults(command=run_simulator)
+    add_bench_command(commands)
     add_runs_commands(commands)
     return parser
 
@@ -202,6 +203,35 @@ def serve_tiers_status(args: argparse.Namespace, settings: Settings) -> int:
 
     sys.stdout.write(json.dumps(serve_status(settings, _serving_config(args.config)), indent=2, default=str) + "\n")
     return 0
+
+
+def add_bench_command(commands: Any) -> None:
+    """``semray bench [--repo DIR] NAME [OPTIONS...]``: run a benchmark of a source checkout (benchmarks/README.md)."""
+    bench = commands.add_parser("bench", help="run a benchmark from a source checkout (benchmarks/)")
+    bench.add_argument("name", help="e.g. relational, semantic_ops, enron, medical, scaling")
+    bench.add_argument("options", nargs=argparse.REMAINDER, help="passed on to the benchmark (see its --help)")
+    bench.add_argument("--repo", type=Path, default=Path.cwd(), help="the checkout holding benchmarks/ (default: .)")
+    bench.set_defaults(command=run_bench)
+
+
+def run_bench(args: argparse.Namespace, settings: Settings) -> int:
+    """Run ``python -m benchmarks[.workloads].NAME`` in the checkout; benchmarks are not part of the package."""
+    import subprocess
+
+    root = args.repo.resolve()
+    folder = root / "benchmarks"
+    # A benchmark is a module that hands its body to the harness; the rest are its helpers.
+    files = [*(folder / "workloads").glob("*.py"), *folder.glob("*.py")]
+    modules = {
+        path.stem: ".".join(path.relative_to(root).with_suffix("").parts)
+        for path in files
+        if "run_benchmark(" in path.read_text(encoding="utf-8")
+    }
+    known = sorted(modules)
+    if args.name not in known:
+        where = f"; known: {', '.join(known)}" if known else f"; {folder} not found (run from a source checkout)"
+        raise SemrayError(f"no benchmark named {args.name!r}{where}")
+    return subprocess.call([sys.executable, "-m", modules[args.name], *args.options], cwd=root)
 
 
 def emit(table: pa.Table, args: argparse.Namespace) -> None:

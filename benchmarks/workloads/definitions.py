@@ -224,8 +224,11 @@ def prepare_scaling(rows: int, out: Path, seed: int) -> PreparedWorkload:
 
 
 # medical -------------------------------------------------------------------------------------
-def prepare_medical(data: Path, out: Path, seed: int, latency_scale: float, join_rows: int) -> PreparedWorkload:
-    symptoms = _read_csv(data / "text_symptoms_data.csv")
+def prepare_medical(
+    data: Path, out: Path, seed: int, latency_scale: float, join_rows: int, rows: int | None = None
+) -> PreparedWorkload:
+    """The medical workload over the first ``rows`` symptom texts (all by default)."""
+    symptoms = _read_csv(data / "text_symptoms_data.csv")[:rows]
     patients = _read_csv(data / "patient_data_with_labels.csv")
     by_patient = {row["patient_id"]: row for row in patients}
     diagnoses = sorted({row["text_diagnosis"] for row in patients if row["text_diagnosis"] != "none"})

@@ -73,8 +73,9 @@ def _quality(row: dict[str, Any]) -> str:
 
 
 def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    texts = "1,200" if args.rows is None else str(args.rows)
     parts = [
-        "1,200 symptom texts (24 diagnoses x 50): classify, an infection filter, a count and average age per "
+        f"{texts} symptom texts (24 diagnoses x 50 in all): classify, an infection filter, a count and average age per "
         "diagnosis joined with the 11,112-row patient table, and a same-diagnosis self-join over a "
         f"{args.join_rows}-text sample ({args.join_rows * args.join_rows} ordered pairs). Same simulated tiers for "
         f"every system over HTTP on 127.0.0.1 (latency scale {args.latency_scale:g}); calls, tokens and dollars are "
@@ -93,7 +94,7 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
     started, load = now_iso(), load_average()
     command = command.replace(f"benchmarks.{NAME}", f"benchmarks.workloads.{NAME}", 1)
     data = require_shared_data("medical")
-    workload = prepare_medical(data, args.out_dir, args.seed, args.latency_scale, args.join_rows)
+    workload = prepare_medical(data, args.out_dir, args.seed, args.latency_scale, args.join_rows, args.rows)
     extra = {"skip_steps": [s for s in args.skip.split(",") if s]}
     rows = run_all(workload, select_runs(args.systems.split(",")), args.out_dir, score, args.timeout, extra)
     return BenchmarkResult(
@@ -106,6 +107,7 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
             "latency_scale": args.latency_scale,
             "join_rows": args.join_rows,
             "skip": args.skip,
+            "rows": args.rows,
         },
         figures={"rows": rows},
         markdown=markdown(rows, args),
@@ -120,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="the simulator's seed (which answers are wrong)")
     parser.add_argument("--latency-scale", type=float, default=1.0, help="scale the simulated latencies (0: none)")
     parser.add_argument("--join-rows", type=int, default=48, help="texts in the self-join sample (two per diagnosis)")
+    parser.add_argument("--rows", type=int, default=None, help="use only the first N symptom texts (smoke runs)")
     parser.add_argument("--skip", default="", help="comma-separated steps to leave out (e.g. self_join)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one system's run may take")
     return run_benchmark(NAME, parser, body, argv)

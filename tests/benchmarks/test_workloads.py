@@ -306,3 +306,22 @@ def test_benchmarks_skip_without_shared_data(
         )
         assert "skipped" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_semray_bench_names_the_known_benchmarks(capsys: pytest.CaptureFixture[str]) -> None:
+    from semray.cli import main
+
+    root = Path(__file__).resolve().parents[2]
+    assert main(["bench", "--repo", str(root), "no-such-benchmark"]) == 2
+    error = capsys.readouterr().err
+    assert "known:" in error and "enron" in error and "relational" in error and "scoring" not in error
+
+
+def test_semray_bench_runs_a_workload_that_skips_without_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from semray.cli import main
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("SEMRAY_SHARED_DATA", str(tmp_path / "absent"))
+    options = ["--skip-if-missing", "--results-dir", str(tmp_path / "r"), "--out-dir", str(tmp_path / "o")]
+    assert main(["bench", "--repo", str(root), "enron", *options]) == 0
+    assert main(["bench", "--repo", str(root), "enron", "--results-dir", str(tmp_path / "r")]) == 2
