@@ -1,6 +1,7 @@
 """Rule 6: drop columns nothing downstream reads, and semantic operators nobody needs.
 
-Walks the plan from the root with the set of columns each node's parent needs:
+Precondition: none; it applies to any plan. It walks the plan from the root with the set of
+columns each node's parent needs:
 
 * a ``Scan`` reads only needed columns (its pushed-down projection);
 * a ``Project`` drops expressions nobody reads;
