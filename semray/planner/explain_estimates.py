@@ -1,0 +1,136 @@
+"""EXPLAIN with estimates: the plan tree with, per operator, the cost model's estimated rows
+(with interval), tokens, dollars, GPU-seconds and tier, and, after a run, the actual figures.
+
+>>> print(render_estimates(plan, estimate, actuals))  # doctest: +SKIP
+SemFilter [small] '{review} mentions delivery'  rows 330 [250, 410] · tokens 33.0k in / 330 out · $0.0123 ...
+│  actual: rows 312 · calls 1.0k · tokens 31.9k in / 1.0k out · $0.0119 · 0.00 GPU-s
+└─ Scan csv:reviews.csv  rows 1.0k [1.0k, 1.0k]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from semray.operators.base import Node
+from semray.planner.costing import IntervalLike, OperatorEstimateLike, PlanEstimateLike
+from semray.planner.paths import child_paths, operator_paths
+
+
+@dataclass(frozen=True, slots=True)
+class Actual:
+    """What one operator did in a finished run (None: not measured)."""
+
+    rows: int | None = None
+    calls: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    dollars: float | None = None
+    gpu_seconds: float | None = None
+
+
+def actuals_by_path(
+    plan: Node,
+    usage_by_operator: Mapping[str, object],
+    operator_key: Callable[[Node], str],
+    rows_by_operator: Mapping[str, int] | None = None,
+) -> dict[str, Actual]:
+    """Per-path actuals from a run's usage keyed by the engine's operator key.
+
+    ``usage_by_operator`` values need ``calls``, ``input_tokens``, ``output_tokens``,
+    ``dollars`` and ``gpu_seconds`` (a ``UsageTotals``); ``operator_key`` is the engine's key
+    function (``semray.pipeline.lower_semantic.operator_key``), passed in so the planner does
+    not import the pipeline.
+    """
+    found: dict[str, Actual] = {}
+    for path, node in operator_paths(plan).items():
+        key = operator_key(node)
+        usage = usage_by_operator.get(key)
+        rows = (rows_by_operator or {}).get(key)
+        if usage is None and rows is None:
+            continue
+        found[path] = Actual(
+            rows=rows,
+            calls=getattr(usage, "calls", None),
+            input_tokens=getattr(usage, "input_tokens", None),
+            output_tokens=getattr(usage, "output_tokens", None),
+            dollars=getattr(usage, "dollars", None),
+            gpu_seconds=getattr(usage, "gpu_seconds", None),
+        )
+    return found
+
+
+def render_estimates(plan: Node, estimate: PlanEstimateLike, actuals: Mapping[str, Actual] | None = None) -> str:
+    """The plan tree, one line of estimates per operator, one line of actuals under it when given,
+    and the plan's totals."""
+    by_path = {operator.path: operator for operator in estimate.operators}
+    lines: list[str] = []
+
+    def visit(node: Node, path: str, prefix: str, connector: str) -> None:
+        operator = by_path.get(path)
+        text = f"{prefix}{connector}{node.label()}"
+        lines.append(text + ("  " + describe_operator(operator, node.calls_llm) if operator else ""))
+        children = child_paths(node, path)
+        child_prefix = prefix + ("   " if connector == "└─ " else "│  " if connector else "")
+        actual = (actuals or {}).get(path)
+        if actual is not None:
+            lines.append(f"{child_prefix}{'│  ' if children else '   '}actual: {describe_actual(actual)}")
+        for position, (child_path, child) in enumerate(children):
+            visit(child, child_path, child_prefix, "└─ " if position == len(children) - 1 else "├─ ")
+
+    visit(plan, "", "", "")
+    lines.append("")
+    lines.append(
+        f"Estimated total: rows {_interval(estimate.rows)} · {_dollars(estimate.dollars.value)} "
+        f"[{_dollars(estimate.dollars.low)}, {_dollars(estimate.dollars.high)}] · "
+        f"{estimate.gpu_seconds.value:.2f} GPU-s · {estimate.latency_s.value:.1f} s · quality >= {estimate.quality:.3f}"
+    )
+    if actuals:
+        spent = sum(actual.dollars or 0.0 for actual in actuals.values())
+        calls = sum(actual.calls or 0 for actual in actuals.values())
+        lines.append(f"Actual total: {calls} model calls · {_dollars(spent)}")
+    return "\n".join(lines)
+
+
+def describe_operator(operator: OperatorEstimateLike, calls_llm: bool) -> str:
+    """``rows 330 [250, 410] · tokens 33.0k in / 330 out · $0.0123 · 0.00 GPU-s · small``."""
+    parts = [f"rows {_interval(operator.rows_out)}"]
+    if calls_llm:
+        parts.append(f"tokens {_count(operator.input_tokens.value)} in / {_count(operator.output_tokens.value)} out")
+        parts.append(
+            f"{_dollars(operator.dollars.value)} [{_dollars(operator.dollars.low)}, {_dollars(operator.dollars.high)}]"
+        )
+        parts.append(f"{operator.gpu_seconds.value:.2f} GPU-s")
+        parts.append(f"{operator.tier} (quality {operator.quality:.3f})")
+    return " · ".join(parts)
+
+
+def describe_actual(actual: Actual) -> str:
+    parts = []
+    if actual.rows is not None:
+        parts.append(f"rows {_count(actual.rows)}")
+    if actual.calls is not None:
+        parts.append(f"calls {_count(actual.calls)}")
+    if actual.input_tokens is not None and actual.output_tokens is not None:
+        parts.append(f"tokens {_count(actual.input_tokens)} in / {_count(actual.output_tokens)} out")
+    if actual.dollars is not None:
+        parts.append(_dollars(actual.dollars))
+    if actual.gpu_seconds is not None:
+        parts.append(f"{actual.gpu_seconds:.2f} GPU-s")
+    return " · ".join(parts) or "no figures"
+
+
+def _interval(interval: IntervalLike) -> str:
+    return f"{_count(interval.value)} [{_count(interval.low)}, {_count(interval.high)}]"
+
+
+def _count(value: float) -> str:
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.1f}M"
+    if abs(value) >= 1e3:
+        return f"{value / 1e3:.1f}k"
+    return f"{value:.0f}"
+
+
+def _dollars(value: float) -> str:
+    return f"${value:.4f}" if value < 100 else f"${value:,.0f}"
