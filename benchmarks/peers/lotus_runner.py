@@ -32,6 +32,15 @@ from lotus.types import CascadeArgs
 Step = Callable[[], dict[str, Any]]
 
 
+def read_stats(base_url: str) -> dict[str, Any]:
+    """The simulator's /stats now (its counters are cumulative; the benchmark takes differences per step)."""
+    import urllib.request
+
+    root = base_url.rstrip("/").removesuffix("/v1")
+    with urllib.request.urlopen(root + "/stats", timeout=30) as response:  # 127.0.0.1 only
+        return json.loads(response.read())
+
+
 def configure(spec: dict[str, Any]) -> CascadeArgs | None:
     common = {"api_base": spec["base_url"], "api_key": "unused-simulator-key", "max_batch_size": 16, "max_tokens": 256}
     large = LM(model="openai/" + spec["models"]["large"], **common)
@@ -166,6 +175,7 @@ def main() -> int:
             traceback.print_exc()
             answer["errors"][name] = f"{type(error).__name__}: {error}"
         answer["seconds"][name] = round(time.perf_counter() - began, 2)
+        answer.setdefault("stats_after", {})[name] = read_stats(spec["base_url"])
     sys.stdout.write(json.dumps(answer) + "\n")
     return 0
 

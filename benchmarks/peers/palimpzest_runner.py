@@ -57,6 +57,15 @@ def import_palimpzest() -> Any:
 Step = Callable[[], dict[str, Any]]
 
 
+def read_stats(base_url: str) -> dict[str, Any]:
+    """The simulator's /stats now (its counters are cumulative; the benchmark takes differences per step)."""
+    import urllib.request
+
+    root = base_url.rstrip("/").removesuffix("/v1")
+    with urllib.request.urlopen(root + "/stats", timeout=30) as response:  # 127.0.0.1 only
+        return json.loads(response.read())
+
+
 def configure(spec: dict[str, Any]) -> Any:
     os.environ["OPENAI_API_KEY"] = "unused-simulator-key"
     os.environ["OPENAI_BASE_URL"] = spec["base_url"]
@@ -224,6 +233,7 @@ def main() -> int:
             traceback.print_exc()
             answer["errors"][name] = f"{type(error).__name__}: {error}"
         answer["seconds"][name] = round(time.perf_counter() - began, 2)
+        answer.setdefault("stats_after", {})[name] = read_stats(spec["base_url"])
     sys.stdout.write(json.dumps(answer, default=str) + "\n")
     return 0
 

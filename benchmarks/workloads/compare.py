@@ -109,6 +109,8 @@ def run_system(
     )
     if outcome.error:
         row["error"] = outcome.error
+    if answer.get("stats_after"):
+        row["step_usage"] = step_usage(answer["stats_after"])
     semray_usage = {
         name: step.get("semray_usage") for name, step in answer.get("steps", {}).items() if "semray_usage" in step
     }
@@ -139,6 +141,33 @@ def summarize_stats(stats: dict[str, Any]) -> dict[str, Any]:
         "tasks": stats.get("tasks", {}),
         "no_match_samples": stats.get("no_match_samples", [])[:3],
     }
+
+
+def stats_difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """What the simulator served between two /stats snapshots (per model; calls, no-match)."""
+    models = {}
+    for model, usage in after.get("models", {}).items():
+        earlier = before.get("models", {}).get(model, {})
+        delta = {
+            key: usage.get(key, 0) - earlier.get(key, 0) for key in ("calls", "prompt_tokens", "completion_tokens")
+        }
+        delta["cost_usd"] = usage.get("cost_usd", 0.0) - earlier.get("cost_usd", 0.0)
+        if delta["calls"]:
+            models[model] = delta
+    calls = after.get("calls", 0) - before.get("calls", 0)
+    no_match = after.get("no_match", 0) - before.get("no_match", 0)
+    return {"calls": calls, "models": models, "no_match": no_match, "no_match_rate": no_match / calls if calls else 0.0}
+
+
+def step_usage(stats_after: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per step (in run order): calls, tokens and dollars per tier, from cumulative snapshots."""
+    usage: dict[str, dict[str, Any]] = {}
+    before: dict[str, Any] = {}
+    for name, after in stats_after.items():
+        summary = summarize_stats(stats_difference(after, before))
+        usage[name] = {key: summary[key] for key in ("calls", "tokens", "cost_usd", "tiers", "no_match_rate")}
+        before = after
+    return usage
 
 
 def run_all(

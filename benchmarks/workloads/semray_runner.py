@@ -29,6 +29,15 @@ from benchmarks.harness import MemorySampler
 Step = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+def read_stats(base_url: str) -> dict[str, Any]:
+    """The simulator's /stats now (its counters are cumulative; the benchmark takes differences per step)."""
+    import urllib.request
+
+    root = base_url.rstrip("/").removesuffix("/v1")
+    with urllib.request.urlopen(root + "/stats", timeout=30) as response:  # 127.0.0.1 only
+        return json.loads(response.read())
+
+
 def _serving(spec: dict[str, Any]) -> Any:
     from semray.serving.config import ServingConfig, TierConfig
 
@@ -184,6 +193,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 except Exception as error:  # a failed step is a result to report; the next step still runs
                     answer["errors"][name] = f"{type(error).__name__}: {error}"
                 answer["seconds"][name] = round(time.perf_counter() - began, 2)
+        answer.setdefault("stats_after", {})[name] = read_stats(spec["base_url"])
         answer["object_store_peak_bytes"] = memory.peak().object_store_bytes
         answer["object_store_error"] = memory.store_error
     finally:

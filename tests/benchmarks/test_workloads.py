@@ -325,3 +325,31 @@ def test_semray_bench_runs_a_workload_that_skips_without_data(tmp_path: Path, mo
     options = ["--skip-if-missing", "--results-dir", str(tmp_path / "r"), "--out-dir", str(tmp_path / "o")]
     assert main(["bench", "--repo", str(root), "enron", *options]) == 0
     assert main(["bench", "--repo", str(root), "enron", "--results-dir", str(tmp_path / "r")]) == 2
+
+
+def test_step_usage_takes_differences_of_cumulative_stats() -> None:
+    from benchmarks.workloads.compare import step_usage
+
+    def snapshot(small: int, large: int, no_match: int) -> dict[str, Any]:
+        models = {
+            SMALL_MODEL: {
+                "calls": small,
+                "prompt_tokens": 10 * small,
+                "completion_tokens": small,
+                "cost_usd": 0.1 * small,
+            },
+            LARGE_MODEL: {
+                "calls": large,
+                "prompt_tokens": 10 * large,
+                "completion_tokens": large,
+                "cost_usd": 1.0 * large,
+            },
+        }
+        return {"calls": small + large, "models": models, "no_match": no_match}
+
+    usage = step_usage({"first": snapshot(4, 0, 0), "second": snapshot(4, 2, 1)})
+    assert usage["first"]["calls"] == 4 and set(usage["first"]["tiers"]) == {"small"}
+    assert usage["second"]["tiers"] == {
+        "large": {"calls": 2, "prompt_tokens": 20, "completion_tokens": 2, "rejected": 0, "cost_usd": 2.0}
+    }
+    assert usage["second"]["tokens"] == 22 and usage["second"]["no_match_rate"] == 0.5
