@@ -79,8 +79,8 @@ class MatchedDocument:
     votes: int
     position: int
     quotes: int = 1
-    """How many times the prompt quotes it: more votes than the document has shingles means
-    it appears again (a row paired with itself, or two rows with the same text)."""
+    """How many times the prompt quotes it: runs of consecutive matching shingles that would
+    each be accepted alone (a row paired with itself, or two rows with the same text)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,8 +173,7 @@ class ShingleIndex:
             if not self._accepts(len(fresh), int(self.sizes[document])):
                 break
             row, column = self.refs[document]
-            shingles = max(int(self.sizes[document]), 1)
-            quotes = max(1, -(-len(fresh) // shingles))
+            quotes = self._quotes(positions, fresh, int(self.sizes[document]))
             accepted.append(MatchedDocument(row, column, len(fresh), min(fresh), quotes))
             explained |= fresh
             del votes[document]
@@ -183,6 +182,21 @@ class ShingleIndex:
             covered[position : position + size] = True
         instruction = tuple(word for word, hit in zip(words, covered.tolist(), strict=True) if not hit)
         return PromptMatch(tuple(sorted(accepted, key=lambda d: d.position)), instruction)
+
+    def _quotes(self, positions: set[int], fresh: set[int], size: int) -> int:
+        """Quotes of one document: runs of consecutive positions voting for it that cover at least
+        half of its shingles (or ``strong_shingles``) and that it explains (a phrase it shares with
+        another quoted document, or a near-duplicate explained by that document, is no quote)."""
+        needed = min(max(self.config.min_shingles, (size + 1) // 2), self.config.strong_shingles)
+        ordered = sorted(positions)
+        runs: list[list[int]] = [[ordered[0]]] if ordered else []
+        for previous, current in zip(ordered, ordered[1:], strict=False):
+            if current == previous + 1:
+                runs[-1].append(current)
+            else:
+                runs.append([current])
+        quoted = [run for run in runs if len(run) >= needed and 2 * len(fresh.intersection(run)) >= len(run)]
+        return max(1, len(quoted))
 
     def _accepts(self, votes: int, size: int) -> bool:
         config = self.config
