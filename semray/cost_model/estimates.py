@@ -128,6 +128,8 @@ class OperatorEstimate:
     gpu_seconds: Interval
     latency_s: Interval
     quality: float
+    assumed: tuple[str, ...] = ()
+    """Figures taken from documented defaults because nothing measured them (e.g. ``"selectivity"``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,11 @@ class PlanEstimate:
     gpu_seconds: Interval
     latency_s: Interval
     quality: float
+
+    @property
+    def assumed(self) -> dict[str, tuple[str, ...]]:
+        """Operator path -> the figures assumed for it, for the operators that had any."""
+        return {op.path: op.assumed for op in self.operators if op.assumed}
 
     @property
     def tiers(self) -> dict[str, str]:

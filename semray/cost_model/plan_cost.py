@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from semray.cost_model.estimates import ZERO, EstimateError, Interval, OperatorEstimate, PlanEstimate, total
 from semray.cost_model.prices import TierProfile
@@ -50,14 +50,35 @@ class MissingStatisticsError(EstimateError):
     """A figure the estimate needs was never measured."""
 
 
+UNMEASURED_SELECTIVITY = Interval(0.5, 0.0, 1.0)
+"""A semantic predicate nobody measured: anything from none to all rows."""
+UNMEASURED_SOURCE_ROWS = Interval(10_000.0, 0.0, math.inf)
+"""A source nobody counted: a guess with no upper bound."""
+UNMEASURED_TIER_QUALITY = 0.0
+"""A cheaper tier nobody calibrated guarantees nothing, so a quality target keeps the top tier."""
+
+
 @dataclass(frozen=True, slots=True)
 class EstimationContext:
-    """What every estimator reads: the statistics, tier profiles and the tier assignment."""
+    """What every estimator reads: the statistics, tier profiles and the tier assignment.
+
+    With ``strict`` a missing measurement raises `MissingStatisticsError`; otherwise the
+    documented default is used and its name noted in ``assumed`` (scratch, one operator at a
+    time), which ends up in `OperatorEstimate.assumed`.
+    """
 
     statistics: PlanStatistics
     profiles: Mapping[str, TierProfile]
     tiers: Mapping[str, str]
     top_tier: str = TOP_TIER
+    strict: bool = False
+    assumed: list[str] = field(default_factory=list)
+
+    def missing(self, what: str, message: str) -> None:
+        """Raise (strict) or note that ``what`` was assumed."""
+        if self.strict:
+            raise MissingStatisticsError(message)
+        self.assumed.append(what)
 
     def tier_of(self, node: Node, path: str, default: str | None = None) -> str:
         if path in self.tiers:
@@ -72,15 +93,13 @@ class EstimationContext:
             )
         return self.profiles[tier]
 
-    def selectivity(self, node: Node, default: Interval | None = None) -> Interval:
+    def selectivity(self, node: Node, default: Interval = UNMEASURED_SELECTIVITY) -> Interval:
         key = statistics_key(node)
         if key in self.statistics.selectivity:
             return self.statistics.selectivity[key]
-        if default is not None:
-            return default
-        raise MissingStatisticsError(
-            f"no selectivity measured for {node.label()} (key {key}); measure it with measure_statistics"
-        )
+        how = "measure_statistics" if node.calls_llm else "semray.cost_model.relational.filter_selectivity"
+        self.missing("selectivity", f"no selectivity measured for {node.label()} (key {key}); measure it with {how}")
+        return default
 
     def quality(self, node: Node, tier: str) -> float:
         if tier == self.top_tier:
@@ -90,10 +109,12 @@ class EstimationContext:
         if found is None:
             found = self.statistics.default_tier_quality.get(tier)
         if found is None:
-            raise MissingStatisticsError(
+            self.missing(
+                "tier_quality",
                 f"no quality of tier {tier!r} measured for {node.label()} (key {key}); calibrate it with "
-                "measure_statistics(tier_labellers=...) or give PlanStatistics.default_tier_quality"
+                "measure_statistics(tier_labellers=...) or give PlanStatistics.default_tier_quality",
             )
+            return UNMEASURED_TIER_QUALITY
         return found
 
 
@@ -120,10 +141,15 @@ def estimate_plan(
     tiers: Mapping[str, str] | None = None,
     *,
     top_tier: str = TOP_TIER,
+    strict: bool = False,
 ) -> PlanEstimate:
-    """Estimate every operator of ``plan`` (children before parents) and the plan's totals."""
+    """Estimate every operator of ``plan`` (children before parents) and the plan's totals.
+
+    A figure never measured takes its documented default (noted in ``OperatorEstimate.assumed``)
+    or, with ``strict=True``, raises `MissingStatisticsError` saying what to measure.
+    """
     _load_estimators()
-    context = EstimationContext(statistics, profiles, dict(tiers or {}), top_tier)
+    context = EstimationContext(statistics, profiles, dict(tiers or {}), top_tier, strict)
     operators: list[OperatorEstimate] = []
     rows = _estimate(plan, "", context, operators)
     semantic = [op.quality for op in operators if op.tier != NO_TIER]
@@ -165,7 +191,10 @@ def _estimate(node: Node, path: str, context: EstimationContext, out: list[Opera
     estimator = ESTIMATORS.get(type(node))
     if estimator is None:
         raise EstimateError(f"no cost estimator for {type(node).__name__}; register one in semray.cost_model")
+    context.assumed.clear()
     estimate = estimator(node, path, inputs, context)
+    if context.assumed:
+        estimate = replace(estimate, assumed=tuple(dict.fromkeys(context.assumed)))
     out.append(estimate)
     return estimate.rows_out
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from semray.cost_model.estimates import Interval, OperatorEstimate
-from semray.cost_model.plan_cost import EstimationContext, MissingStatisticsError, register, relational_estimate
+from semray.cost_model.plan_cost import UNMEASURED_SOURCE_ROWS, EstimationContext, register, relational_estimate
 from semray.cost_model.statistics import source_key, statistics_key
 from semray.operators.base import Node
 from semray.operators.relational import Aggregate, Distinct, Filter, Join, Limit, Project, Scan, Sort, Union
@@ -32,9 +32,11 @@ def scan_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Esti
     key = source_key(node)
     rows = context.statistics.source_rows.get(key)
     if rows is None:
-        raise MissingStatisticsError(
-            f"no row count for source {key!r}; measure it with semray.cost_model.relational.sample_source"
+        context.missing(
+            "source_rows",
+            f"no row count for source {key!r}; measure it with semray.cost_model.relational.sample_source",
         )
+        rows = UNMEASURED_SOURCE_ROWS
     return relational_estimate(node, path, rows, rows)
 
 

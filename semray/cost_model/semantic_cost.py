@@ -11,8 +11,9 @@
 * SemSearch: embeds every input row on the embedding tier (its ``tokens_per_row`` is the
   embedded text); keeps ``min(k, rows)``; quality 1 (retrieval is not compared with a tier).
 
-Prompt tokens per row come from ``PlanStatistics.tokens_per_row`` (required: measure them
-with `semray.cost_model.measure.measure_statistics` or `semray.cost_model.tokens.PromptTokens`);
+Prompt tokens per row come from ``PlanStatistics.tokens_per_row`` (measure them with
+`semray.cost_model.measure.measure_statistics` or `semray.cost_model.tokens.PromptTokens`;
+unmeasured: `unmeasured_prompt_tokens`);
 completion tokens from ``PlanStatistics.output_tokens_per_row`` or the per-kind expectation
 `semray.cost_model.tokens.expected_output_tokens`.
 """
@@ -22,24 +23,44 @@ from __future__ import annotations
 import math
 
 from semray.cost_model.estimates import Interval, OperatorEstimate
-from semray.cost_model.plan_cost import EstimationContext, MissingStatisticsError, model_estimate, register
+from semray.cost_model.plan_cost import EstimationContext, model_estimate, register
 from semray.cost_model.statistics import statistics_key
-from semray.cost_model.tokens import expected_output_tokens
+from semray.cost_model.tokens import PromptTokens, expected_output_tokens
 from semray.operators.base import Node
 from semray.operators.semantic import SemAgg, SemClassify, SemExtract, SemFilter, SemJoin, SemMap, SemSearch, SemTopK
+from semray.operators.templates import template_columns
 
 EMBEDDING_TIER = "embedding"
+
+
+ASSUMED_CELL_TOKENS = 100.0
+"""Tokens assumed per referenced cell when nobody counted a sample (about 75 words)."""
+MAX_CELL_TOKENS = 2000.0
+"""The upper end assumed per cell: a long document."""
 
 
 def prompt_tokens(node: Node, context: EstimationContext) -> Interval:
     key = statistics_key(node)
     found = context.statistics.tokens_per_row.get(key)
     if found is None:
-        raise MissingStatisticsError(
+        context.missing(
+            "tokens_per_row",
             f"no prompt tokens per row measured for {node.label()} (key {key}); count them with "
-            "semray.cost_model.tokens.PromptTokens on sample rows"
+            "semray.cost_model.tokens.PromptTokens on sample rows",
         )
+        return unmeasured_prompt_tokens(node)
     return found
+
+
+def unmeasured_prompt_tokens(node: Node) -> Interval:
+    """The prompt with empty cells plus `ASSUMED_CELL_TOKENS` per cell, in [empty, `MAX_CELL_TOKENS` per cell]."""
+    if isinstance(node, SemSearch):
+        fixed, cells = 0.0, 1
+    else:
+        instruction = str(getattr(node, "instruction", ""))
+        columns = template_columns(instruction, type(node).__name__)
+        fixed, cells = float(PromptTokens().count(node, dict.fromkeys(columns, ""))), len(columns)
+    return Interval(fixed + ASSUMED_CELL_TOKENS * cells, fixed, fixed + MAX_CELL_TOKENS * cells)
 
 
 def completion_tokens(node: Node, context: EstimationContext) -> Interval:

@@ -68,22 +68,41 @@ def test_quality_is_the_union_bound_and_tier_overrides_change_it() -> None:
     assert best.quality == 1.0 and best.tiers == {"input.input": "large", "input": "large"}
 
 
-def test_missing_figures_are_named_errors_that_say_what_to_measure() -> None:
-    with pytest.raises(MissingStatisticsError, match="no selectivity measured for SemFilter"):
-        estimate_plan(
-            PLAN, PlanStatistics(source_rows=STATISTICS.source_rows, tokens_per_row=STATISTICS.tokens_per_row), PROFILES
-        )
+def test_strict_estimates_name_the_missing_figure_and_what_to_measure() -> None:
+    no_selectivity = PlanStatistics(source_rows=STATISTICS.source_rows, tokens_per_row=STATISTICS.tokens_per_row)
+    with pytest.raises(MissingStatisticsError, match=r"for Filter rating >= 4 .*relational\.filter_selectivity"):
+        estimate_plan(PLAN, no_selectivity, PROFILES, strict=True)
+    relational_only = no_selectivity.merged(
+        PlanStatistics(selectivity={statistics_key(RATED): STATISTICS.selectivity[statistics_key(RATED)]})
+    )
+    with pytest.raises(MissingStatisticsError, match=r"no selectivity measured for SemFilter.*measure_statistics"):
+        estimate_plan(PLAN, relational_only, PROFILES, strict=True)
     with pytest.raises(MissingStatisticsError, match=r"no row count for source 'csv:reviews\.csv'"):
-        estimate_plan(PLAN, PlanStatistics(), PROFILES)
+        estimate_plan(PLAN, PlanStatistics(), PROFILES, strict=True)
     no_quality = PlanStatistics(
         source_rows=STATISTICS.source_rows, selectivity=STATISTICS.selectivity, tokens_per_row=STATISTICS.tokens_per_row
     )
     with pytest.raises(MissingStatisticsError, match="no quality of tier 'small'"):
-        estimate_plan(PLAN, no_quality, PROFILES)
+        estimate_plan(PLAN, no_quality, PROFILES, strict=True)
     fallback = no_quality.merged(PlanStatistics(default_tier_quality={"small": 0.9}))
-    assert estimate_plan(PLAN, fallback, PROFILES).quality == pytest.approx(0.9)
+    assert estimate_plan(PLAN, fallback, PROFILES, strict=True).quality == pytest.approx(0.9)
     with pytest.raises(MissingStatisticsError, match="no price profile for tier 'large'"):
         estimate_plan(PLAN, STATISTICS, {"small": PROFILES["small"]})
+
+
+def test_without_measurements_defaults_are_used_and_noted() -> None:
+    estimate = estimate_plan(PLAN, PlanStatistics(), PROFILES)
+    assert estimate.assumed == {
+        "input.input.input.input": ("source_rows",),
+        "input.input.input": ("selectivity",),
+        "input.input": ("selectivity", "tokens_per_row", "tier_quality"),
+        "input": ("tokens_per_row",),
+    }
+    assert estimate.quality == 0.0  # an uncalibrated cheaper tier guarantees nothing
+    positive = estimate.operator("input.input")
+    assert positive.rows_out.value == pytest.approx(10_000 / 3 * 0.5) and math.isinf(estimate.dollars.high)
+    assert positive.input_tokens.value > positive.rows_in.value * 100  # the prompt's fixed text + one cell
+    assert estimate_plan(PLAN, STATISTICS, PROFILES).assumed == {}
 
 
 def test_an_unmeasured_relational_filter_gets_the_system_r_default() -> None:
