@@ -27,7 +27,7 @@ from benchmarks.harness import (
 )
 from benchmarks.workloads.compare import run_all, select_runs
 from benchmarks.workloads.definitions import prepare_enron
-from benchmarks.workloads.report import cost_table, fmt, gaps
+from benchmarks.workloads.report import cost_table, fmt, gaps, goal_lines
 from benchmarks.workloads.scoring import extraction_accuracy, precision_recall
 
 NAME = "enron"
@@ -56,6 +56,21 @@ def _quality(row: dict[str, Any]) -> str:
     return f"P {fmt(f['precision'], 2)} R {fmt(f['recall'], 2)} F1 {fmt(f['f1'], 2)}; extract {fmt(x['accuracy'], 2)}"
 
 
+def _f1(row: dict[str, Any]) -> float | None:
+    value = (row.get("quality") or {}).get("filter", {}).get("f1")
+    return float(value) if value is not None else None
+
+
+def _extraction(row: dict[str, Any]) -> float | None:
+    value = (row.get("quality") or {}).get("extraction", {}).get("accuracy_over_all_positives")
+    return float(value) if value is not None else None
+
+
+def _tokens(row: dict[str, Any]) -> int | None:
+    tokens = row.get("simulator", {}).get("tokens")
+    return int(tokens) if tokens is not None else None
+
+
 def markdown(rows: list[dict[str, Any]], latency_scale: float) -> str:
     parts = [
         "Two semantic filters (fraud scheme; not quoting outside news) then extraction of sender and subject over "
@@ -65,6 +80,13 @@ def markdown(rows: list[dict[str, Any]], latency_scale: float) -> str:
         "extraction accuracy (both fields, normalised) over returned true positives.",
         "",
         cost_table(rows, _quality, "quality (P / R / F1; extraction)"),
+    ]
+    parts += [
+        "",
+        "Goal (issue 12): quality within 0.02 of the best peer's at <= 1/5 of its tokens.",
+        "",
+        *goal_lines(rows, "filter F1", _f1, _tokens),
+        *goal_lines(rows, "extraction accuracy over all positives", _extraction, _tokens),
     ]
     missing = gaps(rows)
     if missing:

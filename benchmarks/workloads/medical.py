@@ -32,7 +32,7 @@ from benchmarks.harness import (
 )
 from benchmarks.workloads.compare import run_all, select_runs
 from benchmarks.workloads.definitions import prepare_medical
-from benchmarks.workloads.report import cost_table, fmt, gaps
+from benchmarks.workloads.report import cost_table, fmt, gaps, goal_lines
 from benchmarks.workloads.scoring import count_error, label_accuracy, pairs, precision_recall
 
 NAME = "medical"
@@ -72,6 +72,60 @@ def _quality(row: dict[str, Any]) -> str:
     return "; ".join(parts) or "–"
 
 
+STEP_METRICS = {
+    "classify": ("classification accuracy", lambda q: q.get("accuracy")),
+    "infection": ("infection filter F1", lambda q: q.get("f1")),
+    "groupby": (
+        "group counts, 1 - relative L1",
+        lambda q: None if q.get("relative_l1") is None else 1 - q["relative_l1"],
+    ),
+    "self_join": ("self-join F1", lambda q: q.get("f1")),
+}
+
+
+def step_metric(step: str) -> Any:
+    def metric(row: dict[str, Any]) -> float | None:
+        quality = (row.get("quality") or {}).get(step)
+        value = STEP_METRICS[step][1](quality) if quality else None
+        return float(value) if value is not None else None
+
+    return metric
+
+
+def step_tokens(step: str) -> Any:
+    def tokens(row: dict[str, Any]) -> int | None:
+        usage = row.get("step_usage", {}).get(step)
+        return int(usage["tokens"]) if usage else None
+
+    return tokens
+
+
+def step_table(rows: list[dict[str, Any]]) -> str:
+    """Per step and system: quality, then small / large calls and tokens of that step alone."""
+    header = "| system | " + " | ".join(STEP_METRICS[step][0] for step in STEP_METRICS) + " |"
+    lines = [header, "| --- |" + " --- |" * len(STEP_METRICS)]
+    for row in rows:
+        cells = []
+        for step in STEP_METRICS:
+            quality = step_metric(step)(row)
+            usage = row.get("step_usage", {}).get(step)
+            if quality is None or not usage:
+                reason = (
+                    "cannot express"
+                    if step in row.get("unsupported", {})
+                    else "failed"
+                    if step in row.get("errors", {})
+                    else "–"
+                )
+                cells.append(reason)
+                continue
+            tiers = usage["tiers"]
+            calls = " + ".join(f"{tiers[t]['calls']} {t}" for t in ("small", "large") if t in tiers) or "0 calls"
+            cells.append(f"{quality:.3f}; {calls}; {usage['tokens']:,} tok; ${usage['cost_usd']:.3f}")
+        lines.append(f"| {row['system']} ({row['config']}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     texts = "1,200" if args.rows is None else str(args.rows)
     parts = [
@@ -83,10 +137,20 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         "filter F1; relative L1 error of the per-diagnosis counts; self-join F1 over unordered pairs.",
         "",
         cost_table(rows, _quality, "quality"),
+        "",
+        "Per step (quality; calls per tier; tokens; simulated dollars of that step alone):",
+        "",
+        step_table(rows),
+        "",
+        "Goal (issue 12): quality within 0.02 of the best peer's at <= 1/5 of its tokens, per step.",
+        "",
     ]
+    for step, (what, _) in STEP_METRICS.items():
+        parts += goal_lines(rows, what, step_metric(step), step_tokens(step))
+    parts += [""]
     missing = gaps(rows)
     if missing:
-        parts += ["", "Where a system could not run a step, and why:", "", missing]
+        parts += ["Where a system could not run a step, and why:", "", missing]
     return "\n".join(parts)
 
 

@@ -60,3 +60,56 @@ def gaps(rows: Sequence[dict[str, Any]]) -> str:
         for step, note in sorted(row.get("notes", {}).items()):
             lines.append(f"- {label}, `{step}`: {note}")
     return "\n".join(lines)
+
+
+QUALITY_SLACK = 0.02
+TOKEN_SHARE = 0.2
+
+
+def goal_lines(
+    rows: Sequence[dict[str, Any]],
+    what: str,
+    metric: Callable[[dict[str, Any]], float | None],
+    tokens: Callable[[dict[str, Any]], int | None],
+) -> list[str]:
+    """The issue's goal for one quality figure: each semray run against the best peer run.
+
+    Goal: quality within ``QUALITY_SLACK`` of the best peer's at no more than ``TOKEN_SHARE``
+    of that peer's tokens. The best peer run is the one with the highest quality (fewest
+    tokens among equals).
+    """
+    peers = [row for row in rows if row["system"] != "semray" and metric(row) is not None and tokens(row)]
+    ours = [row for row in rows if row["system"] == "semray"]
+    if not peers:
+        return [f"- {what}: no peer result to compare with."]
+    best = max(peers, key=lambda row: (metric(row) or 0.0, -(tokens(row) or 0)))
+    best_quality, best_tokens = metric(best) or 0.0, tokens(best) or 0
+    label = f"{best['system']} ({best['config']})"
+    lines = []
+    for row in ours:
+        quality, used = metric(row), tokens(row)
+        name = f"semray ({row['config']})"
+        if quality is None or not used:
+            lines.append(f"- {what}: {name} has no result; best peer {label} {best_quality:.3f}.")
+            continue
+        share = used / best_tokens
+        met = quality >= best_quality - QUALITY_SLACK and share <= TOKEN_SHARE
+        why = (
+            "met"
+            if met
+            else "NOT met ("
+            + ", ".join(
+                reason
+                for reason, failed in (
+                    ("quality", quality < best_quality - QUALITY_SLACK),
+                    ("tokens", share > TOKEN_SHARE),
+                )
+                if failed
+            )
+            + ")"
+        )
+        lines.append(
+            f"- {what}: {name} {quality:.3f} vs best peer {label} {best_quality:.3f} "
+            f"({quality - best_quality:+.3f}) at {share:.2f}x its tokens — {why}."
+        )
+    return lines

@@ -353,3 +353,42 @@ def test_step_usage_takes_differences_of_cumulative_stats() -> None:
         "large": {"calls": 2, "prompt_tokens": 20, "completion_tokens": 2, "rejected": 0, "cost_usd": 2.0}
     }
     assert usage["second"]["tokens"] == 22 and usage["second"]["no_match_rate"] == 0.5
+
+
+def _usage(tokens: int) -> dict[str, Any]:
+    tiers = {"large": {"calls": 2, "prompt_tokens": tokens - 2, "completion_tokens": 2, "rejected": 0, "cost_usd": 0.5}}
+    return {"calls": 2, "tokens": tokens, "cost_usd": 0.5, "tiers": tiers, "no_match_rate": 0.0}
+
+
+def test_medical_markdown_compares_each_step_with_the_best_peer() -> None:
+    import argparse
+
+    peer = _row("lotus") | {
+        "quality": {"classify": {"accuracy": 0.9}, "self_join": {"f1": 0.8}},
+        "step_usage": {"classify": _usage(1000), "self_join": _usage(5000)},
+    }
+    ours = _row("semray") | {
+        "config": "default",
+        "quality": {"classify": {"accuracy": 0.95}},
+        "step_usage": {"classify": _usage(150)},
+        "unsupported": {"self_join": "not executable in semray yet: LoweringError"},
+    }
+    args = argparse.Namespace(rows=None, join_rows=48, latency_scale=1.0)
+    text = medical.markdown([ours, peer], args)
+    assert "classification accuracy: semray (default) 0.950 vs best peer lotus (plain) 0.900 (+0.050) at 0.15x" in text
+    assert "— met." in text
+    assert "self-join F1: semray (default) has no result" in text
+    assert "| semray (default) | 0.950; 2 large; 150 tok; $0.500 | – | – | cannot express |" in text
+
+
+def test_enron_markdown_states_the_goal_verdict() -> None:
+    quality = {
+        "filter": {"precision": 1.0, "recall": 1.0, "f1": 1.0},
+        "extraction": {"accuracy": 1.0, "accuracy_over_all_positives": 1.0},
+    }
+    rows = [_row("semray", quality=quality, config="default"), _row("lotus", quality=quality)]
+    text = enron.markdown(rows, 1.0)
+    assert (
+        "filter F1: semray (default) 1.000 vs best peer lotus (plain) 1.000 (+0.000) at 1.00x its tokens"
+        " — NOT met (tokens)." in text
+    )
