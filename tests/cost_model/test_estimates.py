@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from plans import PLAN, POSITIVE, RATED, SCAN
 
 from semray.cost_model.estimates import EstimateError, Interval, PlanEstimate
@@ -82,3 +84,26 @@ def test_min_latency_among_plans_of_enough_quality() -> None:
     assert MinLatency(quality=0.9).rank(PLANS) == [3, 0, 2, 1]
     with pytest.raises(EstimateError, match="quality target"):
         MinLatency(quality=1.5)
+
+
+@given(
+    st.lists(st.floats(-1e6, 1e6), min_size=3, max_size=3),
+    st.lists(st.floats(-1e6, 1e6), min_size=3, max_size=3),
+    st.floats(0, 1),
+    st.floats(0, 1),
+)
+def test_interval_products_and_sums_contain_every_choice_of_operands(
+    a: list[float], b: list[float], u: float, v: float
+) -> None:
+    left, right = Interval(*_ordered(a)), Interval(*_ordered(b))
+    x = left.low + u * (left.high - left.low)
+    y = right.low + v * (right.high - right.low)
+    product, total = left * right, left + right
+    slack = 1e-6 * max(1.0, abs(x * y))
+    assert product.low - slack <= x * y <= product.high + slack
+    assert total.low - 1e-6 <= x + y <= total.high + 1e-6
+
+
+def _ordered(values: list[float]) -> tuple[float, float, float]:
+    low, value, high = sorted(values)
+    return value, low, high
