@@ -44,6 +44,26 @@ def runs_for(size: int, systems: Sequence[str], peer_max: int, peer_configs: Seq
     return runs
 
 
+def too_slow(rows: Sequence[dict[str, Any]], system: str, size: int, budget_s: float) -> str | None:
+    """Why ``system`` is not run at ``size``: its last finished size's rate says it would overrun the budget.
+
+    >>> too_slow([{"system": "semray", "rows": 10, "wall_s": 10.0, "simulator": {}}], "semray", 1000, 60)
+    'not run: at 1 rows/s (measured at 10 rows) 1,000 rows would take ~1000 s, over the 60 s budget'
+    """
+    finished = [r for r in rows if r["system"] == system and "simulator" in r and not r.get("error") and r["wall_s"]]
+    if not finished:
+        return None
+    last = max(finished, key=lambda r: r["rows"])
+    rate = last["rows"] / last["wall_s"]
+    estimate = size / rate
+    if estimate <= budget_s:
+        return None
+    return (
+        f"not run: at {rate:.0f} rows/s (measured at {last['rows']:,} rows) {size:,} rows would take "
+        f"~{estimate:.0f} s, over the {budget_s:.0f} s budget"
+    )
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
         'One `sem_filter` ("the ticket is urgent", 30% true) over generated unique ticket texts; zero-latency '
@@ -81,9 +101,18 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
     systems = args.systems.split(",")
     rows: list[dict[str, Any]] = []
     for size in (int(s) for s in args.sizes.split(",")):
-        workload = prepare_scaling(size, args.out_dir / str(size), args.seed)
         runs = runs_for(size, systems, args.peer_max, args.peer_configs.split(","))
-        for row in run_all(workload, runs, args.out_dir / str(size), score, args.timeout):
+        to_run = []
+        for run in runs:
+            reason = too_slow(rows, run.system, size, args.timeout)
+            if reason:
+                rows.append({"system": run.system, "config": run.config, "rows": size, "error": reason})
+            else:
+                to_run.append(run)
+        if not to_run:
+            continue
+        workload = prepare_scaling(size, args.out_dir / str(size), args.seed)
+        for row in run_all(workload, to_run, args.out_dir / str(size), score, args.timeout):
             rows.append(row | {"rows": size})
     return BenchmarkResult(
         name=NAME,
