@@ -89,10 +89,45 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             f"| {row['rows']:,} | {label} | {fmt(f1)} | {sim['calls']:,} | {sim['tokens']:,} | {sim['cost_usd']:.4f} | "
             f"{per_k:.4f} | {row['wall_s']:.1f} | {row['rows'] / row['wall_s']:.0f} | {memory} |"
         )
+    lines += ["", "Goals (issue 12), semray:", "", *scaling_goals(rows)]
     missing = gaps(rows)
     if missing:
         lines += ["", missing]
     return "\n".join(lines)
+
+
+def scaling_goals(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Memory flat (within 2x) from 100k to 1M rows; cost linear in rows — for semray's finished runs."""
+    done = sorted(
+        (r for r in rows if r["system"] == "semray" and "simulator" in r and not r.get("error")),
+        key=lambda r: r["rows"],
+    )
+    if not done:
+        return ["- no finished semray run"]
+    by_size = {r["rows"]: r for r in done}
+    largest = done[-1]
+    if 100_000 in by_size and largest["rows"] > 100_000:
+        ratio = largest["peak_pss_bytes"] / by_size[100_000]["peak_pss_bytes"]
+        verdict = "met" if ratio <= 2 and largest["rows"] >= 1_000_000 else "not shown" if ratio <= 2 else "NOT met"
+        memory = (
+            f"- memory flat from 100k to 1M (within 2x): peak PSS at {largest['rows']:,} rows is {ratio:.2f}x that at "
+            f"100k — {verdict}" + ("" if largest["rows"] >= 1_000_000 else " (1M did not run)")
+        )
+    else:
+        sizes = ", ".join(f"{r['rows']:,}: {r['peak_pss_bytes'] / GIB:.2f} GiB" for r in done)
+        memory = (
+            "- memory flat from 100k to 1M (within 2x): not measured "
+            f"(largest finished size {largest['rows']:,}); {sizes}"
+        )
+    per_k = [r["simulator"]["cost_usd"] / r["rows"] * 1000 for r in done]
+    spread = max(per_k) / min(per_k) if min(per_k) else float("inf")
+    cost = (
+        "- cost linear in rows: $ per 1k rows "
+        + ", ".join(f"{r['rows']:,}: {v:.5f}" for r, v in zip(done, per_k, strict=True))
+        + f" (max/min {spread:.3f}) — "
+        + ("met" if spread <= 1.05 and len(done) > 1 else "one size only" if len(done) == 1 else "NOT met")
+    )
+    return [memory, cost]
 
 
 def body(args: argparse.Namespace, command: str) -> BenchmarkResult:

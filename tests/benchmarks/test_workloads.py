@@ -392,3 +392,19 @@ def test_enron_markdown_states_the_goal_verdict() -> None:
         "filter F1: semray (default) 1.000 vs best peer lotus (plain) 1.000 (+0.000) at 1.00x its tokens"
         " — NOT met (tokens)." in text
     )
+
+
+def test_scaling_goals_report_memory_and_cost_linearity() -> None:
+    def finished(rows: int, pss_gib: float, dollars: float) -> dict[str, Any]:
+        usage = {"calls": rows, "prompt_tokens": 1, "completion_tokens": 1, "cost_usd": dollars}
+        stats = {"calls": rows, "models": {SMALL_MODEL: usage}}
+        row = {"system": "semray", "config": "default", "rows": rows, "wall_s": 10.0}
+        return row | {"peak_pss_bytes": int(pss_gib * (1 << 30)), "simulator": summarize_stats(stats)}
+
+    runs = [finished(10_000, 1.0, 0.1), finished(100_000, 1.5, 1.0), finished(1_000_000, 2.0, 10.0)]
+    goals = scaling.scaling_goals(runs)
+    assert goals[0].endswith("1.33x that at 100k — met")
+    assert goals[1].endswith("(max/min 1.000) — met")
+    too_slow = scaling.too_slow(runs[1:2], "semray", 1_000_000, 60)
+    assert too_slow is not None and "100,000 rows" in too_slow
+    assert "not measured (largest finished size 100,000)" in scaling.scaling_goals(runs[:2])[0]
