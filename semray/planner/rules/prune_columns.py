@@ -6,7 +6,9 @@ columns each node's parent needs:
 * a ``Scan`` reads only needed columns (its pushed-down projection);
 * a ``Project`` drops expressions nobody reads;
 * a map, extract or classify none of whose outputs is needed, and that keeps every row
-  (``on_error`` not ``skip``), is removed: its answers would be thrown away;
+  (``on_error`` not ``skip``), is removed: its answers would be thrown away; an extraction
+  some of whose fields are needed asks for those fields only (the per-field assumption of
+  rule 3);
 * below every semantic operator whose input carries unneeded columns, a ``Project`` keeps
   only what the operator and the nodes above it read, so the rows shipped to model actors
   (and rendered into set-level prompts) carry only what they need.
@@ -37,7 +39,7 @@ from __future__ import annotations
 from semray.operators.base import Node
 from semray.operators.relational import Aggregate, Distinct, Join, NamedExpr, Project, Scan, Unary, Union
 from semray.operators.schema import ROW_ID
-from semray.operators.semantic import SemAgg, SemJoin
+from semray.operators.semantic import SemAgg, SemExtract, SemJoin
 from semray.planner.capabilities import (
     added_columns,
     column_expression,
@@ -62,6 +64,8 @@ def _prune(node: Node, needed: Needed) -> Node:
         node = _narrow_project(node, needed)
     elif is_row_wise_semantic(node) and keeps_every_row(node) and not added_columns(node) & needed:
         return _prune(node.children[0], needed)
+    elif isinstance(node, SemExtract) and keeps_every_row(node) and not node.diagnostics:
+        node = _narrow_extract(node, needed)
     requirements = _child_needs(node, needed)
     children = []
     for child, child_needed in zip(node.children, requirements, strict=True):
@@ -104,6 +108,11 @@ def _narrow_scan(node: Scan, needed: Needed) -> Node:
     if len(kept) == len(current):
         return node
     return rebuild(node, columns=kept)
+
+
+def _narrow_extract(node: SemExtract, needed: Needed) -> Node:
+    kept = tuple(field for field in node.fields if field.name in needed)
+    return node if len(kept) == len(node.fields) else rebuild(node, fields=kept)
 
 
 def _narrow_project(node: Project, needed: Needed) -> Project:
