@@ -91,6 +91,10 @@ def aggregate_group(
         level += 1
         trace.levels = level
         groups = pack([count_tokens(part) + RECORD_OVERHEAD for part in parts], budget)
+        if len(groups) == len(parts):
+            # Answers too long to pair within the budget: combine two at a time anyway (the
+            # tier's truncation policy applies), so every level halves the parts and ends.
+            groups = [list(range(start, min(start + 2, len(parts)))) for start in range(0, len(parts), 2)]
         final = len(groups) == 1
         combine = [
             combine_request(
