@@ -322,6 +322,8 @@ class FinalUDF:
 
     def _small(self, rows: pa.Table) -> pa.Table:
         schema = self.large.answers_schema()
+        if rows.num_rows == 0:  # also when the route never asked the small tier (no such columns)
+            return schema.empty_table()
         columns = {ROW_ID: rows.column(ROW_ID).cast(pa.string())}
         for field in schema:
             if field.name != ROW_ID:
