@@ -195,6 +195,28 @@ def _brief(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def merge_rows(previous: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of an earlier run of the same benchmark, with the systems run now replaced, in table order.
+
+    >>> [r["config"] for r in merge_rows([{"system": "semray", "config": "default", "v": 1}],
+    ...                                  [{"system": "lotus", "config": "plain"}])]
+    ['default', 'plain']
+    """
+    order = {(run.system, run.config): index for index, run in enumerate((*SEMRAY_RUNS, *PEER_RUNS))}
+    merged = {(row["system"], row["config"]): row for row in previous}
+    merged |= {(row["system"], row["config"]): row for row in new}
+    return sorted(merged.values(), key=lambda row: order.get((row["system"], row["config"]), len(order)))
+
+
+def previous_rows(results_dir: Path, name: str) -> list[dict[str, Any]]:
+    """The rows of ``results_dir/NAME.json``, or none when there is no such file."""
+    path = results_dir / f"{name}.json"
+    if not path.exists():
+        return []
+    rows: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8")).get("figures", {}).get("rows", [])
+    return rows
+
+
 def select_runs(systems: Sequence[str]) -> list[SystemRun]:
     """The runs of the named systems (``semray``, ``lotus``, ``palimpzest``), in table order."""
     return [run for run in (*SEMRAY_RUNS, *PEER_RUNS) if run.system in systems]

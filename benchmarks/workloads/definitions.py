@@ -311,21 +311,20 @@ def prepare_medical(
 
 
 def join_sample(diagnosis: Mapping[int, str], rows: int, seed: int) -> list[int]:
-    """``rows`` symptom ids, two per diagnosis class in turn (so the self-join has positives), seeded."""
+    """``rows`` symptom ids, two from each of ``rows // 2`` seeded-random diagnoses (so the self-join has positives)."""
     rng = random.Random(seed)
     by_class: dict[str, list[int]] = {}
     for key in sorted(diagnosis):
         by_class.setdefault(diagnosis[key], []).append(key)
-    for members in by_class.values():
-        rng.shuffle(members)
-    chosen: list[int] = []
     classes = sorted(by_class)
-    depth = 0
-    while len(chosen) < rows and any(len(members) > depth for members in by_class.values()):
-        for name in classes:
-            if len(chosen) < rows and len(by_class[name]) > depth:
-                chosen.append(by_class[name][depth])
-        depth += 1
+    rng.shuffle(classes)
+    chosen: list[int] = []
+    for name in classes:
+        members = list(by_class[name])
+        rng.shuffle(members)
+        chosen += members[: min(2, rows - len(chosen))]
+        if len(chosen) >= rows:
+            break
     return sorted(chosen)
 
 

@@ -25,7 +25,7 @@ from benchmarks.harness import (
     require_shared_data,
     run_benchmark,
 )
-from benchmarks.workloads.compare import run_all, select_runs
+from benchmarks.workloads.compare import merge_rows, previous_rows, run_all, select_runs
 from benchmarks.workloads.definitions import prepare_enron
 from benchmarks.workloads.report import cost_table, fmt, gaps, goal_lines
 from benchmarks.workloads.scoring import extraction_accuracy, precision_recall
@@ -100,6 +100,8 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
     data = require_shared_data("enron")
     workload = prepare_enron(data, args.out_dir, args.seed, args.latency_scale)
     rows = run_all(workload, select_runs(args.systems.split(",")), args.out_dir, score, args.timeout)
+    if args.merge:
+        rows = merge_rows(previous_rows(args.results_dir, NAME), rows)
     return BenchmarkResult(
         name=NAME,
         title="Enron: filter, filter, extract — semray vs LOTUS vs Palimpzest on the same simulated models",
@@ -118,6 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="the simulator's seed (which answers are wrong)")
     parser.add_argument("--latency-scale", type=float, default=1.0, help="scale the simulated latencies (0: none)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds one system's run may take")
+    parser.add_argument(
+        "--merge", action="store_true", help="keep the stored rows of systems not run now (rerun one system)"
+    )
     return run_benchmark(NAME, parser, body, argv)
 
 

@@ -1,7 +1,7 @@
 """Medical: classify 1,200 symptom texts into 24 diagnoses, filter for infections, count diagnoses
 joined with the patient table, and a "same diagnosis" self-join over a sample.
 
-    .venv/bin/python -m benchmarks.workloads.medical [--systems semray,lotus,palimpzest] [--join-rows 48]
+    .venv/bin/python -m benchmarks.workloads.medical [--systems semray,lotus,palimpzest] [--join-rows 24]
 
 Every system runs the same four steps against one simulator on 127.0.0.1 whose truth is
 ``../shared/data/medical`` (``text_diagnosis`` of each symptom text's patient):
@@ -11,7 +11,7 @@ Every system runs the same four steps against one simulator on 127.0.0.1 whose t
    nine infectious diagnoses are the positives);
 3. ``groupby``: join the texts with the patient table on ``patient_id``, classify, then count
    and average age per diagnosis (relative L1 error of the counts, mean absolute error of the ages);
-4. ``self_join``: pairs of texts from a seeded sample (``--join-rows``, two per diagnosis)
+4. ``self_join``: pairs of texts from a seeded sample (``--join-rows``, default 24: two texts from each of 12 diagnoses)
    whose symptoms point to the same diagnosis (precision/recall over unordered pairs).
 """
 
@@ -30,7 +30,7 @@ from benchmarks.harness import (
     require_shared_data,
     run_benchmark,
 )
-from benchmarks.workloads.compare import run_all, select_runs
+from benchmarks.workloads.compare import merge_rows, previous_rows, run_all, select_runs
 from benchmarks.workloads.definitions import prepare_medical
 from benchmarks.workloads.report import cost_table, fmt, gaps, goal_lines
 from benchmarks.workloads.scoring import count_error, label_accuracy, pairs, precision_recall
@@ -161,6 +161,8 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
     workload = prepare_medical(data, args.out_dir, args.seed, args.latency_scale, args.join_rows, args.rows)
     extra = {"skip_steps": [s for s in args.skip.split(",") if s]}
     rows = run_all(workload, select_runs(args.systems.split(",")), args.out_dir, score, args.timeout, extra)
+    if args.merge:
+        rows = merge_rows(previous_rows(args.results_dir, NAME), rows)
     return BenchmarkResult(
         name=NAME,
         title="Medical: classify, filter, group-by joined with patients, self-join — semray vs LOTUS vs Palimpzest",
@@ -185,10 +187,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--systems", default="semray,lotus,palimpzest", help="comma-separated systems to run")
     parser.add_argument("--seed", type=int, default=1, help="the simulator's seed (which answers are wrong)")
     parser.add_argument("--latency-scale", type=float, default=1.0, help="scale the simulated latencies (0: none)")
-    parser.add_argument("--join-rows", type=int, default=48, help="texts in the self-join sample (two per diagnosis)")
+    parser.add_argument(
+        "--join-rows", type=int, default=24, help="texts in the self-join sample (two from each of N/2 diagnoses)"
+    )
     parser.add_argument("--rows", type=int, default=None, help="use only the first N symptom texts (smoke runs)")
     parser.add_argument("--skip", default="", help="comma-separated steps to leave out (e.g. self_join)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one system's run may take")
+    parser.add_argument(
+        "--merge", action="store_true", help="keep the stored rows of systems not run now (rerun one system)"
+    )
     return run_benchmark(NAME, parser, body, argv)
 
 
