@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.harness import BenchmarkResult, benchmark_parser, load_average, now_iso, run_benchmark
-from benchmarks.workloads.compare import SystemRun, run_all
+from benchmarks.workloads.compare import SystemRun, previous_rows, run_all
 from benchmarks.workloads.definitions import prepare_scaling
 from benchmarks.workloads.report import GIB, fmt, gaps
 from benchmarks.workloads.scoring import precision_recall
@@ -42,6 +42,20 @@ def runs_for(size: int, systems: Sequence[str], peer_max: int, peer_configs: Seq
     if size <= peer_max:
         runs += [SystemRun(peer, config) for peer in systems if peer != "semray" for config in peer_configs]
     return runs
+
+
+def merge_sizes(previous: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Stored rows with the (system, config, size) runs made now replaced, ordered by size then system.
+
+    >>> [(r["rows"], r["system"]) for r in merge_sizes(
+    ...     [{"system": "semray", "config": "default", "rows": 10}, {"system": "lotus", "config": "plain", "rows": 10}],
+    ...     [{"system": "semray", "config": "default", "rows": 100}])]
+    [(10, 'semray'), (10, 'lotus'), (100, 'semray')]
+    """
+    order = {"semray": 0, "lotus": 1, "palimpzest": 2}
+    merged = {(r["system"], r["config"], r["rows"]): r for r in previous}
+    merged |= {(r["system"], r["config"], r["rows"]): r for r in new}
+    return sorted(merged.values(), key=lambda r: (r["rows"], order.get(r["system"], 9), r["config"]))
 
 
 def too_slow(rows: Sequence[dict[str, Any]], system: str, size: int, budget_s: float) -> str | None:
@@ -149,6 +163,8 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
         workload = prepare_scaling(size, args.out_dir / str(size), args.seed)
         for row in run_all(workload, to_run, args.out_dir / str(size), score, args.timeout):
             rows.append(row | {"rows": size})
+    if args.merge:
+        rows = merge_sizes(previous_rows(args.results_dir, NAME), rows)
     return BenchmarkResult(
         name=NAME,
         title="Scaling: one sem_filter over 10k to 1M generated rows, zero-latency simulated models",
@@ -168,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--peer-max", type=int, default=10000, help="largest size the peers run")
     parser.add_argument("--peer-configs", default="plain", help="peer configurations to run (plain,cheap)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--merge", action="store_true", help="keep stored rows of (system, size) runs not made now")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one system's run of one size may take")
     return run_benchmark(NAME, parser, body, argv)
 
