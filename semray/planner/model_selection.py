@@ -4,9 +4,12 @@ Start with every undecided semantic operator (``tier="auto"``) on the top tier o
 (``large``). Then, repeatedly, try moving each operator one rung down, estimate the plan, and
 take the move with the most cost saved per unit of quality lost among the moves after which
 the plan is still feasible for the policy (for ``MinCost``: the plan's quality bound still
-holds). Stop when no move is feasible and saves anything. Every assignment visited is kept;
-the policy ranks them and its first choice wins, so a policy that wants quality (``MaxQuality``)
-keeps the top tier where its budget allows, and ``MinCost`` gets the cheapest feasible one.
+holds). Stop when no move is feasible and saves anything. The greedy pass ends with
+exchanges (one operator a rung up and another down, or one more down) while they give a
+cheaper feasible plan that the policy prefers: they recover the cases where the best ratio
+spent the quality budget on a small saving. Every assignment visited is kept; the policy
+ranks them and its first choice wins, so a policy that wants quality (``MaxQuality``) keeps
+the top tier where its budget allows, and ``MinCost`` gets the cheapest feasible one.
 
 When even the all-``large`` plan is infeasible for a policy with a budget, downgrades are
 taken (best ratio first) until it becomes feasible; if nothing is feasible, every operator
@@ -21,8 +24,9 @@ GPU-seconds as tie-breaker); quality is the cost model's plan quality bound.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
@@ -40,8 +44,9 @@ log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class Downgrade:
-    """One accepted move: the operator at ``path`` went from ``source`` to ``target``."""
+class TierMove:
+    """One accepted move: the operator at ``path`` went from ``source`` to ``target`` (a rung
+    down; a rung up only as half of an exchange), saving ``cost_saved`` for ``quality_lost``."""
 
     path: str
     source: str
@@ -57,7 +62,7 @@ class Selection:
 
     tiers: Mapping[str, str]
     estimate: PlanEstimateLike
-    steps: tuple[Downgrade, ...]
+    steps: tuple[TierMove, ...]
     estimated: int
 
 
@@ -67,7 +72,7 @@ def choosable_paths(plan: Node) -> list[str]:
     return [path for path, node in nodes if node.calls_llm and getattr(node, "tier", None) == "auto"]
 
 
-Visit = tuple[dict[str, str], PlanEstimateLike, tuple[Downgrade, ...]]
+Visit = tuple[dict[str, str], PlanEstimateLike, tuple[TierMove, ...]]
 
 
 def select_models(plan: Node, estimate: Estimator, policy: PolicyLike, ladder: tuple[str, ...] = LADDER) -> Selection:
@@ -91,11 +96,70 @@ def select_models(plan: Node, estimate: Estimator, policy: PolicyLike, ladder: t
             "planner.downgrade", path=move.path, target=move.target, saved=move.cost_saved, lost=move.quality_lost
         )
     feasible = [entry for entry in visited if policy.feasible(entry[1])]
+    if feasible:
+        improved, count = _exchange(plan, estimate, policy, feasible[policy.rank([e[1] for e in feasible])[0]], ladder)
+        feasible.append(improved)
+        estimated += count
     if not feasible:
         log.warning("planner.no_feasible_tiers", operators=len(paths), hint="every operator stays on the top tier")
         return Selection(tiers=visited[0][0], estimate=visited[0][1], steps=(), estimated=estimated)
     tiers, chosen, steps = feasible[policy.rank([entry[1] for entry in feasible])[0]]
     return Selection(tiers=tiers, estimate=chosen, steps=steps, estimated=estimated)
+
+
+def _exchange(
+    plan: Node, estimate: Estimator, policy: PolicyLike, start: Visit, ladder: tuple[str, ...]
+) -> tuple[Visit, int]:
+    """Improve the greedy choice by exchanges: one operator a rung up and another a rung down
+    (or just one more down), while that gives a feasible plan the policy ranks higher and that
+    costs less. Returns the improved visit and how many plans were estimated.
+
+    Greedy by ratio can spend the quality budget on an operator whose downgrade saves little;
+    an exchange frees that budget for a bigger saving. Each round costs ``O(n^2)`` estimates.
+    """
+    tiers, current, steps = start
+    count = 0
+    while True:
+        candidates: list[tuple[dict[str, str], PlanEstimateLike, tuple[TierMove, ...]]] = []
+        for up, down in itertools.product([None, *tiers], tiers):
+            moves = _exchange_moves(tiers, up, down, ladder)
+            if moves is None:
+                continue
+            trial = {**tiers, **{move.path: move.target for move in moves}}
+            trial_estimate = estimate(plan, trial)
+            count += 1
+            if policy.feasible(trial_estimate) and operator_cost(trial_estimate) < operator_cost(current):
+                saved = operator_cost(current) - operator_cost(trial_estimate)
+                lost = current.quality - trial_estimate.quality
+                moves = tuple(replace(move, cost_saved=saved, quality_lost=lost) for move in moves)
+                candidates.append((trial, trial_estimate, moves))
+        if not candidates:
+            return (tiers, current, steps), count
+        best = candidates[policy.rank([candidate[1] for candidate in candidates])[0]]
+        if policy.rank([current, best[1]])[0] != 1:
+            return (tiers, current, steps), count
+        tiers, current, steps = best[0], best[1], (*steps, *best[2])
+
+
+def _exchange_moves(
+    tiers: dict[str, str], up: str | None, down: str, ladder: tuple[str, ...]
+) -> tuple[TierMove, ...] | None:
+    if up == down or ladder.index(tiers[down]) + 1 >= len(ladder):
+        return None
+    moves = [
+        TierMove(
+            path=down, source=tiers[down], target=ladder[ladder.index(tiers[down]) + 1], cost_saved=0, quality_lost=0
+        )
+    ]
+    if up is not None:
+        if ladder.index(tiers[up]) == 0:
+            return None
+        moves.append(
+            TierMove(
+                path=up, source=tiers[up], target=ladder[ladder.index(tiers[up]) - 1], cost_saved=0, quality_lost=0
+            )
+        )
+    return tuple(moves)
 
 
 def _try(
@@ -105,14 +169,14 @@ def _try(
     current: PlanEstimateLike,
     path: str,
     ladder: tuple[str, ...],
-) -> tuple[float, Downgrade, PlanEstimateLike, dict[str, str]]:
+) -> tuple[float, TierMove, PlanEstimateLike, dict[str, str]]:
     """Estimate moving the operator at ``path`` one rung down: (ratio, move, estimate, tiers)."""
     target = ladder[ladder.index(tiers[path]) + 1]
     trial = {**tiers, path: target}
     trial_estimate = estimate(plan, trial)
     saved = operator_cost(current) - operator_cost(trial_estimate)
     lost = max(current.quality - trial_estimate.quality, 0.0)
-    move = Downgrade(path=path, source=tiers[path], target=target, cost_saved=saved, quality_lost=lost)
+    move = TierMove(path=path, source=tiers[path], target=target, cost_saved=saved, quality_lost=lost)
     return saved / max(lost, QUALITY_EPSILON), move, trial_estimate, trial
 
 

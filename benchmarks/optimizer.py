@@ -1,0 +1,466 @@
+"""Optimizer: model selection against exhaustive enumeration, and optimized vs naive plans.
+
+    .venv/bin/python -m benchmarks.optimizer                     # 60 small plans, both workloads
+    .venv/bin/python -m benchmarks.optimizer --plans 20 --skip-if-missing
+
+**Chosen vs exhaustive.** ``--plans`` generated chains of 2-6 semantic operators (filters,
+maps, classifications) over a 10,000-row source, each with random measured statistics
+(selectivities, prompt tokens per row, the small tier's quality per operator). For quality
+targets 0.80-0.95 under ``MinCost``, the greedy selection's estimated dollars are compared with
+the best of every tier assignment (``2^n`` estimates through ``estimate_plan``).
+
+**Optimized vs naive.** Two multi-operator queries over ``../shared/data``, each run twice by
+a label-driven evaluator (no Ray, no model): the written plan with every semantic operator on
+the large tier, and ``optimize(plan, statistics, profiles, MinCost(0.9))``. Answers come from
+the labels; the small tier errs on a seeded 4% of rows per filter and 10% per classification
+or extraction (the large tier is the labels). Statistics are what a 60-row uniform labelled
+sample says (selectivity with a Wilson interval, mean prompt tokens) plus the configured
+small-tier quality. Tokens are ``len(prompt) / 4``; prices: large $2.50 / $10 per M tokens
+in / out, small $0.15 / $0.60.
+
+* medical: symptoms JOIN patients -> classify diagnosis (24 labels) -> sem_filter infection ->
+  filter age >= 40 and smoker -> LIMIT 20. Quality: share of output rows that are infections
+  with the right diagnosis.
+* enron: extract sender, subject -> sem_filter fraud scheme -> sem_filter not quoting news.
+  Quality: F1 of the kept e-mails against the 13 labelled positives, and extraction accuracy.
+  The two filters' separate truths are derived (the labels give only their conjunction): a
+  mail naming a scheme (Raptor, Deathstar, Chewco, Fat Boy) passes the first, and is a news
+  quote unless it is a labelled positive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import itertools
+import json
+import math
+import random
+import re
+import string
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from benchmarks.harness import BenchmarkResult, benchmark_parser, load_average, now_iso, run_benchmark
+from benchmarks.harness.data import MissingData, shared_data_dir
+from semray.cost_model.estimates import Interval
+from semray.cost_model.plan_cost import estimate_plan
+from semray.cost_model.policies import MinCost
+from semray.cost_model.prices import TierProfile
+from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.operators import (
+    ExtractField,
+    Filter,
+    Join,
+    Limit,
+    Node,
+    Project,
+    Scan,
+    Schema,
+    SemClassify,
+    SemExtract,
+    SemFilter,
+    SemMap,
+    SourceSpec,
+    walk,
+)
+from semray.planner import optimize_plan
+from semray.planner.costing import cost_model_estimator
+from semray.planner.model_selection import choosable_paths, select_models
+
+NAME = "optimizer"
+PROFILES = {
+    "large": TierProfile("large", 2.5, 10.0, 0.0, math.inf, 8),
+    "small": TierProfile("small", 0.15, 0.6, 0.0, math.inf, 8),
+}
+SMALL_ERROR = {"sem_filter": 0.04, "sem_classify": 0.10, "sem_extract": 0.10}
+TARGETS = (0.80, 0.85, 0.90, 0.95)
+SCHEMES = re.compile(r"raptor|deathstar|death star|chewco|fat boy", re.IGNORECASE)
+INFECTIOUS = frozenset(
+    {"urinary tract infection", "impetigo", "pneumonia", "malaria", "fungal infection", "common cold", "dengue",
+     "typhoid", "chicken pox"}
+)  # fmt: skip
+
+
+def memory_scan(name: str, table: pa.Table) -> Scan:
+    return Scan(source=SourceSpec(kind="memory", options={"name": name}), source_schema=Schema.from_arrow(table.schema))
+
+
+# chosen vs exhaustive -------------------------------------------------------------------
+
+
+def exhaustive_comparison(plans: int, seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    scan = memory_scan("docs", pa.table({"text": ["x"]}))
+    ratios: list[float] = []
+    worst: dict[str, Any] = {}
+    estimates = 0
+    started = time.perf_counter()
+    for index in range(plans):
+        node: Node = scan
+        for position in range(rng.randint(2, 6)):
+            kind = rng.choice(("filter", "filter", "map", "classify"))
+            instruction = f"{{text}} property {index}-{position}"
+            if kind == "filter":
+                node = SemFilter(input=node, instruction=instruction)
+            elif kind == "map":
+                node = SemMap(input=node, instruction=instruction, output=f"m{position}")
+            else:
+                node = SemClassify(input=node, instruction=instruction, labels=("a", "b", "c"), output=f"c{position}")
+        semantic = [n for n in walk(node) if n.calls_llm]
+        statistics = PlanStatistics(
+            source_rows={source_key(scan): Interval.exact(10_000)},
+            selectivity={statistics_key(n): _around(rng.uniform(0.05, 0.95)) for n in semantic},
+            tokens_per_row={statistics_key(n): Interval.exact(rng.uniform(50, 800)) for n in semantic},
+            tier_quality={(statistics_key(n), "small"): rng.uniform(0.9, 0.995) for n in semantic},
+        )
+        estimator = cost_model_estimator(statistics, PROFILES)
+        paths = choosable_paths(node)
+        options = [
+            dict(zip(paths, combo, strict=True)) for combo in itertools.product(("large", "small"), repeat=len(paths))
+        ]
+        everything = [estimator(node, tiers) for tiers in options]
+        estimates += len(everything)
+        for target in TARGETS:
+            policy = MinCost(quality=target)
+            feasible = [e for e in everything if policy.feasible(e)]
+            best = min(e.dollars.value for e in feasible)
+            chosen = select_models(node, estimator, policy)
+            estimates += chosen.estimated
+            ratio = chosen.estimate.dollars.value / best if best > 0 else 1.0
+            ratios.append(ratio)
+            if not worst or ratio > worst["ratio"]:
+                worst = {"ratio": ratio, "plan": index, "operators": len(paths), "target": target}
+    within = sum(r <= 1.10 + 1e-9 for r in ratios) / len(ratios)
+    return {
+        "plans": plans,
+        "cases": len(ratios),
+        "within_10pct": within,
+        "exact": sum(r <= 1 + 1e-9 for r in ratios) / len(ratios),
+        "mean_ratio": sum(ratios) / len(ratios),
+        "max_ratio": max(ratios),
+        "worst": worst,
+        "estimates": estimates,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def _around(value: float) -> Interval:
+    return Interval(value, max(0.0, value - 0.05), min(1.0, value + 0.05))
+
+
+# label-driven evaluation ------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    """Calls, tokens and dollars per tier of one evaluation."""
+
+    calls: Counter[str] = field(default_factory=Counter)
+    input_tokens: Counter[str] = field(default_factory=Counter)
+    output_tokens: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def dollars(self) -> float:
+        return sum(PROFILES[t].dollars(self.input_tokens[t], self.output_tokens[t]) for t in self.calls)
+
+
+Truth = Callable[[Mapping[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    tables: dict[str, pa.Table]
+    plan: Node
+    truths: dict[str, Truth]  # instruction -> truth of a row (a field -> value dict for extractions)
+    key: str
+    quality: Callable[[list[dict[str, Any]]], dict[str, float]]
+
+
+def render(template: str, row: Mapping[str, Any]) -> str:
+    return "".join(
+        literal + ("" if name is None else str(row[name])) for literal, name, _, _ in string.Formatter().parse(template)
+    )
+
+
+def wrong(node: Node, row: Mapping[str, Any], key: str, tier: str) -> bool:
+    if tier == "large":
+        return False
+    seed = hashlib.blake2b(f"{node.op}|{getattr(node, 'instruction', '')}|{row[key]}".encode(), digest_size=8)
+    return int.from_bytes(seed.digest(), "big") % 10_000 < SMALL_ERROR[node.op] * 10_000
+
+
+def evaluate(node: Node, work: Workload, tally: Tally) -> list[dict[str, Any]]:
+    inputs = [evaluate(child, work, tally) for child in node.children]
+    if isinstance(node, Scan):
+        names = [c.name for c in node.output_schema.user_columns()]
+        return [{n: row[n] for n in names} for row in work.tables[str(node.source.options["name"])].to_pylist()]
+    if isinstance(node, Filter):
+        return [row for row, keep in zip(inputs[0], _mask(node.predicate, inputs[0], node.input), strict=True) if keep]
+    if isinstance(node, Project):
+        return [{item.name: row[item.expr.strip('"')] for item in node.exprs} for row in inputs[0]]
+    if isinstance(node, Limit):
+        return inputs[0][node.offset : node.offset + node.count]
+    if isinstance(node, Join):
+        left_key, right_key = node.keys[0][0]
+        index: dict[Any, list[dict[str, Any]]] = {}
+        for row in inputs[1]:
+            index.setdefault(row[right_key], []).append(row)
+        names = node.right_names
+        return [
+            {**left, **{names[k]: v for k, v in right.items()}}
+            for left in inputs[0]
+            for right in index.get(left[left_key], [])
+        ]
+    if isinstance(node, SemFilter | SemClassify | SemExtract):
+        return _semantic(node, inputs[0], work, tally)
+    raise NotImplementedError(f"the benchmark evaluator has no rule for {type(node).__name__}")
+
+
+def _mask(predicate: str, rows: list[dict[str, Any]], source: Node) -> list[bool]:
+    if not rows:
+        return []
+    schema = source.output_schema
+    names = [c.name for c in schema.user_columns()]
+    table = pa.Table.from_pylist([{n: row[n] for n in names} for row in rows])
+    connection = duckdb.connect()
+    connection.register("t", table)
+    return [bool(value) for (value,) in connection.sql(f"SELECT coalesce(({predicate}), false) FROM t").fetchall()]
+
+
+def _semantic(node: Any, rows: list[dict[str, Any]], work: Workload, tally: Tally) -> list[dict[str, Any]]:
+    tier = "large" if node.tier == "auto" else node.tier
+    truth = work.truths[node.instruction]
+    out = []
+    for row in rows:
+        prompt = render(node.instruction, row)
+        tally.calls[tier] += 1
+        tally.input_tokens[tier] += len(prompt) // 4 + 40
+        answer = truth(row)
+        error = wrong(node, row, work.key, tier)
+        if isinstance(node, SemFilter):
+            tally.output_tokens[tier] += 1
+            if answer != error:  # a wrong answer flips the decision
+                out.append(row)
+        elif isinstance(node, SemClassify):
+            tally.output_tokens[tier] += 3
+            if error:
+                answer = node.labels[(node.labels.index(answer) + 1) % len(node.labels)]
+            out.append({**row, node.output: answer})
+        else:
+            tally.output_tokens[tier] += 12 * len(node.fields)
+            out.append({**row, **{f.name: (None if error else answer.get(f.name)) for f in node.fields}})
+    return out
+
+
+def measured_statistics(work: Workload, sample_rows: int, seed: int) -> PlanStatistics:
+    """What a uniform labelled sample of each semantic operator's input says."""
+    rng = random.Random(seed)
+    selectivity: dict[str, Interval] = {}
+    tokens: dict[str, Interval] = {}
+    quality: dict[tuple[str, str], float] = {}
+    for node in walk(work.plan):
+        if not node.calls_llm:
+            continue
+        rows = evaluate(node.children[0], work, Tally())
+        sample = rng.sample(rows, min(sample_rows, len(rows)))
+        key = statistics_key(node)
+        tokens[key] = Interval.exact(sum(len(render(node.instruction, r)) // 4 + 40 for r in sample) / len(sample))
+        quality[(key, "small")] = 1.0 - SMALL_ERROR[node.op]
+        if isinstance(node, SemFilter):
+            kept = sum(bool(work.truths[node.instruction](r)) for r in sample)
+            selectivity[key] = _wilson(kept, len(sample))
+    sources = {source_key(n): Interval.exact(work.tables[str(n.source.options["name"])].num_rows)
+               for n in walk(work.plan) if isinstance(n, Scan)}  # fmt: skip
+    return PlanStatistics(source_rows=sources, selectivity=selectivity, tokens_per_row=tokens, tier_quality=quality)
+
+
+def _wilson(successes: int, n: int, z: float = 1.96) -> Interval:
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half))
+
+
+def compare(work: Workload, sample_rows: int, seed: int) -> dict[str, Any]:
+    statistics = measured_statistics(work, sample_rows, seed)
+    started = time.perf_counter()
+    optimization = optimize_plan(work.plan, statistics, PROFILES, MinCost(quality=0.9))
+    optimize_s = time.perf_counter() - started
+    figures: dict[str, Any] = {"optimize_seconds": optimize_s}
+    for label, plan in (("naive", work.plan), ("optimized", optimization.plan)):
+        tally = Tally()
+        rows = evaluate(plan, work, tally)
+        estimate = estimate_plan(plan, statistics, PROFILES)
+        figures[label] = {
+            "rows": len(rows),
+            "calls": dict(tally.calls),
+            "dollars": tally.dollars,
+            "estimated_dollars": [estimate.dollars.value, estimate.dollars.low, estimate.dollars.high],
+            "estimated_quality": estimate.quality,
+            **work.quality(rows),
+        }
+    figures["tiers"] = {n.label(): getattr(n, "tier", "") for n in walk(optimization.plan) if n.calls_llm}
+    return figures
+
+
+# workloads -------------------------------------------------------------------------------
+
+
+def medical_workload(folder: Path) -> Workload:
+    with (folder / "text_symptoms_data.csv").open(encoding="utf-8") as file:
+        symptoms = list(csv.DictReader(file))
+    with (folder / "patient_data_with_labels.csv").open(encoding="utf-8") as file:
+        patients = [row for row in csv.DictReader(file) if row["text_diagnosis"] != "none"]
+    diagnosis = {row["patient_id"]: row["text_diagnosis"] for row in patients}
+    labels = tuple(sorted(set(diagnosis.values())))
+    tables = {
+        "symptoms": pa.table({"symptom_id": [int(r["symptom_id"]) for r in symptoms],
+                              "symptoms": [r["symptoms"] for r in symptoms],
+                              "patient_id": [int(r["patient_id"]) for r in symptoms]}),
+        "patients": pa.table({"pid": [int(r["patient_id"]) for r in patients], "age": [int(r["age"]) for r in patients],
+                              "smoking_history": [r["smoking_history"] for r in patients]}),
+    }  # fmt: skip
+    joined = Join(left=memory_scan("symptoms", tables["symptoms"]), right=memory_scan("patients", tables["patients"]),
+                  on="l.patient_id = r.pid")  # fmt: skip
+    classify = "Which diagnosis do these symptoms suggest: {symptoms}"
+    infection = "The symptoms suggest an infection: {symptoms}"
+    plan: Node = SemClassify(input=joined, instruction=classify, labels=labels, output="diagnosis")
+    plan = SemFilter(input=plan, instruction=infection)
+    plan = Filter(input=plan, predicate="age >= 40 AND smoking_history <> 'Never'")
+    plan = Limit(input=plan, count=20)
+
+    def truth_of(row: Mapping[str, Any]) -> str:
+        return diagnosis[str(row["patient_id"])]
+
+    def quality(rows: list[dict[str, Any]]) -> dict[str, float]:
+        right = sum(truth_of(r) in INFECTIOUS and r["diagnosis"] == truth_of(r) for r in rows)
+        return {"quality": right / len(rows) if rows else 0.0}
+
+    truths: dict[str, Truth] = {classify: truth_of, infection: lambda row: truth_of(row) in INFECTIOUS}
+    return Workload("medical", tables, plan, truths, "symptom_id", quality)
+
+
+def enron_workload(folder: Path) -> Workload:
+    labels: dict[str, list[dict[str, str]]] = json.loads((folder / "labels.json").read_text(encoding="utf-8"))
+    names = sorted(labels)
+    texts = [(folder / "emails" / name).read_text(encoding="utf-8", errors="replace") for name in names]
+    table = pa.table({"file": names, "text": texts})
+    positives = {name for name, found in labels.items() if found}
+    mentions = {name for name, text in zip(names, texts, strict=True) if SCHEMES.search(text)}
+    by_file = dict(zip(names, texts, strict=True))
+    fraud = "{text} refers to a fraudulent scheme (Raptor, Deathstar, Chewco, Fat Boy)"
+    own = "{text} is not quoting a news article or an author from outside Enron"
+    extract = "From the e-mail {text}"
+    plan: Node = SemExtract(input=memory_scan("emails", table), instruction=extract,
+                            fields=(ExtractField(name="sender"), ExtractField(name="subject")))  # fmt: skip
+    plan = SemFilter(input=plan, instruction=fraud)
+    plan = SemFilter(input=plan, instruction=own)
+
+    def header(text: str, name: str) -> str | None:
+        match = re.search(rf"^{name}: (.*)$", text, re.MULTILINE)
+        return match.group(1).strip() if match else None
+
+    def fields(row: Mapping[str, Any]) -> dict[str, Any]:
+        found = labels.get(row["file"]) or []
+        if found:
+            return dict(found[0])
+        return {"sender": header(by_file[row["file"]], "From"), "subject": header(by_file[row["file"]], "Subject")}
+
+    def quality(rows: list[dict[str, Any]]) -> dict[str, float]:
+        kept = {r["file"] for r in rows}
+        hits = len(kept & positives)
+        precision = hits / len(kept) if kept else 0.0
+        recall = hits / len(positives)
+        f1 = 2 * precision * recall / (precision + recall) if hits else 0.0
+        extracted = [r for r in rows if r["file"] in positives]
+        right = sum(
+            any(r["sender"] == e["sender"] and r["subject"] == e["subject"] for e in labels[r["file"]])
+            for r in extracted
+        )
+        return {
+            "f1": f1,
+            "precision": precision,
+            "recall": recall,
+            "extraction_accuracy": right / len(extracted) if extracted else 0.0,
+        }
+
+    truths: dict[str, Truth] = {
+        fraud: lambda row: row["file"] in positives or row["file"] in mentions,
+        own: lambda row: row["file"] in positives or row["file"] not in mentions,
+        extract: fields,
+    }
+    return Workload("enron", {"emails": table}, plan, truths, "file", quality)
+
+
+# report ----------------------------------------------------------------------------------
+
+
+def render_markdown(exhaustive: dict[str, Any], workloads: dict[str, Any], args: argparse.Namespace) -> str:
+    lines = [
+        f"**Chosen vs exhaustive** ({exhaustive['plans']} generated plans x {len(TARGETS)} quality targets, "
+        f"MinCost): greedy within 10% of the exhaustive optimum in {exhaustive['within_10pct']:.0%} of cases, "
+        f"exactly optimal in {exhaustive['exact']:.0%}; mean ratio {exhaustive['mean_ratio']:.3f}, "
+        f"worst {exhaustive['max_ratio']:.3f} ({exhaustive['worst']}).",
+        "",
+        "| workload | plan | rows | calls large | calls small | dollars | est. dollars [interval] | quality |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for name, figures in workloads.items():
+        for label in ("naive", "optimized"):
+            f = figures[label]
+            quality = ", ".join(f"{k} {v:.2f}" for k, v in f.items() if k in ("quality", "f1", "extraction_accuracy"))
+            est = f["estimated_dollars"]
+            lines.append(
+                f"| {name} | {label} | {f['rows']} | {f['calls'].get('large', 0)} | {f['calls'].get('small', 0)} | "
+                f"${f['dollars']:.4f} | ${est[0]:.4f} [${est[1]:.4f}, ${est[2]:.4f}] | {quality} |"
+            )
+    lines += ["", "Tiers chosen: " + "; ".join(f"{name}: {json.dumps(f['tiers'])}" for name, f in workloads.items())]
+    return "\n".join(lines)
+
+
+def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
+    started, load_before = now_iso(), load_average()
+    exhaustive = exhaustive_comparison(args.plans, args.seed)
+    workloads: dict[str, Any] = {}
+    data = shared_data_dir()
+    missing = [name for name in ("medical", "enron") if not (data / name).exists()]
+    if missing and not args.skip_if_missing:
+        raise MissingData(f"benchmark data not found: {', '.join(str(data / m) for m in missing)}")
+    if not (data / "medical").exists() and not (data / "enron").exists():
+        print("benchmarks.optimizer: ../shared/data missing; only the exhaustive comparison ran", file=sys.stderr)
+    for name, build in (("medical", medical_workload), ("enron", enron_workload)):
+        if (data / name).exists():
+            workloads[name] = compare(build(data / name), args.sample_rows, args.seed)
+    return BenchmarkResult(
+        name=NAME,
+        title="Optimizer: model selection vs exhaustive, optimized vs naive plans",
+        command=command,
+        parameters={"plans": args.plans, "seed": args.seed, "sample_rows": args.sample_rows, "targets": list(TARGETS)},
+        figures={"exhaustive": exhaustive, "workloads": workloads},
+        markdown=render_markdown(exhaustive, workloads, args),
+        started_at=started,
+        load_before=load_before,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = benchmark_parser(NAME, "optimizer: chosen vs exhaustive tiers, optimized vs naive plans")
+    parser.add_argument("--plans", type=int, default=60, help="generated plans for the exhaustive comparison")
+    parser.add_argument("--sample-rows", type=int, default=60, help="labelled rows per semantic operator's statistics")
+    parser.add_argument("--seed", type=int, default=7)
+    return run_benchmark(NAME, parser, body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
