@@ -27,7 +27,7 @@ from benchmarks.harness import (
 )
 from benchmarks.workloads.compare import merge_rows, previous_rows, run_all, select_runs
 from benchmarks.workloads.definitions import prepare_enron
-from benchmarks.workloads.report import cost_table, fmt, gaps, goal_lines
+from benchmarks.workloads.report import cost_table, fmt, gaps, goal_lines, rerender, versions_line
 from benchmarks.workloads.scoring import extraction_accuracy, precision_recall
 
 NAME = "enron"
@@ -77,7 +77,12 @@ def markdown(rows: list[dict[str, Any]], latency_scale: float) -> str:
         "250 Enron emails (13 positives). Every system talks to the same simulated small (`gpt-4o-mini` name) and "
         f"large (`gpt-4o` name) tiers over HTTP on 127.0.0.1 (latency scale {latency_scale:g}); calls, tokens and "
         "dollars are the simulator's own counts for each run. Quality: precision / recall / F1 on the positives, "
-        "extraction accuracy (both fields, normalised) over returned true positives.",
+        "extraction accuracy (both fields, normalised) over returned true positives. Runs that send every "
+        "row to the same model get identical answers (the simulator's errors depend on the model and the question, "
+        "not the wording): quality differences come from model choice and cascades, token differences from each "
+        "system's prompts.",
+        "",
+        versions_line(rows),
         "",
         cost_table(rows, _quality, "quality (P / R / F1; extraction)"),
     ]
@@ -90,7 +95,7 @@ def markdown(rows: list[dict[str, Any]], latency_scale: float) -> str:
     ]
     missing = gaps(rows)
     if missing:
-        parts += ["", "Where a system could not run a step, and why:", "", missing]
+        parts += ["", "Where a system could not run a step, and why; notes:", "", missing]
     return "\n".join(parts)
 
 
@@ -123,6 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--merge", action="store_true", help="keep the stored rows of systems not run now (rerun one system)"
     )
+    parser.add_argument("--rerender", action="store_true", help="rebuild the section from the stored rows, run nothing")
+    args = parser.parse_args(argv)
+    if args.rerender:
+        return rerender(
+            args.results_dir, NAME, lambda data: markdown(data["figures"]["rows"], data["parameters"]["latency_scale"])
+        )
     return run_benchmark(NAME, parser, body, argv)
 
 

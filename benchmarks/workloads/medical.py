@@ -32,7 +32,7 @@ from benchmarks.harness import (
 )
 from benchmarks.workloads.compare import merge_rows, previous_rows, run_all, select_runs
 from benchmarks.workloads.definitions import prepare_medical
-from benchmarks.workloads.report import cost_table, fmt, gaps, goal_lines
+from benchmarks.workloads.report import cost_table, fmt, gaps, goal_lines, rerender, versions_line
 from benchmarks.workloads.scoring import count_error, label_accuracy, pairs, precision_recall
 
 NAME = "medical"
@@ -136,6 +136,8 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         "the simulator's counts for the whole run (all four steps). Quality: classification accuracy; infection "
         "filter F1; relative L1 error of the per-diagnosis counts; self-join F1 over unordered pairs.",
         "",
+        versions_line(rows),
+        "",
         cost_table(rows, _quality, "quality"),
         "",
         "Per step (quality; calls per tier; tokens; simulated dollars of that step alone):",
@@ -150,7 +152,7 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     parts += [""]
     missing = gaps(rows)
     if missing:
-        parts += ["Where a system could not run a step, and why:", "", missing]
+        parts += ["Where a system could not run a step, and why; notes:", "", missing]
     return "\n".join(parts)
 
 
@@ -196,6 +198,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--merge", action="store_true", help="keep the stored rows of systems not run now (rerun one system)"
     )
+    parser.add_argument("--rerender", action="store_true", help="rebuild the section from the stored rows, run nothing")
+    args = parser.parse_args(argv)
+    if args.rerender:
+        return rerender(
+            args.results_dir,
+            NAME,
+            lambda data: markdown(data["figures"]["rows"], argparse.Namespace(**data["parameters"])),
+        )
     return run_benchmark(NAME, parser, body, argv)
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 GIB = 1 << 30
@@ -58,7 +61,7 @@ def gaps(rows: Sequence[dict[str, Any]]) -> str:
         if row.get("error"):
             lines.append(f"- {label}: {row['error']}")
         for step, note in sorted(row.get("notes", {}).items()):
-            lines.append(f"- {label}, `{step}`: {note}")
+            lines.append(f"- {label}, `{step}` (note): {note}")
     return "\n".join(lines)
 
 
@@ -113,3 +116,21 @@ def goal_lines(
             f"({quality - best_quality:+.3f}) at {share:.2f}x its tokens — {why}."
         )
     return lines
+
+
+def versions_line(rows: Sequence[dict[str, Any]]) -> str:
+    """The systems' versions as their runners reported them, e.g. ``semray 0.1.0, lotus-ai 1.2.4``."""
+    versions = sorted({row["version"] for row in rows if row.get("version")})
+    return "Systems: " + (", ".join(versions) if versions else "versions not reported") + "."
+
+
+def rerender(results_dir: Path, name: str, render: Callable[[dict[str, Any]], str]) -> int:
+    """Rebuild a stored result's section (and RESULTS.md) from its rows, without rerunning anything."""
+    from benchmarks.harness import regenerate_report
+
+    path = results_dir / f"{name}.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["markdown"] = render(data)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    sys.stderr.write(f"{name}: re-rendered {regenerate_report(results_dir)}\n")
+    return 0

@@ -19,7 +19,7 @@ from typing import Any
 from benchmarks.harness import BenchmarkResult, benchmark_parser, load_average, now_iso, run_benchmark
 from benchmarks.workloads.compare import SystemRun, previous_rows, run_all
 from benchmarks.workloads.definitions import prepare_scaling
-from benchmarks.workloads.report import GIB, fmt, gaps
+from benchmarks.workloads.report import GIB, fmt, gaps, rerender, versions_line
 from benchmarks.workloads.scoring import precision_recall
 
 NAME = "scaling"
@@ -83,6 +83,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         'One `sem_filter` ("the ticket is urgent", 30% true) over generated unique ticket texts; zero-latency '
         "simulated models over HTTP on 127.0.0.1, so time is each system's own overhead. Memory: peak summed PSS "
         "of the system's process tree (semray: plus Ray's object store peak in brackets, already inside the PSS).",
+        "",
+        versions_line(rows),
         "",
         "| rows | system | F1 | calls | tokens | sim. $ | $ per 1k rows | wall s | rows/s "
         "| peak PSS GiB (object store) |",
@@ -186,6 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--merge", action="store_true", help="keep stored rows of (system, size) runs not made now")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one system's run of one size may take")
+    parser.add_argument("--rerender", action="store_true", help="rebuild the section from the stored rows, run nothing")
+    args = parser.parse_args(argv)
+    if args.rerender:
+        return rerender(args.results_dir, NAME, lambda data: markdown(data["figures"]["rows"]))
     return run_benchmark(NAME, parser, body, argv)
 
 
