@@ -71,6 +71,11 @@ def _tokens(row: dict[str, Any]) -> int | None:
     return int(tokens) if tokens is not None else None
 
 
+def _dollars(row: dict[str, Any]) -> float | None:
+    dollars = row.get("simulator", {}).get("cost_usd")
+    return float(dollars) if dollars is not None else None
+
+
 def markdown(rows: list[dict[str, Any]], latency_scale: float) -> str:
     parts = [
         "Two semantic filters (fraud scheme; not quoting outside news) then extraction of sender and subject over "
@@ -90,8 +95,8 @@ def markdown(rows: list[dict[str, Any]], latency_scale: float) -> str:
         "",
         "Goal (issue 12): quality within 0.02 of the best peer's at <= 1/5 of its tokens.",
         "",
-        *goal_lines(rows, "filter F1", _f1, _tokens),
-        *goal_lines(rows, "extraction accuracy over all positives", _extraction, _tokens),
+        *goal_lines(rows, "filter F1", _f1, _tokens, _dollars),
+        *goal_lines(rows, "extraction accuracy over all positives", _extraction, _tokens, _dollars),
     ]
     missing = gaps(rows)
     if missing:

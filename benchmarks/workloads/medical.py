@@ -100,6 +100,14 @@ def step_tokens(step: str) -> Any:
     return tokens
 
 
+def step_dollars(step: str) -> Any:
+    def dollars(row: dict[str, Any]) -> float | None:
+        usage = row.get("step_usage", {}).get(step)
+        return float(usage["cost_usd"]) if usage else None
+
+    return dollars
+
+
 def step_table(rows: list[dict[str, Any]]) -> str:
     """Per step and system: quality, then small / large calls and tokens of that step alone."""
     header = "| system | " + " | ".join(STEP_METRICS[step][0] for step in STEP_METRICS) + " |"
@@ -148,7 +156,7 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         "",
     ]
     for step, (what, _) in STEP_METRICS.items():
-        parts += goal_lines(rows, what, step_metric(step), step_tokens(step))
+        parts += goal_lines(rows, what, step_metric(step), step_tokens(step), step_dollars(step))
     parts += [""]
     missing = gaps(rows)
     if missing:

@@ -74,6 +74,7 @@ def goal_lines(
     what: str,
     metric: Callable[[dict[str, Any]], float | None],
     tokens: Callable[[dict[str, Any]], int | None],
+    dollars: Callable[[dict[str, Any]], float | None] | None = None,
 ) -> list[str]:
     """The issue's goal for one quality figure: each semray run against the best peer run.
 
@@ -111,9 +112,12 @@ def goal_lines(
             )
             + ")"
         )
+        spent = dollars(row) if dollars else None
+        best_spent = dollars(best) if dollars else None
+        money = f" and {spent / best_spent:.2f}x its dollars" if spent is not None and best_spent else ""
         lines.append(
             f"- {what}: {name} {quality:.3f} vs best peer {label} {best_quality:.3f} "
-            f"({quality - best_quality:+.3f}) at {share:.2f}x its tokens — {why}."
+            f"({quality - best_quality:+.3f}) at {share:.2f}x its tokens{money} — {why}."
         )
     return lines
 

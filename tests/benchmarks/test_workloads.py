@@ -375,7 +375,7 @@ def test_medical_markdown_compares_each_step_with_the_best_peer() -> None:
     }
     args = argparse.Namespace(rows=None, join_rows=48, latency_scale=1.0)
     text = medical.markdown([ours, peer], args)
-    assert "classification accuracy: semray (default) 0.950 vs best peer lotus (plain) 0.900 (+0.050) at 0.15x" in text
+    assert "classification accuracy: semray (default) 0.950 vs best peer lotus (plain) 0.900 (+0.050) at 0.15x its tokens and 1.00x its dollars — met." in text
     assert "— met." in text
     assert "self-join F1: semray (default) has no result" in text
     assert "| semray (default) | 0.950; 2 large; 150 tok; $0.500 | – | – | cannot express |" in text
@@ -390,7 +390,7 @@ def test_enron_markdown_states_the_goal_verdict() -> None:
     text = enron.markdown(rows, 1.0)
     assert (
         "filter F1: semray (default) 1.000 vs best peer lotus (plain) 1.000 (+0.000) at 1.00x its tokens"
-        " — NOT met (tokens)." in text
+        " and 1.00x its dollars — NOT met (tokens)." in text
     )
 
 
