@@ -427,16 +427,23 @@ SUFFIX_KINDS = {
 }
 
 
-def sql(query: str, tables: Mapping[str, Any], settings: Settings | None = None) -> Query:
+def sql(
+    query: str,
+    tables: Mapping[str, Any],
+    settings: Settings | None = None,
+    quality: QualityTarget | float | None = None,
+) -> Query:
     """Compile SQL with ``SEM_*`` functions over named tables into a Query.
 
     Tables are paths (by extension; a folder is read as text files), pandas frames,
     Arrow tables or Queries: ``semray.sql("SELECT * FROM r WHERE rating > 3", {"r": "r.csv"})``.
+    ``quality`` runs the semantic filters, classifications and scores as cascades (`Query.with_quality`).
     """
     from semray.sql import compile_sql
 
     nodes = {name: table_query(value, name, settings).plan for name, value in tables.items()}
-    return Query(compile_sql(query, nodes), settings)
+    compiled = Query(compile_sql(query, nodes), settings)
+    return compiled.with_quality(quality) if quality is not None else compiled
 
 
 def table_query(value: Any, name: str, settings: Settings | None = None) -> Query:

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run a JSON plan file")
     run.add_argument("plan", type=Path)
+    _add_quality(run)
     _add_output(run)
     run.set_defaults(command=run_plan)
 
@@ -65,8 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sql = commands.add_parser("sql", help="run a SQL query (with SEM_* functions) over files")
     sql.add_argument("query", help="the SELECT statement")
-    sql.add_argument("--table", "-t", action="append", default=[], metavar="NAME=PATH", help="a table by name (repeatable)")
+    sql.add_argument(
+        "--table", "-t", action="append", default=[], metavar="NAME=PATH", help="a table by name (repeatable)"
+    )
     sql.add_argument("--explain", action="store_true", help="show the plan instead of running it")
+    _add_quality(sql)
     _add_output(sql)
     sql.set_defaults(command=run_sql)
 
@@ -91,6 +95,28 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_command(commands)
     add_runs_commands(commands)
     return parser
+
+
+def _add_quality(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--quality",
+        type=_quality,
+        metavar="[METRIC:]LEVEL",
+        help="run tier-auto filters, classifications and scores as cascades meeting this target against "
+        "the large tier, e.g. 0.9 (accuracy) or recall:0.95 (filters); delta 0.05",
+    )
+
+
+def _quality(text: str) -> Any:
+    from semray.operators.semantic import QualityTarget
+
+    metric, _, level = text.rpartition(":")
+    try:
+        return QualityTarget.model_validate({"metric": metric or "accuracy", "level": float(level)})
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a level in (0, 1), optionally after accuracy:, precision: or recall:"
+        ) from error
 
 
 def _add_output(parser: argparse.ArgumentParser) -> None:
@@ -120,6 +146,8 @@ def run_plan(args: argparse.Namespace, settings: Settings) -> int:
     from semray.api import load_plan
 
     query = load_plan(args.plan, settings)
+    if args.quality is not None:
+        query = query.with_quality(args.quality)
     if args.format == "parquet" and args.output:
         rows = query.write_parquet(args.output)
         _say(f"wrote {rows} rows to {args.output}\n")
@@ -152,6 +180,8 @@ def run_sql(args: argparse.Namespace, settings: Settings) -> int:
             raise SemrayError(f"--table takes NAME=PATH, got {item!r}")
         tables[name] = Path(path)
     query = sql(args.query, tables, settings)
+    if args.quality is not None:
+        query = query.with_quality(args.quality)
     if args.explain:
         sys.stdout.write(query.explain() + "\n")
         return 0
@@ -162,7 +192,9 @@ def run_sql(args: argparse.Namespace, settings: Settings) -> int:
 def run_simulator(args: argparse.Namespace, settings: Settings) -> int:
     from semray.serving.simulator.server import serve
 
-    _say(f"serving the SIMULATED model tier on http://{args.host}:{args.port}/v1 (answers come from labels, not a model)\n")
+    _say(
+        f"serving the SIMULATED model tier on http://{args.host}:{args.port}/v1 (answers come from labels, not a model)\n"
+    )
     serve(args.config, host=args.host, port=args.port)
     return 0
 

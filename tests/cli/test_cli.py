@@ -146,3 +146,13 @@ def test_in_memory_tables_are_identified_by_content() -> None:
     first = semray.from_arrow(pa.table({"x": [1]}), "t")
     assert semray.from_arrow(pa.table({"x": [1]}), "t").plan == first.plan
     assert semray.from_arrow(pa.table({"x": [2]}), "t").plan != first.plan
+
+
+def test_sql_quality_asks_for_a_cascade(reviews_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    query = "SELECT product FROM r WHERE SEM_FILTER('{product} is for lighting')"
+    assert main(["sql", query, "-t", f"r={reviews_csv}", "--quality", "recall:0.95", "--explain"]) == 0
+    assert "Cascade[filter: embedding -> small -> large, recall >= 0.95" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sql", query, "-t", f"r={reviews_csv}", "--quality", "recall:1.5"])
+    assert exit_info.value.code == 2
+    assert "give a level in (0, 1)" in capsys.readouterr().err
