@@ -295,7 +295,7 @@ class Query:
 
         config = self._serving or ServingConfig()
         lines = ["", "", "Model tiers"]
-        for name in ("small", "large"):
+        for name in ("embedding", "small", "large"):
             tier = config.tier(name)
             note = "  SIMULATED: answers come from labels, not a model" if tier.backend == "simulated" else ""
             lines.append(f"  {name}: {tier.backend} {tier.model}{note}")
