@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -58,13 +59,17 @@ def run_measured(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     with log_path.open("wb") as log:
-        process = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=log, env=full_env, cwd=cwd)
+        # A session of its own, so a timed-out runner is stopped with everything it started
+        # (Ray's GCS, raylet and workers) and nothing is left running on the shared machine.
+        process = subprocess.Popen(
+            list(command), stdout=subprocess.PIPE, stderr=log, env=full_env, cwd=cwd, start_new_session=True
+        )
         with MemorySampler(root_pid=process.pid, object_store=False, interval=0.3) as memory:
             try:
                 stdout, _ = process.communicate(timeout=timeout_s)
                 error = None
             except subprocess.TimeoutExpired:
-                process.kill()
+                _stop_session(process)
                 stdout, _ = process.communicate()
                 error = f"timed out after {timeout_s:.0f} s"
     wall = time.perf_counter() - started
@@ -77,6 +82,20 @@ def run_measured(
     return RunnerOutcome(
         answer, round(wall, 2), peak.pss_bytes, peak.processes, process.returncode, str(log_path), error
     )
+
+
+def _stop_session(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the runner's whole session, then SIGKILL whatever is left after 20 s."""
+    for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        time.sleep(1.0)  # children of the session may outlive the leader by a moment
 
 
 def _last_json(text: str) -> dict[str, Any] | None:

@@ -64,6 +64,12 @@ def too_slow(rows: Sequence[dict[str, Any]], system: str, size: int, budget_s: f
     >>> too_slow([{"system": "semray", "rows": 10, "wall_s": 10.0, "simulator": {}}], "semray", 1000, 60)
     'not run: at 1 rows/s (measured at 10 rows) 1,000 rows would take ~1000 s, over the 60 s budget'
     """
+    timed_out = [
+        r for r in rows if r["system"] == system and "timed out" in str(r.get("error", "")) and r["rows"] < size
+    ]
+    if timed_out:
+        smallest = min(r["rows"] for r in timed_out)
+        return f"not run: {system} timed out at {smallest:,} rows"
     finished = [r for r in rows if r["system"] == system and "simulator" in r and not r.get("error") and r["wall_s"]]
     if not finished:
         return None
@@ -150,12 +156,13 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
     started, load = now_iso(), load_average()
     command = command.replace(f"benchmarks.{NAME}", f"benchmarks.workloads.{NAME}", 1)
     systems = args.systems.split(",")
+    stored = previous_rows(args.results_dir, NAME) if args.merge else []
     rows: list[dict[str, Any]] = []
     for size in (int(s) for s in args.sizes.split(",")):
         runs = runs_for(size, systems, args.peer_max, args.peer_configs.split(","))
         to_run = []
         for run in runs:
-            reason = too_slow(rows, run.system, size, args.timeout)
+            reason = too_slow([*stored, *rows], run.system, size, args.timeout)
             if reason:
                 rows.append({"system": run.system, "config": run.config, "rows": size, "error": reason})
             else:
@@ -166,7 +173,7 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
         for row in run_all(workload, to_run, args.out_dir / str(size), score, args.timeout):
             rows.append(row | {"rows": size})
     if args.merge:
-        rows = merge_sizes(previous_rows(args.results_dir, NAME), rows)
+        rows = merge_sizes(stored, rows)
     return BenchmarkResult(
         name=NAME,
         title="Scaling: one sem_filter over 10k to 1M generated rows, zero-latency simulated models",
