@@ -8,7 +8,8 @@ calls) and join the labels relationally, instead of asking about every pair (``n
 The rule only marks the join ``implementation="factorized"``; the lowering does the rest.
 
 The detector is deliberately conservative: it accepts only these shapes (case-insensitive,
-optional trailing ``?`` or ``.``, optional leading "Do"/"Does"/"Are"/"Is"):
+optional trailing ``?`` or ``.``, optional leading "Do"/"Does"/"Are"/"Is", which then
+stands for the verb: "Is {l.a} about the same X as {r.b}?"):
 
 * ``{l.a} and {r.b} have|share the same X``
 * ``{l.a} and {r.b} are about|in|of|from the same X``
@@ -45,9 +46,9 @@ _PATTERNS = tuple(
     re.compile(_LEAD + body + _END, re.IGNORECASE)
     for body in (
         _REF + r"\s+and\s+" + _REF + r"\s+(?:have|share)\s+the\s+same\s+" + _PROPERTY,
-        _REF + r"\s+and\s+" + _REF + r"\s+(?:are|is)\s+(?:about|in|of|from)\s+the\s+same\s+" + _PROPERTY,
+        _REF + r"\s+and\s+" + _REF + r"\s+(?:(?:are|is)\s+)?(?:about|in|of|from)\s+the\s+same\s+" + _PROPERTY,
         _REF + r"\s+(?:has|have|shares|share)\s+the\s+same\s+" + _PROPERTY + r"\s+as\s+" + _REF,
-        _REF + r"\s+(?:is|are)\s+(?:about|in|of|from)\s+the\s+same\s+" + _PROPERTY + r"\s+as\s+" + _REF,
+        _REF + r"\s+(?:(?:is|are)\s+)?(?:about|in|of|from)\s+the\s+same\s+" + _PROPERTY + r"\s+as\s+" + _REF,
     )
 )
 _NOT_A_PROPERTY = frozenset({"not", "no", "more", "less", "similar", "related", "different", "than", "or", "and"})
@@ -83,8 +84,9 @@ def shared_property(instruction: str) -> str | None:
         match = pattern.match(instruction)
         if match is None:
             continue
-        sides = {match.group(1), match.group(3)}
+        # The template reads exactly one left and one right column (checked above), and the
+        # pattern places both references, so they are those two.
         words = set(match.group("property").lower().split())
-        if sides == {"l", "r"} and not words & _NOT_A_PROPERTY:
+        if not words & _NOT_A_PROPERTY:
             return match.group("property").lower()
     return None
