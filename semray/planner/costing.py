@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from semray.cost_model.plan_cost import estimate_plan
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators.base import Node
 
 
@@ -76,29 +78,13 @@ Estimator = Callable[[Node, Mapping[str, str] | None], PlanEstimateLike]
 def cost_model_estimator(statistics: Any, profiles: Mapping[str, Any]) -> Estimator:
     """An estimator that calls the cost model's ``estimate_plan`` (``statistics`` may be None:
     the cost model then estimates without measurements)."""
-    from semray.cost_model.plan_cost import estimate_plan
-
-    measured = statistics if statistics is not None else _empty_statistics()
+    measured = statistics if statistics is not None else PlanStatistics()
 
     def estimate(plan: Node, tiers: Mapping[str, str] | None) -> PlanEstimateLike:
         result: PlanEstimateLike = estimate_plan(plan, measured, profiles, tiers)
         return result
 
     return estimate
-
-
-def default_policy() -> PolicyLike:
-    """The cost model's default policy: the cheapest plan that meets its quality bound."""
-    from semray.cost_model.policies import MinCost
-
-    policy: PolicyLike = MinCost()
-    return policy
-
-
-def _empty_statistics() -> Any:
-    from semray.cost_model.statistics import PlanStatistics
-
-    return PlanStatistics()
 
 
 def operator_cost(estimate: PlanEstimateLike | OperatorEstimateLike) -> float:

@@ -5,7 +5,7 @@
 Without profiles (no serving configuration to price), the plan is rewritten and its joins
 ordered by default cardinalities, and semantic operators keep ``tier="auto"``. With profiles,
 every estimate comes from the cost model's ``estimate_plan`` and the policy (default
-``MinCost()``) picks the tiers.
+``MinCost()``: the cheapest plan whose quality bound is at least 0.9) picks the tiers.
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from typing import Any
 
 import structlog
 
+from semray.cost_model.policies import MinCost
+from semray.cost_model.statistics import statistics_key
 from semray.operators.base import Node
 from semray.planner.cardinality import default_cardinality, estimated_cardinality
-from semray.planner.costing import Estimator, PlanEstimateLike, PolicyLike, cost_model_estimator, default_policy
+from semray.planner.costing import Estimator, PlanEstimateLike, PolicyLike, cost_model_estimator
 from semray.planner.join_order import order_joins
 from semray.planner.model_selection import LADDER, Selection, apply_tiers, select_models
 from semray.planner.rules import RULES, Rule, RuleContext, apply_rules
@@ -46,7 +48,7 @@ def optimize(
     plan: Node,
     statistics: Any = None,
     profiles: Mapping[str, Any] | None = None,
-    policy: PolicyLike | None = None,
+    policy: PolicyLike = MinCost(),  # noqa: B008 - frozen, so one shared default is safe
     *,
     estimator: Estimator | None = None,
 ) -> Node:
@@ -58,7 +60,7 @@ def optimize_plan(
     plan: Node,
     statistics: Any = None,
     profiles: Mapping[str, Any] | None = None,
-    policy: PolicyLike | None = None,
+    policy: PolicyLike = MinCost(),  # noqa: B008 - frozen, so one shared default is safe
     *,
     estimator: Estimator | None = None,
     rules: tuple[Rule, ...] = RULES,
@@ -77,7 +79,7 @@ def optimize_plan(
         log.info("planner.optimized", tiers="auto", changed=reordered != plan)
         return Optimization(plan=reordered, written=plan, rewritten=rewritten, reordered=reordered, selection=None)
     reordered = order_joins(rewritten, estimated_cardinality(rewritten, estimator(rewritten, None)))
-    selection = select_models(reordered, estimator, policy or default_policy(), ladder)
+    selection = select_models(reordered, estimator, policy, ladder)
     chosen = apply_tiers(reordered, selection.tiers)
     log.info(
         "planner.optimized",
@@ -94,8 +96,6 @@ def rule_context(statistics: Any, profiles: Mapping[str, Any] | None) -> RuleCon
     counts priced at the top tier's input fee (without profiles, tokens alone)."""
     if statistics is None:
         return RuleContext()
-    from semray.cost_model.statistics import statistics_key
-
     fee = 1.0
     if profiles and LADDER[0] in profiles:
         fee = float(profiles[LADDER[0]].fee_in_per_m) / 1e6 or 1.0
