@@ -79,16 +79,25 @@ def run_system(
         "state_dir": str(folder / "state"),
     }
     row: dict[str, Any] = {"system": run.system, "config": run.config}
-    with SimulatorServer(workload.simulator_config, folder / "simulator.log") as server:
-        spec["base_url"] = server.base_url
-        spec_path = folder / "spec.json"
+    spec_path = folder / "spec.json"
+    command = runner_command(run, spec_path)
+    if isinstance(command, str):
+        row["error"] = command
+        return row
+    if in_process(spec):
+        # semray alone with the simulator inside its own Serve replicas: no HTTP server; the
+        # figures come from semray's own usage accounting (calls, tokens, dollars).
+        spec["simulator_config"] = str(workload.simulator_config)
+        spec["base_url"] = None
         spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
-        command = runner_command(run, spec_path)
-        if isinstance(command, str):
-            row["error"] = command
-            return row
         outcome = run_measured(command, {}, folder / "runner.log", timeout_s, cwd=REPO_ROOT)
-        stats = server.stats()
+        stats = stats_from_semray_usage(outcome.answer or {}, run.config)
+    else:
+        with SimulatorServer(workload.simulator_config, folder / "simulator.log") as server:
+            spec["base_url"] = server.base_url
+            spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
+            outcome = run_measured(command, {}, folder / "runner.log", timeout_s, cwd=REPO_ROOT)
+            stats = server.stats()
     answer = outcome.answer or {}
     (folder / "answer.json").write_text(json.dumps(answer), encoding="utf-8")
     row.update(
@@ -117,6 +126,24 @@ def run_system(
     if semray_usage:
         row["semray_usage"] = semray_usage
     return row
+
+
+def in_process(spec: dict[str, Any]) -> bool:
+    """Whether semray runs with the simulator in-process (``semray_serving: inprocess``, scaling only)."""
+    return spec["system"] == "semray" and spec.get("semray_serving") == "inprocess"
+
+
+def stats_from_semray_usage(answer: dict[str, Any], config: str) -> dict[str, Any]:
+    """A /stats-shaped summary from semray's own per-step usage (one tier per run; no-match unknown)."""
+    model = SMALL_MODEL if config == "small" else LARGE_MODEL
+    usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+    for step in answer.get("steps", {}).values():
+        spent = step.get("semray_usage") or {}
+        usage["calls"] += spent.get("calls", 0)
+        usage["prompt_tokens"] += spent.get("tokens_in", 0)
+        usage["completion_tokens"] += spent.get("tokens_out", 0)
+        usage["cost_usd"] += spent.get("dollars", 0.0)
+    return {"calls": usage["calls"], "models": {model: usage} if usage["calls"] else {}, "no_match_rate": None}
 
 
 def summarize_stats(stats: dict[str, Any]) -> dict[str, Any]:

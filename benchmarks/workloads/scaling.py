@@ -97,7 +97,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
-        label = f"{row['system']} ({row['config']})"
+        label = f"{row['system']} ({row['config']}{', in-process model' if row.get('serving') == 'inprocess' else ''})"
         if "simulator" not in row or row.get("error"):
             lines.append(f"| {row['rows']:,} | {label} | {row.get('error', 'did not run')} | | | | | | | |")
             continue
@@ -170,8 +170,11 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
         if not to_run:
             continue
         workload = prepare_scaling(size, args.out_dir / str(size), args.seed)
-        for row in run_all(workload, to_run, args.out_dir / str(size), score, args.timeout):
-            rows.append(row | {"rows": size})
+        extra = {"semray_serving": "http" if size <= args.peer_max else args.semray_serving}
+        for row in run_all(workload, to_run, args.out_dir / str(size), score, args.timeout, extra):
+            rows.append(
+                row | {"rows": size, "serving": extra["semray_serving"] if row["system"] == "semray" else "http"}
+            )
     if args.merge:
         rows = merge_sizes(stored, rows)
     return BenchmarkResult(
@@ -193,6 +196,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--peer-max", type=int, default=10000, help="largest size the peers run")
     parser.add_argument("--peer-configs", default="plain", help="peer configurations to run (plain,cheap)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--semray-serving",
+        choices=("http", "inprocess"),
+        default="inprocess",
+        help="above --peer-max: semray calls the simulator over HTTP or inside its Serve replicas (default)",
+    )
     parser.add_argument("--merge", action="store_true", help="keep stored rows of (system, size) runs not made now")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one system's run of one size may take")
     parser.add_argument("--rerender", action="store_true", help="rebuild the section from the stored rows, run nothing")
