@@ -409,3 +409,16 @@ def test_scaling_goals_report_memory_and_cost_linearity() -> None:
     too_slow = scaling.too_slow(runs[1:2], "semray", 1_000_000, 60)
     assert too_slow is not None and "100,000 rows" in too_slow
     assert "not measured (largest finished size 100,000)" in scaling.scaling_goals(runs[:2])[0]
+
+
+def test_in_process_semray_figures_come_from_its_usage() -> None:
+    from benchmarks.workloads.compare import in_process, stats_from_semray_usage
+
+    assert in_process({"system": "semray", "semray_serving": "inprocess"})
+    assert not in_process({"system": "lotus", "semray_serving": "inprocess"})
+    answer = {"steps": {"filter": {"semray_usage": {"calls": 3, "tokens_in": 30, "tokens_out": 3, "dollars": 0.5}}}}
+    summary = summarize_stats(stats_from_semray_usage(answer, "default"))
+    assert summary["tiers"] == {
+        "large": {"calls": 3, "prompt_tokens": 30, "completion_tokens": 3, "rejected": 0, "cost_usd": 0.5}
+    }
+    assert summary["no_match_rate"] is None
