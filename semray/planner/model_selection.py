@@ -15,7 +15,11 @@ When even the all-``large`` plan is infeasible for a policy with a budget, downg
 taken (best ratio first) until it becomes feasible; if nothing is feasible, every operator
 stays on the top tier and a warning is logged.
 
-Operators with a pinned tier keep it. The cost of a plan is `costing.operator_cost` (dollars,
+Operators with a pinned tier keep it, and so do cascades (``tier="cascade"``, or ``auto``
+with a quality target): the router calibrates their thresholds at run time. Choosing a
+cascade here waits for the cost model to price one (it has no ``cascade`` profile yet).
+
+The cost of a plan is `costing.operator_cost` (dollars,
 GPU-seconds as tie-breaker); quality is the cost model's plan quality bound.
 
 >>> select_models(plan, estimator, MinCost(quality=0.9)).tiers  # doctest: +SKIP
@@ -67,9 +71,14 @@ class Selection:
 
 
 def choosable_paths(plan: Node) -> list[str]:
-    """Paths of the semantic operators whose tier the optimizer decides (``tier="auto"``)."""
+    """Paths of the semantic operators whose tier the optimizer decides: ``tier="auto"`` without
+    a quality target (one with a target asked for a cascade, which the router calibrates)."""
     nodes = operator_paths(plan).items()
-    return [path for path, node in nodes if node.calls_llm and getattr(node, "tier", None) == "auto"]
+    return [
+        path
+        for path, node in nodes
+        if node.calls_llm and getattr(node, "tier", None) == "auto" and getattr(node, "quality", None) is None
+    ]
 
 
 Visit = tuple[dict[str, str], PlanEstimateLike, tuple[TierMove, ...]]

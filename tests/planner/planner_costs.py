@@ -70,7 +70,7 @@ def estimator(
             if node.calls_llm:
                 tier = (tiers or {}).get(path) or (node.tier if node.tier != "auto" else "large")
                 scale = (ops_price or {}).get(getattr(node, "instruction", ""), 1.0)
-                dollars = rows_in * price[tier] * scale / 1000
+                dollars = rows_in * price.get(tier, price["large"]) * scale / 1000  # cascade: priced as large
                 op_quality = quality.get((getattr(node, "instruction", ""), tier), quality.get(tier, 1.0))  # type: ignore[call-overload]
             total += dollars
             plan_quality *= op_quality

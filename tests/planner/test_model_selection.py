@@ -78,3 +78,13 @@ def test_optimize_plan_uses_the_estimator_and_policy() -> None:
     assert result.selection is not None
     tiers = [getattr(node, "tier", None) for node in (result.plan, result.plan.children[0])]
     assert "small" in tiers and "auto" not in tiers
+
+
+def test_cascades_are_left_to_the_router() -> None:
+    from semray.operators.semantic import QualityTarget
+
+    scan = memory_scan("t", TABLE)
+    plan = SemFilter(input=scan, instruction="{text} is cheap to get wrong", quality=QualityTarget(level=0.9))
+    plan = SemFilter(input=plan, instruction="{text} is odd", tier="cascade")
+    assert choosable_paths(plan) == []
+    assert select_models(plan, estimator(), MinCost(quality=0.9)).tiers == {}
