@@ -11,10 +11,10 @@ pipeline (`pipeline/cascade.py`) computes the scores, buys the labels and applie
 What is promised (docs/cascade.md), against the large tier's answers, with probability at
 least ``1 - delta`` over the calibration draw:
 
-* ``accuracy >= level``: the error budget ``1 - level`` and ``delta`` are split evenly
-  between the embedding and the small stage (union bound); rows neither decides go to the
-  large tier and count as correct. Scores (numeric SemMap) have no embedding stage and give
-  the small stage the whole budget.
+* ``accuracy >= level``: the error budget ``1 - level`` is split between the embedding and the
+  small stage by a share computed from the proxies alone (`embedding_share`), ``delta`` evenly
+  (union bound); rows neither decides go to the large tier and count as correct. Scores
+  (numeric SemMap) have no embedding stage and give the small stage the whole budget.
 * ``recall >= level`` (filters): rows whose embedding score is below a threshold are
   rejected; every other row goes to the large tier, so precision is 1.
 * ``precision >= level`` (filters): rows whose embedding score is at or above a threshold
@@ -46,6 +46,8 @@ EMBEDDING, SMALL, LARGE = 0, 1, 2
 TIER_NAMES = ("embedding", "small", "large")
 NOT_ASKED = -1.0
 """Small-tier confidence of a row the small tier did not answer (below every real confidence)."""
+SURE = 0.9
+"""A classification proxy's softmax above which it counts as sure (`embedding_share`)."""
 LABEL_TEMPERATURE = 0.05
 """Softmax temperature over cosine similarities to label names (cosines differ by ~0.05-0.2)."""
 
@@ -87,6 +89,8 @@ class Route:
     embed_method: str = "none"
     small_method: str = "none"
     n_labels: int = 0
+    embedding_share: float = 0.5
+    """Share of the error budget (1 - level) given to the embedding stage; the small stage gets the rest."""
 
     @property
     def uses_small(self) -> bool:
@@ -185,7 +189,9 @@ def route_embedding(
     if target.metric == "precision":
         chosen = select_precision_threshold(proxy, design, large_yes, precision=target.level, delta=target.delta)
         return replace(route, embed_high=chosen.threshold, embed_method=chosen.method)
-    level, delta = _stage_budget(target)
+    share = embedding_share(target, proxy.scores)
+    route = replace(route, embedding_share=share)
+    level, delta = 1.0 - (1.0 - target.level) * share, target.delta / 2.0
     if target.kind == "filter":
         both = select_cascade_thresholds(proxy, design, large_yes, target_accuracy=level, delta=delta)
         return replace(route, embed_low=both.low, embed_high=both.high, embed_method=both.method)
@@ -206,7 +212,10 @@ def route_small(
     if not route.uses_small:
         return route
     target = route.target
-    level, delta = _stage_budget(target) if target.has_embedding_stage else (target.level, target.delta)
+    if target.has_embedding_stage:
+        level, delta = 1.0 - (1.0 - target.level) * (1.0 - route.embedding_share), target.delta / 2.0
+    else:
+        level, delta = target.level, target.delta
     decided = route.embedding_decides(proxy)
     confidence = np.where(decided, NOT_ASKED, small_confidence)
     correct = np.where(decided[design.draws], 1.0, small_correct)
@@ -215,9 +224,18 @@ def route_small(
     return replace(route, small_confidence=threshold, small_method=chosen.method)
 
 
-def _stage_budget(target: Target) -> tuple[float, float]:
-    """(accuracy, delta) each of two stages must meet so that the whole cascade meets the target."""
-    return 1.0 - (1.0 - target.level) / 2.0, target.delta / 2.0
+def embedding_share(target: Target, proxy: FloatArray) -> float:
+    """The embedding stage's share of the error budget, from the proxy alone (no labels, so the
+    union bound over the two stages stays valid).
+
+    A classification's embedding stage can only decide rows whose label softmax is high; when few
+    rows have one (MiniLM over 24 diagnoses: almost none), the budget goes to the small tier. The
+    share is the fraction of rows with confidence >= `SURE`, clipped to [0.1, 0.5]. Filters keep an
+    even split: their proxy, a cosine, has no scale that says how sure it is.
+    """
+    if target.kind != "classify":
+        return 0.5
+    return float(np.clip(np.mean(proxy >= SURE), 0.1, 0.5))
 
 
 def tier_fractions(tiers: npt.NDArray[np.int8]) -> dict[str, float]:
