@@ -213,8 +213,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 except Exception as error:  # a failed step is a result to report; the next step still runs
                     answer["errors"][name] = f"{type(error).__name__}: {error}"
                 answer["seconds"][name] = round(time.perf_counter() - began, 2)
-        if spec.get("base_url"):
-            answer.setdefault("stats_after", {})[name] = read_stats(spec["base_url"])
+                if spec.get("base_url"):
+                    answer.setdefault("stats_after", {})[name] = read_stats(spec["base_url"])
         answer["object_store_peak_bytes"] = memory.peak().object_store_bytes
         answer["object_store_error"] = memory.store_error
     finally:
