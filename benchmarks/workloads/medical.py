@@ -31,7 +31,7 @@ from benchmarks.harness import (
     run_benchmark,
 )
 from benchmarks.workloads.compare import merge_rows, previous_rows, run_all, select_runs
-from benchmarks.workloads.definitions import prepare_medical
+from benchmarks.workloads.definitions import LARGE_MODEL, SMALL_MODEL, model_profiles, prepare_medical
 from benchmarks.workloads.report import cost_table, fmt, gaps, goal_lines, rerender, versions_line
 from benchmarks.workloads.scoring import count_error, label_accuracy, pairs, precision_recall
 
@@ -92,9 +92,28 @@ def step_metric(step: str) -> Any:
     return metric
 
 
+def usage_of(row: dict[str, Any], step: str) -> dict[str, Any] | None:
+    """A step's calls, tokens, dollars and tiers: semray's own per-step accounting, else the /stats snapshots."""
+    own = row.get("semray_usage", {}).get(step) if row["system"] == "semray" else None
+    if own:
+        tier = "small" if row["config"] == "small" else "large"
+        # semray's openai backend does not know the simulator's prices: its tokens are priced here.
+        profile = model_profiles()[SMALL_MODEL if tier == "small" else LARGE_MODEL]
+        dollars = own["tokens_in"] * profile.price_in_per_million + own["tokens_out"] * profile.price_out_per_million
+        tokens = own["tokens_in"] + own["tokens_out"]
+        return {
+            "calls": own["calls"],
+            "tokens": tokens,
+            "cost_usd": dollars / 1e6,
+            "tiers": {tier: {"calls": own["calls"]}},
+        }
+    usage: dict[str, Any] | None = row.get("step_usage", {}).get(step)
+    return usage
+
+
 def step_tokens(step: str) -> Any:
     def tokens(row: dict[str, Any]) -> int | None:
-        usage = row.get("step_usage", {}).get(step)
+        usage = usage_of(row, step)
         return int(usage["tokens"]) if usage else None
 
     return tokens
@@ -102,7 +121,7 @@ def step_tokens(step: str) -> Any:
 
 def step_dollars(step: str) -> Any:
     def dollars(row: dict[str, Any]) -> float | None:
-        usage = row.get("step_usage", {}).get(step)
+        usage = usage_of(row, step)
         return float(usage["cost_usd"]) if usage else None
 
     return dollars
@@ -116,7 +135,7 @@ def step_table(rows: list[dict[str, Any]]) -> str:
         cells = []
         for step in STEP_METRICS:
             quality = step_metric(step)(row)
-            usage = row.get("step_usage", {}).get(step)
+            usage = usage_of(row, step)
             if quality is None or not usage:
                 reason = (
                     "cannot express"
