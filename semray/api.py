@@ -281,12 +281,41 @@ class Query:
         return self._then(SemSearch(input=self._plan, column=column, query=query, k=k, mode=mode))
 
     # inspection and output ----------------------------------------------------------
-    def explain(self) -> str:
-        """The logical plan, the physical pipeline where it lowers, and the model tiers it would call."""
-        from semray.pipeline.run import explain_physical
+    def optimized(self, policy: Any = None, statistics: Any = None) -> Query:
+        """This query after the optimizer: rewrite rules and join ordering, which keep its results,
+        and, given a ``policy`` (``semray.cost_model.policies.MinCost(quality=0.9)``, ...), tiers
+        chosen for its ``tier="auto"`` operators by the cost model (``docs/optimizer.md``)."""
+        from semray.planner import optimize
 
-        text = "Logical plan\n" + render_tree(self._plan) + "\n\n" + explain_physical(self._plan, self.settings)
-        return text + self._explain_tiers()
+        if policy is None:
+            return self._then(optimize(self._plan, statistics))
+        return self._then(optimize(self._plan, statistics, self._profiles(), policy))
+
+    def _profiles(self) -> dict[str, Any]:
+        from semray.cost_model.prices import profiles_from_serving
+        from semray.serving.config import ServingConfig
+
+        return profiles_from_serving(self._serving or ServingConfig())
+
+    def explain(self, result: Any = None, optimize: bool = True) -> str:
+        """The logical plan, the plan that runs with the cost model's estimates per operator, the
+        physical pipeline and the model tiers; given a finished run's ``Result``, the actual calls,
+        tokens and dollars of each semantic operator beside the estimates."""
+        from semray.cost_model.plan_cost import estimate_plan
+        from semray.pipeline.run import explain_physical
+        from semray.planner.explain_estimates import render_estimates
+
+        runs = self._runnable(optimize)
+        estimate = estimate_plan(runs, _source_statistics(runs), self._profiles())
+        actuals = _actuals(runs, self.settings, result.run_id) if result is not None else None
+        heading = "Optimized plan" if optimize else "Plan"
+        text = "Logical plan\n" + render_tree(self._plan)
+        text += f"\n\n{heading} with estimates (defaults where nothing was measured)\n"
+        text += render_estimates(runs, estimate, actuals)
+        return text + "\n\n" + explain_physical(runs, self.settings) + self._explain_tiers()
+
+    def _runnable(self, optimize: bool) -> Node:
+        return self.optimized().plan if optimize else self._plan
 
     def _explain_tiers(self) -> str:
         if not any(node.calls_llm for node in walk(self._plan)):
@@ -304,33 +333,72 @@ class Query:
     def to_json(self) -> str:
         return plan_to_json(self._plan)
 
-    def collect(self) -> pa.Table:
+    def collect(self, optimize: bool = True) -> pa.Table:
         """Run the plan and return all rows (with ``_rowid`` first) as an Arrow table."""
-        return self.execute().table
+        return self.execute(optimize).table
 
-    def execute(self) -> Any:
-        """Run the plan; a ``Result`` with the rows, the run id and its model usage."""
+    def execute(self, optimize: bool = True) -> Any:
+        """Run the plan; a ``Result`` with the rows, the run id and its model usage.
+
+        ``optimize`` applies the optimizer's rewrite rules and join ordering first (they keep the
+        results; see `optimized`); tiers stay as written.
+        """
         from semray.pipeline.run import execute
 
-        return execute(self._plan, self.settings, self._serving)
+        return execute(self._runnable(optimize), self.settings, self._serving)
 
     def to_pandas(self) -> Any:
         return self.collect().to_pandas()
 
-    def iter_batches(self, batch_rows: int | None = None) -> Iterator[pa.Table]:
+    def iter_batches(self, batch_rows: int | None = None, optimize: bool = True) -> Iterator[pa.Table]:
         """Stream results as Arrow tables without holding them all in memory."""
         from semray.pipeline.run import iter_batches
 
-        return iter_batches(self._plan, self.settings, batch_rows, self._serving)
+        return iter_batches(self._runnable(optimize), self.settings, batch_rows, self._serving)
 
-    def write_parquet(self, path: str | Path) -> int:
+    def write_parquet(self, path: str | Path, optimize: bool = True) -> int:
         """Write results to one Parquet file, published atomically; returns the row count."""
         from semray.pipeline.run import write_parquet
 
-        return write_parquet(self._plan, self.settings, Path(path), self._serving)
+        return write_parquet(self._runnable(optimize), self.settings, Path(path), self._serving)
 
     def __repr__(self) -> str:
         return f"Query(\n{render_tree(self._plan)}\n)"
+
+
+def _source_statistics(plan: Node) -> Any:
+    """Row counts the sources state cheaply (metadata, not a read): the rest of the estimate uses
+    the cost model's documented defaults until statistics are measured."""
+    from semray.cost_model.estimates import Interval
+    from semray.cost_model.statistics import PlanStatistics, source_key
+    from semray.pipeline.sizing import estimate_rows
+
+    rows = {}
+    for node in walk(plan):
+        if isinstance(node, Scan) and (count := estimate_rows(node)) is not None:
+            rows[source_key(node)] = Interval.exact(float(count))
+    return PlanStatistics(source_rows=rows)
+
+
+def _actuals(plan: Node, settings: Settings, run_id: str) -> dict[str, Any]:
+    """What each semantic operator of a finished run paid, by operator path (a cascade's tiers summed)."""
+    from semray.pipeline.lower_semantic import operator_key
+    from semray.planner.explain_estimates import Actual
+    from semray.planner.paths import operator_paths
+    from semray.transactions import show_run
+
+    paid: dict[str, Any] = {}
+    for operator in show_run(settings, run_id).operators:
+        key = operator.operator_key.partition(":")[0]
+        paid[key] = paid[key] + operator.usage if key in paid else operator.usage
+    found = {}
+    for path, node in operator_paths(plan).items():
+        usage = paid.get(operator_key(node)) if node.calls_llm else None
+        if usage is not None:
+            found[path] = Actual(
+                calls=usage.calls, input_tokens=usage.tokens_in, output_tokens=usage.tokens_out, dollars=usage.dollars
+            )
+    return found
 
 
 def _quote_if_needed(name: str) -> str:

@@ -225,6 +225,9 @@ class SemAgg(Semantic):
         keys = tuple(Column(name=key, type=schema.type_of(key)) for key in self.keys)
         return Schema(columns=(ROW_ID_COLUMN, *keys, Column(name=self.output, type="VARCHAR")))
 
+    def columns_read(self) -> frozenset[str]:
+        return super().columns_read() | frozenset(self.keys)
+
 
 class SemSearch(Unary):
     """Retrieve the k rows of ``column`` nearest to a query by vectors, full text or both."""

@@ -67,7 +67,7 @@ def tickets() -> Tickets:
 
 def run(tickets: Tickets, settings: Settings, query: Query, optimized: bool) -> tuple[Counter[tuple[Any, ...]], int]:
     plan = optimize(query.plan) if optimized else query.plan
-    result = Query(plan, settings, tickets.serving).execute()
+    result = Query(plan, settings, tickets.serving).execute(optimize=False)
     rows = result.table.drop_columns(["_rowid"]).to_pylist()
     return Counter(tuple(sorted(row.items())) for row in rows), result.usage.calls
 
