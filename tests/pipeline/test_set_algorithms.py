@@ -212,6 +212,10 @@ def test_candidate_pairs_rename_and_combine_row_ids() -> None:
     assert pairs.column_names == ["_rowid", "text", "text_right"]
     assert pairs.column("_rowid").to_pylist() == ["1*a", "2*b"]
     assert candidate_pairs(left.slice(0, 0), right, stage).num_rows == 0
+    empty_right = pa.table(
+        {"_rowid": pa.array([], pa.string()), "text": pa.array([], pa.string()), VECTOR: vectors[:0]}
+    )
+    assert candidate_pairs(left, empty_right, stage).num_rows == 0
 
 
 # asking, journaled ------------------------------------------------------------------------------
