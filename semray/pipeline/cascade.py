@@ -93,6 +93,15 @@ def build_cascade(stage: Stage, context: ExecutionContext) -> rd.Dataset:
             [float(a is not None and a == b) for a, b in zip(proxy_keys, of_rows, strict=True)]
         )
         route = router.route_embedding(target, proxy, design, large_yes, proxy_correct)
+        if task.kind == "filter":
+            kept = router.selectivity(design, large_yes)
+            log.info(
+                "cascade_selectivity",
+                rows=len(ids),
+                estimate=round(kept.value, 4),
+                low=round(kept.low, 4),
+                high=round(kept.high, 4),
+            )
 
     with_small = proxied
     small_confidence = np.full(len(ids), router.NOT_ASKED)

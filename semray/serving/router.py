@@ -32,7 +32,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from semray.cost_model.sampling import FloatArray, ImportanceProposal, SampleDesign
+from semray.cost_model.sampling import Estimate, FloatArray, ImportanceProposal, SampleDesign, estimate_mean
 from semray.cost_model.thresholds import (
     ScoredRows,
     select_cascade_thresholds,
@@ -236,6 +236,12 @@ def embedding_share(target: Target, proxy: FloatArray) -> float:
     if target.kind != "classify":
         return 0.5
     return float(np.clip(np.mean(proxy >= SURE), 0.1, 0.5))
+
+
+def selectivity(design: SampleDesign, large_yes: FloatArray) -> Estimate:
+    """The share of rows the large tier keeps, with a 95% interval, from the calibration draws alone:
+    the cost model's importance-sampled selectivity, bought with labels the output reuses."""
+    return estimate_mean(design, large_yes)
 
 
 def tier_fractions(tiers: npt.NDArray[np.int8]) -> dict[str, float]:
