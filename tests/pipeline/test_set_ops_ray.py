@@ -85,6 +85,12 @@ def tickets() -> Tickets:
     return _tickets()
 
 
+@pytest.fixture(scope="module")
+def settings(ray_settings: Settings) -> Settings:
+    """One verification actor and larger batches: fewer actor starts, which dominate these tests."""
+    return ray_settings.model_copy(update={"semantic_actors": 1, "semantic_batch_size": 128})
+
+
 def query(tickets: Tickets, settings: Settings, table: pa.Table | None = None) -> Query:
     served: Query = semray.from_arrow(table if table is not None else tickets.table, settings=settings).with_serving(
         tickets.serving
@@ -104,12 +110,10 @@ def true_pairs(tickets: Tickets, left: list[str], right: list[str]) -> set[tuple
 JOIN = "{l.text} and {r.text} have the same topic"
 
 
-def test_factorized_equals_nested_at_error_rate_zero(tickets: Tickets, ray_settings: Settings) -> None:
+def test_factorized_equals_nested_at_error_rate_zero(tickets: Tickets, settings: Settings) -> None:
     left, right = tickets.table.slice(0, 9), tickets.table.slice(9, ROWS - 9)
-    nested = query(tickets, ray_settings, left).sem_join(query(tickets, ray_settings, right), JOIN, "nested").execute()
-    factorized = (
-        query(tickets, ray_settings, left).sem_join(query(tickets, ray_settings, right), JOIN, "factorized").execute()
-    )
+    nested = query(tickets, settings, left).sem_join(query(tickets, settings, right), JOIN, "nested").execute()
+    factorized = query(tickets, settings, left).sem_join(query(tickets, settings, right), JOIN, "factorized").execute()
     expected = true_pairs(tickets, left.column("ticket_id").to_pylist(), right.column("ticket_id").to_pylist())
     assert pairs_of(nested.table) == expected == pairs_of(factorized.table)
     # Two right rows share a text: their pairs' prompts are the same, answered once per batch.
@@ -120,32 +124,33 @@ def test_factorized_equals_nested_at_error_rate_zero(tickets: Tickets, ray_setti
 
 
 def test_self_join_with_duplicates_blocked_covers_all_when_blocks_are_large(
-    tickets: Tickets, ray_settings: Settings
+    tickets: Tickets, settings: Settings
 ) -> None:
     base = tickets.table.slice(ROWS - 6, 6)  # ends with two rows of identical text
     ids = base.column("ticket_id").to_pylist()
-    blocked = query(tickets, ray_settings, base).sem_join(query(tickets, ray_settings, base), JOIN, "blocked").execute()
+    blocked = query(tickets, settings, base).sem_join(query(tickets, settings, base), JOIN, "blocked").execute()
     assert pairs_of(blocked.table) == true_pairs(tickets, ids, ids)  # 6 <= 8 candidates per row: every pair
     assert (ids[-1], ids[-2]) in pairs_of(blocked.table) and (ids[-1], ids[-1]) in pairs_of(blocked.table)
 
 
-def test_empty_and_one_row_sides(tickets: Tickets, ray_settings: Settings) -> None:
-    everything = query(tickets, ray_settings)
-    nothing = query(tickets, ray_settings).filter("ticket_id = 'none'")
+def test_empty_and_one_row_sides(tickets: Tickets, settings: Settings) -> None:
+    everything = query(tickets, settings)
+    nothing = query(tickets, settings).filter("ticket_id = 'none'")
     result = nothing.sem_join(everything, JOIN, "factorized").execute()
-    assert result.table.num_rows == 0 and result.usage.calls == ROWS - 1  # the right side is still asked
+    # The right side is still asked; its two identical texts cost one call when they share a batch.
+    assert result.table.num_rows == 0 and ROWS - 1 <= result.usage.calls <= ROWS
     result = everything.sem_join(nothing, JOIN, "blocked").execute()
     assert result.table.num_rows == 0 and result.usage.calls == 0
-    one = query(tickets, ray_settings, tickets.table.slice(0, 1))
+    one = query(tickets, settings, tickets.table.slice(0, 1))
     result = one.sem_join(everything, JOIN).execute()
     ids = tickets.table.column("ticket_id").to_pylist()
     assert pairs_of(result.table) == true_pairs(tickets, ids[:1], ids)
-    assert result.usage.calls == ROWS - 1  # auto: nested for 1 x 24 pairs (two share a prompt)
+    assert ROWS - 1 <= result.usage.calls <= ROWS  # auto: nested for 1 x 24 pairs (two share a prompt)
 
 
-def test_topk_ranks_by_pairwise_comparisons(tickets: Tickets, ray_settings: Settings) -> None:
+def test_topk_ranks_by_pairwise_comparisons(tickets: Tickets, settings: Settings) -> None:
     k = 4
-    result = query(tickets, ray_settings).sem_topk("the most urgent {text}", k=k, output="rank").execute()
+    result = query(tickets, settings).sem_topk("the most urgent {text}", k=k, output="rank").execute()
     ranked = result.table.sort_by("rank")
     expected = sorted(tickets.labels, key=lambda key: -tickets.labels[key]["urgency"])[:k]
     assert ranked.column("ticket_id").to_pylist() == expected
@@ -155,40 +160,36 @@ def test_topk_ranks_by_pairwise_comparisons(tickets: Tickets, ray_settings: Sett
 
 
 def test_agg_is_hierarchical_over_a_small_context_and_counts_by_group(
-    tickets: Tickets, ray_settings: Settings, monkeypatch: pytest.MonkeyPatch
+    tickets: Tickets, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    whole = query(tickets, ray_settings).sem_agg("How many records have each topic? {text}").execute()
+    whole = query(tickets, settings).sem_agg("How many records have each topic? {text}").execute()
     counts = Counter(row["topic"] for row in tickets.labels.values())
     expected = "\n".join(f"{name}: {n}" for name, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
     assert whole.table.column("answer").to_pylist() == [expected]
     assert whole.usage.calls == 1
     monkeypatch.setattr(lower_set_ops, "AGG_CONTEXT_TOKENS", 450)
-    split = query(tickets, ray_settings).sem_agg("Which topic is the most common among {text}?").execute()
+    split = query(tickets, settings).sem_agg("Which topic is the most common among {text}?").execute()
     assert split.table.column("answer").to_pylist() == [counts.most_common(1)[0][0]]
     assert split.usage.calls > 2  # leaves and at least one combine
 
 
-def test_agg_by_key_and_over_no_rows(tickets: Tickets, ray_settings: Settings) -> None:
+def test_agg_by_key_and_over_no_rows(tickets: Tickets, settings: Settings) -> None:
     table = tickets.table.append_column("shard", pa.array([i % 2 for i in range(ROWS)], pa.int64()))
-    result = (
-        query(tickets, ray_settings, table).sem_agg("How many records have each topic? {text}", by="shard").execute()
-    )
+    result = query(tickets, settings, table).sem_agg("How many records have each topic? {text}", by="shard").execute()
     assert sorted(result.table.column("shard").to_pylist()) == [0, 1]
     assert result.usage.calls == 2
-    empty = (
-        query(tickets, ray_settings).filter("ticket_id = 'none'").sem_agg("How many records have each topic? {text}")
-    )
+    empty = query(tickets, settings).filter("ticket_id = 'none'").sem_agg("How many records have each topic? {text}")
     table = empty.execute().table
     assert table.num_rows == 1 and table.column("answer").to_pylist() == [None]
 
 
-@pytest.mark.parametrize("mode", ["vector", "fts", "hybrid"])
-def test_search_returns_k_rows_with_scores(tickets: Tickets, ray_settings: Settings, mode: str) -> None:
+def test_search_returns_k_rows_with_scores_in_each_mode(tickets: Tickets, settings: Settings) -> None:
     k = 5
-    result = query(tickets, ray_settings).sem_search("text", "courier parcel delivery", k=k, mode=mode).execute()  # type: ignore[arg-type]
-    table = result.table
-    assert table.num_rows == k
-    scores = table.column("score").to_pylist()
-    assert scores == sorted(scores, reverse=True)
-    topics = [tickets.labels[key]["topic"] for key in table.column("ticket_id").to_pylist()]
-    assert topics.count("shipping") >= 4, (mode, topics)
+    for mode in ("vector", "fts", "hybrid"):
+        result = query(tickets, settings).sem_search("text", "courier parcel delivery", k=k, mode=mode).execute()  # type: ignore[arg-type]
+        table = result.table
+        assert table.num_rows == k, mode
+        scores = table.column("score").to_pylist()
+        assert scores == sorted(scores, reverse=True), mode
+        topics = [tickets.labels[key]["topic"] for key in table.column("ticket_id").to_pylist()]
+        assert topics.count("shipping") >= 4, (mode, topics)
