@@ -16,6 +16,7 @@ A document is accepted when it has at least ``min_shingles`` votes and either co
 from __future__ import annotations
 
 import html
+import itertools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -190,7 +191,7 @@ class ShingleIndex:
         needed = min(max(self.config.min_shingles, (size + 1) // 2), self.config.strong_shingles)
         ordered = sorted(positions)
         runs: list[list[int]] = [[ordered[0]]] if ordered else []
-        for previous, current in zip(ordered, ordered[1:], strict=False):
+        for previous, current in itertools.pairwise(ordered):
             if current == previous + 1:
                 runs[-1].append(current)
             else:
