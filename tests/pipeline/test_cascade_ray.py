@@ -54,7 +54,10 @@ def _paid_once(settings: Settings, run_id: str) -> dict[str, object]:
 
 def test_cascaded_filter_meets_accuracy(reviews: tuple[Query, dict[str, str]], ray_settings: Settings) -> None:
     query, truth = reviews
-    result = query.sem_filter("{review} is positive", quality=0.9, diagnostics=True).execute()
+    cascaded = query.sem_filter("{review} is positive", quality=0.9, diagnostics=True)
+    result = cascaded.execute()
+    explained = cascaded.explain(result)
+    assert "actual: calls" in explained and f"Actual total: {result.usage.calls} model calls" in explained, explained
     kept = set(result.table.column("review_id").to_pylist())
     accuracy = sum((row in kept) == (label == "positive") for row, label in truth.items()) / len(truth)
     assert accuracy >= 0.9

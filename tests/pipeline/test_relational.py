@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import semray
-from semray.errors import ExecutionError, LoweringError
+from semray.errors import ExecutionError
 from semray.settings import Settings
 
 pytestmark = pytest.mark.ray
@@ -136,14 +136,6 @@ def test_csv_round_trip_and_parquet_output(tmp_path: Any, ray_settings: Settings
 def test_iter_batches_streams(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
     batches = list(q(tables, "reviews", ray_settings).iter_batches(batch_rows=100))
     assert sum(b.num_rows for b in batches) == 1000 and max(b.num_rows for b in batches) <= 256
-
-
-def test_operator_without_execution_says_so(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
-    reviews = q(tables, "reviews", ray_settings)
-    query = reviews.sem_join(q(tables, "products", ray_settings), "{l.text} is about {r.product}")
-    assert "not available" in query.explain()
-    with pytest.raises(LoweringError, match="SemJoin"):
-        query.collect()
 
 
 def test_runtime_failure_is_an_execution_error(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
