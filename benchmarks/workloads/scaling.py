@@ -162,7 +162,7 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
         runs = runs_for(size, systems, args.peer_max, args.peer_configs.split(","))
         to_run = []
         for run in runs:
-            reason = too_slow([*stored, *rows], run.system, size, args.timeout)
+            reason = None if args.force else too_slow([*stored, *rows], run.system, size, args.timeout)
             if reason:
                 rows.append({"system": run.system, "config": run.config, "rows": size, "error": reason})
             else:
@@ -202,6 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="inprocess",
         help="above --peer-max: semray calls the simulator over HTTP or inside its Serve replicas (default)",
     )
+    parser.add_argument("--force", action="store_true", help="run every size even when the estimate overruns --timeout")
     parser.add_argument("--merge", action="store_true", help="keep stored rows of (system, size) runs not made now")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one system's run of one size may take")
     parser.add_argument("--rerender", action="store_true", help="rebuild the section from the stored rows, run nothing")
