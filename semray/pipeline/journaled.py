@@ -9,6 +9,7 @@ reuses answers paid for on the old one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -45,7 +46,10 @@ class Job:
     def prepare(cls, plan: Node, settings: Settings, serving: ServingConfig | None) -> Job:
         stages = lower(plan, settings)
         tiers = tuple(sorted(model_tiers(stages)))
-        return cls(plan, settings, stages, tiers, (serving or ServingConfig()) if tiers else None)
+        config = (serving or ServingConfig()) if tiers else None
+        if config is not None:
+            stages = fit_to_context(stages, config)
+        return cls(plan, settings, stages, tiers, config)
 
     @property
     def document(self) -> dict[str, Any]:
@@ -77,6 +81,30 @@ class Job:
             "memory_sources": self.reads_memory,
             "pid": os.getpid(),
         }
+
+
+def fit_to_context(stage: Stage, config: ServingConfig) -> Stage:
+    """Shrink each SemAgg stage's prompt budget to its tier's context length where that is smaller
+    (lowering sees no serving config, so it plans for `AGG_CONTEXT_TOKENS`)."""
+    from semray.pipeline.set_spec import AggStage
+
+    inputs = tuple(fit_to_context(child, config) for child in stage.inputs)
+    if isinstance(stage, AggStage):
+        context = tier_context_length(config, stage.task.tier)
+        if context is not None and context < stage.context_tokens:
+            return dataclasses.replace(stage, context_tokens=context, inputs=inputs)
+    return dataclasses.replace(stage, inputs=inputs) if inputs != stage.inputs else stage
+
+
+def tier_context_length(config: ServingConfig, tier: str) -> int | None:
+    """The context length a tier states: its own setting, else its simulated model's."""
+    settings = config.tier(tier)
+    if settings.context_length is not None:
+        return settings.context_length
+    if settings.backend == "simulated":
+        profile = config.simulator.models.get(settings.model) if config.simulator is not None else None
+        return profile.context_length if profile is not None else None
+    return None
 
 
 def model_tiers(stage: Stage) -> set[str]:
@@ -129,7 +157,7 @@ def _with_journaled_serving(job: Job, detail: RunDetail) -> Job:
             "problem(s), e.g. simulator datasets given as in-memory tables); resume it from Python with "
             "semray.pipeline.run.resume(settings, run_id, serving=...)"
         ) from None
-    return Job(job.plan, job.settings, job.stages, job.tiers, serving)
+    return Job.prepare(job.plan, job.settings, serving)
 
 
 def _started_pid(detail: RunDetail) -> int | None:

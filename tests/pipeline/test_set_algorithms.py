@@ -280,3 +280,21 @@ def test_search_index_modes(tmp_path: Path) -> None:
     assert len(hybrid) == 3 and [s for _, s in hybrid] == sorted((s for _, s in hybrid), reverse=True)
     empty = SearchIndex.build(tmp_path / "none", [], None, full_text=True)
     assert empty.search("fts", "apple", None, k=3) == []
+
+
+def test_agg_prompt_budget_follows_the_tiers_context_length() -> None:
+    from semray.api import from_arrow
+    from semray.pipeline.journaled import Job
+    from semray.pipeline.set_spec import AggStage
+    from semray.serving.config import ServingConfig
+    from semray.serving.simulator.config import ModelProfile, SimulatorConfig
+    from semray.settings import Settings
+
+    plan = from_arrow(pa.table({"t": ["a"]})).sem_agg("count the {t}").plan
+    short = ServingConfig(
+        simulator=SimulatorConfig(models={"sim-small": ModelProfile(), "sim-large": ModelProfile(context_length=1000)})
+    )
+    stage = Job.prepare(plan, Settings(), short).stages
+    assert isinstance(stage, AggStage) and stage.context_tokens == 1000
+    roomy = Job.prepare(plan, Settings(), ServingConfig()).stages
+    assert isinstance(roomy, AggStage) and roomy.context_tokens > 1000
