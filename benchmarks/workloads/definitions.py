@@ -187,7 +187,7 @@ def generated_tickets(rows: int, seed: int) -> list[dict[str, Any]]:
     """
     rng = random.Random(seed)
     seen: set[str] = set()
-    tickets = []
+    tickets: list[dict[str, Any]] = []
     while len(tickets) < rows:
         text = " ".join("".join(rng.choice(SYLLABLES) for _ in range(3)) for _ in range(16))
         if text in seen:
@@ -233,7 +233,7 @@ def prepare_medical(
     by_patient = {row["patient_id"]: row for row in patients}
     diagnoses = sorted({row["text_diagnosis"] for row in patients if row["text_diagnosis"] != "none"})
     out.mkdir(parents=True, exist_ok=True)
-    texts = [
+    texts: list[dict[str, Any]] = [
         {"symptom_id": int(r["symptom_id"]), "patient_id": int(r["patient_id"]), "symptoms": r["symptoms"]}
         for r in symptoms
     ]
@@ -248,7 +248,9 @@ def prepare_medical(
     ]
     _write_jsonl(out / "symptoms.jsonl", texts)
     _write_jsonl(out / "patients.jsonl", patient_rows)
-    diagnosis = {row["symptom_id"]: by_patient[str(row["patient_id"])]["text_diagnosis"] for row in texts}
+    diagnosis: dict[int, str] = {
+        int(row["symptom_id"]): by_patient[str(row["patient_id"])]["text_diagnosis"] for row in texts
+    }
     sample = join_sample(diagnosis, join_rows, seed)
     _write_jsonl(out / "join_sample.jsonl", [row for row in texts if row["symptom_id"] in set(sample)])
     label_rows = [

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchmarks.harness import (
@@ -72,7 +72,7 @@ def _quality(row: dict[str, Any]) -> str:
     return "; ".join(parts) or "–"
 
 
-STEP_METRICS = {
+STEP_METRICS: dict[str, tuple[str, Callable[[dict[str, Any]], Any]]] = {
     "classify": ("classification accuracy", lambda q: q.get("accuracy")),
     "infection": ("infection filter F1", lambda q: q.get("f1")),
     "groupby": (

@@ -35,7 +35,8 @@ def read_stats(base_url: str) -> dict[str, Any]:
 
     root = base_url.rstrip("/").removesuffix("/v1")
     with urllib.request.urlopen(root + "/stats", timeout=30) as response:  # 127.0.0.1 only
-        return json.loads(response.read())
+        stats: dict[str, Any] = json.loads(response.read())
+    return stats
 
 
 def _serving(spec: dict[str, Any]) -> Any:
