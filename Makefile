@@ -23,7 +23,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
-# The minutes-long acceptance tests (spilling, SIGKILL and resume); CI runs them after `make test`.
+# The minutes-long acceptance tests (spilling, SIGKILL and resume, cascades and set-level operators
+# end to end); CI runs them after `make test`.
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 

@@ -19,7 +19,7 @@ from semray.serving.simulator.config import ModelProfile
 from semray.settings import Settings
 from semray.transactions import show_run
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # minutes on 2 cores: `make test-slow` (CI runs it)
 
 ROWS = 600
 MODELS = {"sim-small": ModelProfile(error_rate=0.15), "sim-large": ModelProfile(error_rate=0.0)}

@@ -23,7 +23,7 @@ from semray.serving.config import ServingConfig
 from semray.serving.simulator.config import ModelProfile, SimulatorConfig, TaskSpec
 from semray.settings import Settings
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # minutes on 2 cores: `make test-slow` (CI runs it)
 
 ROWS = 24
 TOPICS = {
