@@ -340,7 +340,8 @@ BUILDERS: dict[type[Stage], Callable[[Stage, ExecutionContext], rd.Dataset]] = {
 }
 
 
-def _register_set_ops() -> None:
+def _register_more_builders() -> None:
+    """Cascade and set-level stages live in their own modules, which import this one."""
     from semray.pipeline.cascade import build_cascade
     from semray.pipeline.set_ops import SET_BUILDERS
     from semray.pipeline.spec import CascadeStage
@@ -349,4 +350,4 @@ def _register_set_ops() -> None:
     BUILDERS[CascadeStage] = build_cascade
 
 
-_register_set_ops()
+_register_more_builders()
