@@ -29,23 +29,11 @@ import pyarrow as pa
 
 from benchmarks.harness import BenchmarkResult, benchmark_parser, load_average, now_iso, run_benchmark
 from benchmarks.harness.data import require_shared_data
+from benchmarks.workloads.definitions import INFECTIONS
 
 NAME = "cascade"
 CLASSIFY = "the diagnosis suggested by these symptoms: {symptoms}"
 FILTER = "{symptoms} suggest an infection"
-INFECTIONS = frozenset(
-    {
-        "malaria",
-        "impetigo",
-        "fungal infection",
-        "typhoid",
-        "common cold",
-        "dengue",
-        "chicken pox",
-        "pneumonia",
-        "urinary tract infection",
-    }
-)
 PRICES = {"small": (0.15, 0.6), "large": (2.5, 10.0)}  # $ per 1M input / output tokens
 
 

@@ -18,21 +18,6 @@ import pytest
 
 MEDICAL = Path(os.environ.get("SEMRAY_SHARED_DATA", "/work/shared/data")) / "medical"
 
-# Diagnoses caused by a pathogen: the "symptoms suggest an infection" filter.
-INFECTIONS = frozenset(
-    {
-        "malaria",
-        "impetigo",
-        "fungal infection",
-        "typhoid",
-        "common cold",
-        "dengue",
-        "chicken pox",
-        "pneumonia",
-        "urinary tract infection",
-    }
-)
-
 
 @dataclass(frozen=True)
 class Medical:

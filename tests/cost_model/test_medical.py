@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import INFECTIONS
 from cost_model_trials import TRIALS, Truth, binomial_upper
 
+from benchmarks.workloads.definitions import INFECTIONS
 from semray.cost_model.sampling import ImportanceProposal, draw_uniform_sample, estimate_mean
 from semray.cost_model.thresholds import (
     ScoredRows,

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pytest
-from conftest import INFECTIONS, Generated, Medical
+from conftest import Generated, Medical
 from cost_model_trials import TRIALS, binomial_upper
 
+from benchmarks.workloads.definitions import INFECTIONS
 from semray.cost_model.thresholds import ScoredRows
 from semray.serving import router
 
