@@ -13,9 +13,12 @@ intervals into an `OperatorEstimate`. Formulas (docs/cost_model.md has them all)
   `semray.cost_model.quality.plan_quality` over the semantic operators.
 
 Tiers: ``tiers`` maps an operator path to a tier name and overrides the node's own tier;
-otherwise the node's tier, with ``auto`` priced as the top tier (what execution runs until the
-cascade router decides per row). Paths: ``""`` is the root, then child field names joined by
-dots (``"input.input"``, ``"left"``, ``"inputs.1"``); `operator_paths` lists them.
+otherwise the node's tier, with ``auto`` priced as the top tier (what execution runs without a
+quality target). A node that cascades (``tier="cascade"``, or ``auto`` with a quality
+target) is priced on the ``"cascade"`` tier (`semray.cost_model.cascade_cost`); an operator
+that cannot cascade (a SemJoin with ``tier="cascade"``) runs, and is priced, on the top tier.
+Paths: ``""`` is the root, then child field names joined by dots (``"input.input"``,
+``"left"``, ``"inputs.1"``); `operator_paths` lists them.
 
 >>> from semray.operators import Scan, SemFilter, Schema, SourceSpec
 >>> from semray.cost_model.prices import TierProfile
@@ -44,6 +47,7 @@ from semray.operators.base import Node
 
 TOP_TIER = "large"
 NO_TIER = "none"
+CASCADE_TIER = "cascade"
 
 
 class MissingStatisticsError(EstimateError):
@@ -81,10 +85,15 @@ class EstimationContext:
         self.assumed.append(what)
 
     def tier_of(self, node: Node, path: str, default: str | None = None) -> str:
+        """The tier ``node`` is priced on: ``tiers[path]``, else ``"cascade"`` when it cascades,
+        else its own tier (``auto``, and ``cascade`` on an operator that cannot, run on the top tier)."""
         if path in self.tiers:
             return self.tiers[path]
+        cascade_target = getattr(node, "cascade_target", None)
+        if cascade_target is not None and cascade_target() is not None:
+            return CASCADE_TIER
         tier = getattr(node, "tier", None) or default or self.top_tier
-        return self.top_tier if tier == "auto" else str(tier)
+        return self.top_tier if tier in ("auto", CASCADE_TIER) else str(tier)
 
     def profile(self, tier: str, node: Node) -> TierProfile:
         if tier not in self.profiles:

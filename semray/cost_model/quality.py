@@ -14,8 +14,18 @@ no independence between operators. For a chain of conjunctive filters it also bo
 recall of the conjunction: ``recall >= 1 - sum_i (1 - recall_i)``; under independence the
 recall would be the larger ``prod_i recall_i`` (`independent_quality`).
 
+**Cascade quality** (`cascade_quality`): a cascade with target ``level`` and failure
+probability ``delta`` answers at least ``level`` of its rows as the top tier does with
+probability at least ``1 - delta`` over its calibration draw, and at worst none of them
+otherwise, so the expected share is at least ``(1 - delta) * level``: its error
+``1 - level + delta * level`` enters the union bound like any operator's. Every target counts
+as accuracy (a recall or precision target of a filter implies accuracy >= its level: the
+errors are at most the missed positives, or the wrongly kept rows, a fraction of all rows).
+
 >>> plan_quality([0.95, 0.9])
 0.85
+>>> round(cascade_quality(0.95, 0.05), 4)
+0.9025
 >>> round(independent_quality([0.95, 0.9]), 3)
 0.855
 """
@@ -56,6 +66,11 @@ def measure_agreement(
 def plan_quality(qualities: Sequence[float]) -> float:
     """Lower bound on the share of result rows that match the top tier's plan: ``1 - sum(1 - q)``."""
     return max(0.0, 1.0 - sum(1.0 - q for q in qualities))
+
+
+def cascade_quality(level: float, delta: float) -> float:
+    """Expected share of a cascade's rows answered as the top tier does: ``(1 - delta) * level``."""
+    return (1.0 - delta) * level
 
 
 def independent_quality(qualities: Sequence[float]) -> float:

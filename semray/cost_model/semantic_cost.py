@@ -1,7 +1,9 @@
 """Cost estimators of the semantic operators: calls, tokens, dollars, latency and quality.
 
 * Row-wise (SemFilter, SemMap, SemExtract, SemClassify): one call per input row; a SemFilter
-  keeps ``rows * selectivity``, the others keep every row.
+  keeps ``rows * selectivity``, the others keep every row. On the ``cascade`` tier (a
+  filter, classification or score with a quality target), `semray.cost_model.cascade_cost`
+  prices the embedding, small and large tiers' shares of the rows.
 * SemJoin: one call per pair (``|L| * |R|``, the nested implementation); it keeps
   ``pairs * selectivity`` (its selectivity is a fraction of pairs).
 * SemTopK: priced as one relevance score per input row; it keeps ``min(k, rows)``.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import math
 
+from semray.cost_model.cascade_cost import CASCADE_TIER, EMBEDDING_TIER, cascade_estimate
 from semray.cost_model.estimates import Interval, OperatorEstimate
 from semray.cost_model.plan_cost import EstimationContext, model_estimate, register
 from semray.cost_model.statistics import statistics_key
@@ -29,9 +32,6 @@ from semray.cost_model.tokens import PromptTokens, expected_output_tokens
 from semray.operators.base import Node
 from semray.operators.semantic import SemAgg, SemClassify, SemExtract, SemFilter, SemJoin, SemMap, SemSearch, SemTopK
 from semray.operators.templates import template_columns
-
-EMBEDDING_TIER = "embedding"
-
 
 ASSUMED_CELL_TOKENS = 100.0
 """Tokens assumed per referenced cell when nobody counted a sample (about 75 words)."""
@@ -63,6 +63,20 @@ def unmeasured_prompt_tokens(node: Node) -> Interval:
     return Interval(fixed + ASSUMED_CELL_TOKENS * cells, fixed, fixed + MAX_CELL_TOKENS * cells)
 
 
+_FIXED_PROMPT_TOKENS: dict[str, float] = {}
+"""statistics_key -> tokens of the operator's prompt with empty cells (counting costs ~0.4 ms)."""
+
+
+def embedded_tokens(node: Node, prompt: Interval) -> Interval:
+    """Tokens the embedding tier embeds per row: the prompt without its fixed part (instruction
+    and task wrapper), at least 1."""
+    key = statistics_key(node)
+    if key not in _FIXED_PROMPT_TOKENS:
+        _FIXED_PROMPT_TOKENS[key] = unmeasured_prompt_tokens(node).low
+    fixed = _FIXED_PROMPT_TOKENS[key]
+    return Interval(*(max(x - fixed, 1.0) for x in (prompt.value, prompt.low, prompt.high)))
+
+
 def completion_tokens(node: Node, context: EstimationContext) -> Interval:
     found = context.statistics.output_tokens_per_row.get(statistics_key(node))
     return found if found is not None else Interval.exact(expected_output_tokens(node))
@@ -78,6 +92,18 @@ def row_wise_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: 
     else:
         rows_out = rows
     tier = context.tier_of(node, path)
+    if tier == CASCADE_TIER:
+        prompt = prompt_tokens(node, context)
+        return cascade_estimate(
+            node,
+            path,
+            context,
+            rows=rows,
+            rows_out=rows_out,
+            prompt=prompt,
+            embedded=embedded_tokens(node, prompt),
+            completion=completion_tokens(node, context),
+        )
     return model_estimate(
         node,
         path,

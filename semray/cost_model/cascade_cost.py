@@ -1,0 +1,207 @@
+"""The price of a cascade: embedding tier on every row, calibration labels and undecided rows on
+the large tier, the small tier on the rows the embedding tier leaves.
+
+A row-wise operator that can cascade (a SemFilter, a SemClassify, a score SemMap; see
+``Semantic.cascade_target``) priced on the ``"cascade"`` tier runs as `semray.pipeline.cascade`
+runs it, so over ``N`` input rows with target ``labels`` calibration draws:
+
+* the **embedding** tier embeds every row (``N`` calls, the row's referenced text; scores
+  have no embedding stage) and decides a share ``e`` of them;
+* the **large** tier labels the calibration draws (at most ``min(labels, N)`` distinct rows)
+  and answers the rows nobody cheaper decides, ``l = 1 - e - s`` of the rest:
+  ``large rows = L + l (N - L)`` with ``L = min(labels, N)`` (drawn rows are as likely as
+  any to be undecided; they favour uncertain rows, so this errs high);
+* the **small** tier answers every row the embedding tier leaves, ``(1 - e) N`` rows, and
+  decides a share ``s`` of all rows (recall and precision targets skip it: ``s = 0``).
+
+Each tier's rows are priced by `semray.cost_model.plan_cost.model_estimate` with the
+operator's prompt and completion tokens per row (the embedding tier gets the prompt without
+its fixed part: the embedded text). Dollars, GPU-seconds and tokens are summed over the
+tiers; latency too (the stages run one after the other: the cascade blocks the stream).
+Quality is `semray.cost_model.quality.cascade_quality` of the target: ``(1 - delta) level``.
+
+The shares ``(e, s)`` come from ``PlanStatistics.cascade_shares`` (measure them with
+`semray.cost_model.cascade_shares.measure_cascade_shares`, which runs the router's own
+threshold choice on a labelled sample); unmeasured, `DEFAULT_CASCADE_SHARES` is assumed and
+``"cascade_shares"`` is noted in the estimate's ``assumed``.
+
+>>> from semray.operators import Scan, SemFilter, Schema, SourceSpec
+>>> from semray.cost_model.plan_cost import estimate_plan
+>>> from semray.cost_model.prices import TierProfile
+>>> from semray.cost_model.statistics import PlanStatistics, statistics_key
+>>> scan = Scan(source=SourceSpec(kind="csv", path="r.csv"), source_schema=Schema.of(("review", "VARCHAR")))
+>>> plan = SemFilter(input=scan, instruction="{review} is positive", tier="cascade")
+>>> key = statistics_key(plan)
+>>> stats = PlanStatistics(source_rows={"csv:r.csv": Interval.exact(10_000)},
+...     selectivity={key: Interval.exact(0.2)}, tokens_per_row={key: Interval.exact(100)},
+...     cascade_shares={key: (Interval.exact(0.3), Interval.exact(0.5))})
+>>> profiles = {"embedding": TierProfile("embedding", 0.0, 0.0, 0.0, float("inf"), 8),
+...     "small": TierProfile("small", 0.15, 0.6, 0.0, float("inf"), 8),
+...     "large": TierProfile("large", 2.5, 10.0, 0.0, float("inf"), 8)}
+>>> cascade = estimate_plan(plan, stats, profiles).operator("")
+>>> split = cascade.cascade
+>>> (round(split.small_rows.value), round(split.large_rows.value), round(cascade.quality, 4))
+(7000, 2160, 0.855)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from semray.cost_model.estimates import ZERO, EstimateError, Interval, OperatorEstimate, total
+from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_estimate
+from semray.cost_model.quality import cascade_quality
+from semray.cost_model.statistics import statistics_key
+from semray.operators.base import Node
+from semray.operators.semantic import QualityTarget, SemClassify, SemFilter, SemMap
+
+CascadeKind = Literal["filter", "classify", "score"]
+EMBEDDING_TIER = "embedding"
+SMALL_TIER = "small"
+
+DEFAULT_CASCADE_SHARES: dict[CascadeKind, tuple[Interval, Interval]] = {
+    "filter": (Interval(0.05, 0.0, 0.5), Interval(0.35, 0.0, 0.9)),
+    "classify": (Interval(0.05, 0.0, 0.5), Interval(0.35, 0.0, 0.9)),
+    "score": (ZERO, Interval(0.4, 0.0, 0.9)),
+}
+"""(embedding share, small share) of a cascade's rows when nobody measured them: the large tier
+answers about 0.6 of the rows besides its calibration labels, between the medical cascade
+benchmark's classification at accuracy 0.9 (about 0.45) and its filter (about 0.9), with
+intervals from none to most of the rows (benchmarks/RESULTS.md, ``cascade``)."""
+
+
+def cascade_kind(node: Node) -> CascadeKind | None:
+    """What the router would cascade ``node`` as: ``"filter"``, ``"classify"``, ``"score"``
+    (a SemMap with ``lo``/``hi``), or None when it cannot cascade."""
+    if isinstance(node, SemFilter):
+        return "filter"
+    if isinstance(node, SemClassify):
+        return "classify"
+    if isinstance(node, SemMap) and node.lo is not None:
+        return "score"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class CascadeSplit:
+    """How a cascade's rows divide between the tiers: the share of input rows each tier decides
+    (``large_share`` excludes the calibration labels), and the rows each tier answers."""
+
+    target: QualityTarget
+    embedding_share: Interval
+    small_share: Interval
+    large_share: Interval
+    labels: Interval
+    embedding_rows: Interval
+    small_rows: Interval
+    large_rows: Interval
+
+
+@dataclass(frozen=True, slots=True)
+class CascadeEstimate(OperatorEstimate):
+    """An `OperatorEstimate` with tier ``"cascade"`` and its split between the tiers."""
+
+    cascade: CascadeSplit | None = None
+
+
+def cascade_shares(
+    node: Node, kind: CascadeKind, target: QualityTarget, context: EstimationContext
+) -> tuple[Interval, Interval]:
+    """(embedding share, small share) of ``node``'s rows: measured, else the default (noted as assumed)."""
+    key = statistics_key(node)
+    found = context.statistics.cascade_shares.get(key)
+    if found is None:
+        context.missing(
+            "cascade_shares",
+            f"no cascade shares measured for {node.label()} (key {key}); measure them with "
+            "semray.cost_model.cascade_shares.measure_cascade_shares on a labelled sample",
+        )
+        found = DEFAULT_CASCADE_SHARES[kind]
+    embedding, small = (share.clip(0.0, 1.0) for share in found)
+    if kind == "score":
+        embedding = ZERO  # no embedding stage: a score's proxy would be its own answer
+    if target.metric != "accuracy":
+        small = ZERO  # recall and precision targets send what the embedding leaves to the large tier
+    return embedding, small
+
+
+def cascade_estimate(
+    node: Node,
+    path: str,
+    context: EstimationContext,
+    *,
+    rows: Interval,
+    rows_out: Interval,
+    prompt: Interval,
+    embedded: Interval,
+    completion: Interval,
+) -> CascadeEstimate:
+    """Price ``node`` as a cascade over ``rows`` input rows (per row: ``prompt`` and ``completion``
+    tokens for the LLM tiers, ``embedded`` tokens for the embedding tier)."""
+    kind = cascade_kind(node)
+    if kind is None:
+        raise EstimateError(
+            f"{node.label()} cannot run as a cascade (filters, classifications and scores can); "
+            "price it on 'large' or 'small'"
+        )
+    target = _target(node)
+    embedding, small = cascade_shares(node, kind, target, context)
+    large = _complement(embedding + small)
+    labels = rows.minimum(float(target.labels))
+    rest = Interval(*(max(x - target.labels, 0.0) for x in (rows.value, rows.low, rows.high)))
+    split = CascadeSplit(
+        target=target,
+        embedding_share=embedding,
+        small_share=small,
+        large_share=large,
+        labels=labels,
+        embedding_rows=ZERO if kind == "score" else rows,
+        small_rows=ZERO if target.metric != "accuracy" else rows * _complement(embedding),
+        large_rows=labels + rest * large,
+    )
+    parts = [
+        model_estimate(
+            node,
+            path,
+            context,
+            rows_in=rows,
+            rows_out=rows_out,
+            calls=calls,
+            input_tokens=calls * tokens,
+            output_tokens=ZERO if tier == EMBEDDING_TIER else calls * completion,
+            tier=tier,
+            quality=1.0,
+        )
+        for tier, calls, tokens in (
+            (EMBEDDING_TIER, split.embedding_rows, embedded),
+            (SMALL_TIER, split.small_rows, prompt),
+            (context.top_tier, split.large_rows, prompt),
+        )
+        if calls.high > 0 or tier == context.top_tier
+    ]
+    return CascadeEstimate(
+        path,
+        node.label(),
+        CASCADE_TIER,
+        rows,
+        rows_out,
+        total([part.input_tokens for part in parts]),
+        total([part.output_tokens for part in parts]),
+        total([part.dollars for part in parts]),
+        total([part.gpu_seconds for part in parts]),
+        total([part.latency_s for part in parts]),
+        cascade_quality(target.level, target.delta),
+        cascade=split,
+    )
+
+
+def _target(node: Node) -> QualityTarget:
+    cascade_target = getattr(node, "cascade_target", None)
+    found = cascade_target() if cascade_target is not None else None
+    return found if isinstance(found, QualityTarget) else QualityTarget()
+
+
+def _complement(share: Interval) -> Interval:
+    """``1 - share`` clipped to [0, 1]."""
+    return Interval(1.0 - share.value, 1.0 - share.high, 1.0 - share.low).clip(0.0, 1.0)
