@@ -1,46 +1,70 @@
 """Model selection: which tier each semantic operator runs on, under the policy's quality bound.
 
-Start with every undecided semantic operator (``tier="auto"``) on the top tier of the ladder
-(``large``). Then, repeatedly, try moving each operator one rung down, estimate the plan, and
-take the move with the most cost saved per unit of quality lost among the moves after which
-the plan is still feasible for the policy (for ``MinCost``: the plan's quality bound still
-holds). Stop when no move is feasible and saves anything. The greedy pass ends with
-exchanges (one operator a rung up and another down, or one more down) while they give a
+Start with every undecided semantic operator (``tier="auto"``) on the top rung of the ladder
+(``large``). Then, repeatedly, try moving each operator to each cheaper rung of its ladder,
+estimate the plan, and take the move with the most cost saved per unit of quality lost among
+the moves after which the plan is still feasible for the policy (for ``MinCost``: the plan's
+quality bound still holds). Stop when no move is feasible and saves anything. The greedy pass
+ends with exchanges (one operator up and another down, or one more down) while they give a
 cheaper feasible plan that the policy prefers: they recover the cases where the best ratio
-spent the quality budget on a small saving. Every assignment visited is kept; the policy
-ranks them and its first choice wins, so a policy that wants quality (``MaxQuality``) keeps
-the top tier where its budget allows, and ``MinCost`` gets the cheapest feasible one.
+spent the quality budget on a small saving. Every assignment visited is kept; the policy ranks
+them and its first choice wins, so a policy that wants quality (``MaxQuality``) keeps the top
+tier where its budget allows, and ``MinCost`` gets the cheapest feasible one.
+
+**The ladder** is ``large -> cascade -> small``. The ``cascade`` rung is only on the ladders of
+operators that can cascade (filters, classifications, scores: `cascade_kind`); moving an
+operator onto it sets ``tier="cascade"`` and a ``QualityTarget`` on the node, and the router
+turns that target into thresholds at run time from its calibration labels (docs/cascade.md).
+So model selection "sets the cascade thresholds" by setting each cascade's target:
+
+* **Allocation.** A policy with a quality bound ``q`` (``MinCost``, ``MinLatency``) leaves a
+  budget ``B = quality(all-large plan) - q`` (the all-large plan's quality counts the
+  operators the user pinned). Each of the ``k`` choosable operators that can cascade gets an
+  equal share ``b = B / k`` of it, as the target whose cascade quality
+  ``(1 - delta) level`` is at least ``1 - b`` (`cascade_target`: ``delta = b / 5``,
+  ``level = (1 - b) / (1 - delta)``), so every set of cascades keeps the union bound >= ``q``.
+  A policy without a quality bound (``MaxQuality``) gives cascades the default target
+  (accuracy 0.9, delta 0.05).
+* **Re-levelling.** Once the tiers are chosen, the quality the chosen plan has to spare above
+  ``q`` is shared equally among its cascades (each one's budget grows by ``slack / m``), so a
+  lone cascade gets the whole budget: its target is the lowest the policy allows.
 
 When even the all-``large`` plan is infeasible for a policy with a budget, downgrades are
 taken (best ratio first) until it becomes feasible; if nothing is feasible, every operator
 stays on the top tier and a warning is logged.
 
-Operators with a pinned tier keep it, and so do cascades (``tier="cascade"``, or ``auto``
-with a quality target): the router calibrates their thresholds at run time. Choosing a
-cascade here waits for the cost model to price one (it has no ``cascade`` profile yet).
+Operators with a pinned tier keep it, and so do cascades the user asked for (``tier="cascade"``,
+or ``auto`` with a quality target): they are priced as cascades at their own target.
 
-The cost of a plan is `costing.operator_cost` (dollars,
-GPU-seconds as tie-breaker); quality is the cost model's plan quality bound.
+The cost of a plan is `costing.operator_cost` (dollars, GPU-seconds as tie-breaker); quality is
+the cost model's plan quality bound.
 
 >>> select_models(plan, estimator, MinCost(quality=0.9)).tiers  # doctest: +SKIP
-{'input': 'small', 'input.input': 'large'}
+{'input': 'small', 'input.input': 'cascade'}
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 
 import structlog
 
+from semray.cost_model.cascade_cost import cascade_kind
+from semray.cost_model.quality import cascade_quality
 from semray.operators.base import Node
+from semray.operators.semantic import QualityTarget
 from semray.planner.capabilities import rebuild
 from semray.planner.costing import Estimator, PlanEstimateLike, PolicyLike, operator_cost
 from semray.planner.paths import operator_paths, rewrite_at_paths
 
-LADDER: tuple[str, ...] = ("large", "small")
-"""Tiers from best (and dearest) to cheapest."""
+CASCADE = "cascade"
+LADDER: tuple[str, ...] = ("large", CASCADE, "small")
+"""Rungs from best (and dearest) to cheapest; ``cascade`` only for operators that can cascade."""
+DELTA_SHARE = 0.2
+"""Share of a cascade's error budget spent on its failure probability ``delta``."""
 
 QUALITY_EPSILON = 1e-9
 
@@ -49,8 +73,8 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class TierMove:
-    """One accepted move: the operator at ``path`` went from ``source`` to ``target`` (a rung
-    down; a rung up only as half of an exchange), saving ``cost_saved`` for ``quality_lost``."""
+    """One accepted move: the operator at ``path`` went from ``source`` to ``target`` (down the
+    ladder; up only as half of an exchange), saving ``cost_saved`` for ``quality_lost``."""
 
     path: str
     source: str
@@ -61,18 +85,19 @@ class TierMove:
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """The chosen tier per operator path, its estimate, the moves taken, and how many
-    assignments were estimated."""
+    """The chosen tier per operator path, its estimate, the moves taken, how many assignments
+    were estimated, and the quality target of each operator chosen to cascade."""
 
     tiers: Mapping[str, str]
     estimate: PlanEstimateLike
     steps: tuple[TierMove, ...]
     estimated: int
+    targets: Mapping[str, QualityTarget] = field(default_factory=dict)
 
 
 def choosable_paths(plan: Node) -> list[str]:
     """Paths of the semantic operators whose tier the optimizer decides: ``tier="auto"`` without
-    a quality target (one with a target asked for a cascade, which the router calibrates)."""
+    a quality target (one with a target asked for a cascade at that target)."""
     nodes = operator_paths(plan).items()
     return [
         path
@@ -81,19 +106,67 @@ def choosable_paths(plan: Node) -> list[str]:
     ]
 
 
+def rungs_of(node: Node, ladder: tuple[str, ...] = LADDER) -> tuple[str, ...]:
+    """The ladder of one operator: without the cascade rung when it cannot cascade."""
+    return ladder if cascade_kind(node) is not None else tuple(rung for rung in ladder if rung != CASCADE)
+
+
+def cascade_target(budget: float) -> QualityTarget | None:
+    """The accuracy target whose cascade quality ``(1 - delta) level`` is at least ``1 - budget``,
+    with ``delta = DELTA_SHARE * budget`` (rounded down to 4 decimals) and the level rounded up;
+    None when the budget is too small for a target below 1.
+
+    >>> cascade_target(0.1)
+    QualityTarget(metric='accuracy', level=0.9184, delta=0.02, labels=200)
+    """
+    delta = math.floor(DELTA_SHARE * budget * 1e4) / 1e4
+    if delta <= 0.0 or budget >= 1.0:
+        return None
+    level = math.ceil((1.0 - budget) / (1.0 - delta) * 1e4) / 1e4
+    return QualityTarget(level=level, delta=delta) if 0.0 < level < 1.0 else None
+
+
+def policy_quality(policy: PolicyLike) -> float | None:
+    """The quality bound a policy requires (``MinCost``, ``MinLatency``), or None (``MaxQuality``)."""
+    quality = getattr(policy, "quality", None)
+    return float(quality) if isinstance(quality, int | float) else None
+
+
 Visit = tuple[dict[str, str], PlanEstimateLike, tuple[TierMove, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Trials:
+    """Estimates of tier assignments, each computed once, with each cascade at its target."""
+
+    plan: Node
+    estimate: Estimator
+    targets: dict[str, QualityTarget]
+    cache: dict[tuple[tuple[str, str], ...], PlanEstimateLike] = field(default_factory=dict)
+
+    def __call__(self, tiers: Mapping[str, str]) -> PlanEstimateLike:
+        key = tuple(sorted(tiers.items()))
+        if key not in self.cache:
+            self.cache[key] = self.estimate(with_targets(self.plan, tiers, self.targets), tiers)
+        return self.cache[key]
 
 
 def select_models(plan: Node, estimate: Estimator, policy: PolicyLike, ladder: tuple[str, ...] = LADDER) -> Selection:
     """Greedy downgrades by cost saved per quality lost; the policy picks among the visited plans."""
+    nodes = operator_paths(plan)
     paths = choosable_paths(plan)
-    tiers = {path: ladder[0] for path in paths}
-    visited: list[Visit] = [(tiers, estimate(plan, tiers), ())]
-    estimated = 1
+    rungs = {path: rungs_of(nodes[path], ladder) for path in paths}
+    top = {path: ladder[0] for path in paths}
+    top_estimate = estimate(plan, top)
+    targets = _allocate(nodes, paths, rungs, top_estimate, policy)
+    rungs = {path: tuple(rung for rung in rungs[path] if rung != CASCADE or path in targets) for path in paths}
+    trials = _Trials(plan, estimate, targets, {tuple(sorted(top.items())): top_estimate})
+    visited: list[Visit] = [(top, top_estimate, ())]
     while True:
         tiers, current, steps = visited[-1]
-        moves = [_try(plan, estimate, tiers, current, path, ladder) for path in paths if tiers[path] != ladder[-1]]
-        estimated += len(moves)
+        moves = [
+            _try(trials, tiers, current, path, lower) for path in paths for lower in _below(rungs[path], tiers[path])
+        ]
         allowed = [move for move in moves if move[1].cost_saved > 0]
         if policy.feasible(current):  # a feasible plan moves only to feasible plans
             allowed = [move for move in allowed if policy.feasible(move[2])]
@@ -106,92 +179,143 @@ def select_models(plan: Node, estimate: Estimator, policy: PolicyLike, ladder: t
         )
     feasible = [entry for entry in visited if policy.feasible(entry[1])]
     if feasible:
-        improved, count = _exchange(plan, estimate, policy, feasible[policy.rank([e[1] for e in feasible])[0]], ladder)
-        feasible.append(improved)
-        estimated += count
+        feasible.append(_exchange(trials, policy, feasible[policy.rank([e[1] for e in feasible])[0]], rungs))
     if not feasible:
         log.warning("planner.no_feasible_tiers", operators=len(paths), hint="every operator stays on the top tier")
-        return Selection(tiers=visited[0][0], estimate=visited[0][1], steps=(), estimated=estimated)
+        return Selection(tiers=top, estimate=top_estimate, steps=(), estimated=len(trials.cache))
     tiers, chosen, steps = feasible[policy.rank([entry[1] for entry in feasible])[0]]
-    return Selection(tiers=tiers, estimate=chosen, steps=steps, estimated=estimated)
+    chosen_targets = {path: targets[path] for path, tier in tiers.items() if tier == CASCADE}
+    chosen, chosen_targets = _relevel(trials, policy, tiers, chosen, chosen_targets)
+    return Selection(tiers=tiers, estimate=chosen, steps=steps, estimated=len(trials.cache), targets=chosen_targets)
 
 
-def _exchange(
-    plan: Node, estimate: Estimator, policy: PolicyLike, start: Visit, ladder: tuple[str, ...]
-) -> tuple[Visit, int]:
-    """Improve the greedy choice by exchanges: one operator a rung up and another a rung down
-    (or just one more down), while that gives a feasible plan the policy ranks higher and that
-    costs less. Returns the improved visit and how many plans were estimated.
+def _allocate(
+    nodes: Mapping[str, Node],
+    paths: list[str],
+    rungs: Mapping[str, tuple[str, ...]],
+    top: PlanEstimateLike,
+    policy: PolicyLike,
+) -> dict[str, QualityTarget]:
+    """Each cascading operator's target: an equal share of the quality the policy can spare."""
+    cascading = [path for path in paths if CASCADE in rungs[path]]
+    if not cascading:
+        return {}
+    bound = policy_quality(policy)
+    if bound is None:
+        return dict.fromkeys(cascading, QualityTarget())
+    target = cascade_target((top.quality - bound) / len(cascading))
+    return {} if target is None else dict.fromkeys(cascading, target)
+
+
+def _relevel(
+    trials: _Trials,
+    policy: PolicyLike,
+    tiers: dict[str, str],
+    chosen: PlanEstimateLike,
+    targets: dict[str, QualityTarget],
+) -> tuple[PlanEstimateLike, dict[str, QualityTarget]]:
+    """Share the quality the chosen plan has to spare among its cascades (lower targets decide
+    more rows cheaply); kept when the plan stays feasible and costs no more."""
+    bound = policy_quality(policy)
+    if not targets or bound is None or chosen.quality <= bound:
+        return chosen, targets
+    slack = (chosen.quality - bound) / len(targets)
+    relevelled: dict[str, QualityTarget] = {}
+    for path, target in targets.items():
+        wider = cascade_target(1.0 - cascade_quality(target.level, target.delta) + slack)
+        relevelled[path] = wider if wider is not None and wider.level < target.level else target
+    if relevelled == targets:
+        return chosen, targets
+    estimate = trials.estimate(with_targets(trials.plan, tiers, relevelled), tiers)
+    if policy.feasible(estimate) and operator_cost(estimate) <= operator_cost(chosen) + QUALITY_EPSILON:
+        log.debug("planner.relevel", levels={path: target.level for path, target in relevelled.items()})
+        return estimate, relevelled
+    return chosen, targets
+
+
+def _below(rungs: tuple[str, ...], tier: str) -> tuple[str, ...]:
+    return rungs[rungs.index(tier) + 1 :]
+
+
+def _above(rungs: tuple[str, ...], tier: str) -> tuple[str, ...]:
+    return rungs[: rungs.index(tier)]
+
+
+def _exchange(trials: _Trials, policy: PolicyLike, start: Visit, rungs: Mapping[str, tuple[str, ...]]) -> Visit:
+    """Improve the greedy choice by exchanges: one operator up the ladder and another down (or
+    just one more down), while that gives a feasible plan the policy ranks higher and that
+    costs less. Returns the improved visit.
 
     Greedy by ratio can spend the quality budget on an operator whose downgrade saves little;
-    an exchange frees that budget for a bigger saving. Each round costs ``O(n^2)`` estimates.
+    an exchange frees that budget for a bigger saving. Each round costs ``O((n r)^2)``
+    estimates for ``n`` operators of ``r`` rungs.
     """
     tiers, current, steps = start
-    count = 0
     while True:
-        candidates: list[tuple[dict[str, str], PlanEstimateLike, tuple[TierMove, ...]]] = []
-        for up, down in itertools.product([None, *tiers], tiers):
-            moves = _exchange_moves(tiers, up, down, ladder)
-            if moves is None:
-                continue
+        candidates: list[Visit] = []
+        for moves in _exchange_moves(tiers, rungs):
             trial = {**tiers, **{move.path: move.target for move in moves}}
-            trial_estimate = estimate(plan, trial)
-            count += 1
+            trial_estimate = trials(trial)
             if policy.feasible(trial_estimate) and operator_cost(trial_estimate) < operator_cost(current):
                 saved = operator_cost(current) - operator_cost(trial_estimate)
                 lost = current.quality - trial_estimate.quality
                 moves = tuple(replace(move, cost_saved=saved, quality_lost=lost) for move in moves)
                 candidates.append((trial, trial_estimate, moves))
         if not candidates:
-            return (tiers, current, steps), count
+            return tiers, current, steps
         best = candidates[policy.rank([candidate[1] for candidate in candidates])[0]]
         if policy.rank([current, best[1]])[0] != 1:
-            return (tiers, current, steps), count
+            return tiers, current, steps
         tiers, current, steps = best[0], best[1], (*steps, *best[2])
 
 
-def _exchange_moves(
-    tiers: dict[str, str], up: str | None, down: str, ladder: tuple[str, ...]
-) -> tuple[TierMove, ...] | None:
-    if up == down or ladder.index(tiers[down]) + 1 >= len(ladder):
-        return None
-    moves = [
-        TierMove(
-            path=down, source=tiers[down], target=ladder[ladder.index(tiers[down]) + 1], cost_saved=0, quality_lost=0
-        )
-    ]
-    if up is not None:
-        if ladder.index(tiers[up]) == 0:
-            return None
-        moves.append(
-            TierMove(
-                path=up, source=tiers[up], target=ladder[ladder.index(tiers[up]) - 1], cost_saved=0, quality_lost=0
-            )
-        )
-    return tuple(moves)
+def _exchange_moves(tiers: dict[str, str], rungs: Mapping[str, tuple[str, ...]]) -> Iterator[tuple[TierMove, ...]]:
+    """One operator to a cheaper rung, alone or with another to a dearer rung."""
+    for up, down in itertools.product([None, *tiers], tiers):
+        if up == down:
+            continue
+        for lower in _below(rungs[down], tiers[down]):
+            moved = TierMove(path=down, source=tiers[down], target=lower, cost_saved=0, quality_lost=0)
+            if up is None:
+                yield (moved,)
+                continue
+            for higher in _above(rungs[up], tiers[up]):
+                yield moved, TierMove(path=up, source=tiers[up], target=higher, cost_saved=0, quality_lost=0)
 
 
 def _try(
-    plan: Node,
-    estimate: Estimator,
-    tiers: dict[str, str],
-    current: PlanEstimateLike,
-    path: str,
-    ladder: tuple[str, ...],
+    trials: _Trials, tiers: dict[str, str], current: PlanEstimateLike, path: str, target: str
 ) -> tuple[float, TierMove, PlanEstimateLike, dict[str, str]]:
-    """Estimate moving the operator at ``path`` one rung down: (ratio, move, estimate, tiers)."""
-    target = ladder[ladder.index(tiers[path]) + 1]
+    """Estimate moving the operator at ``path`` to ``target``: (ratio, move, estimate, tiers)."""
     trial = {**tiers, path: target}
-    trial_estimate = estimate(plan, trial)
+    trial_estimate = trials(trial)
     saved = operator_cost(current) - operator_cost(trial_estimate)
     lost = max(current.quality - trial_estimate.quality, 0.0)
     move = TierMove(path=path, source=tiers[path], target=target, cost_saved=saved, quality_lost=lost)
     return saved / max(lost, QUALITY_EPSILON), move, trial_estimate, trial
 
 
-def apply_tiers(plan: Node, tiers: Mapping[str, str]) -> Node:
-    """``plan`` with the operator at each path pinned to its tier."""
-    return rewrite_at_paths(plan, {path: _pin(tier) for path, tier in tiers.items()})
+def with_targets(plan: Node, tiers: Mapping[str, str], targets: Mapping[str, QualityTarget]) -> Node:
+    """``plan`` with each operator that ``tiers`` puts on the cascade rung set to cascade at its
+    target (``tier="cascade"``, ``quality=target``); unchanged when none cascades."""
+    cascades = {path: targets.get(path) for path, tier in tiers.items() if tier == CASCADE}
+    if not cascades:
+        return plan
+    return rewrite_at_paths(plan, {path: _cascade(target) for path, target in cascades.items()})
+
+
+def apply_tiers(plan: Node, tiers: Mapping[str, str], targets: Mapping[str, QualityTarget] | None = None) -> Node:
+    """``plan`` with the operator at each path pinned to its tier; a ``cascade`` one also gets its
+    quality target from ``targets`` (the default target when it has none there)."""
+    cascading = with_targets(plan, tiers, targets or {})
+    return rewrite_at_paths(cascading, {path: _pin(tier) for path, tier in tiers.items() if tier != CASCADE})
+
+
+def _cascade(target: QualityTarget | None) -> Callable[[Node], Node]:
+    def cascade(node: Node) -> Node:
+        return rebuild(node, tier=CASCADE, quality=target)
+
+    return cascade
 
 
 def _pin(tier: str) -> Callable[[Node], Node]:

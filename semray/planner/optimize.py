@@ -5,7 +5,9 @@
 Without profiles (no serving configuration to price), the plan is rewritten and its joins
 ordered by default cardinalities, and semantic operators keep ``tier="auto"``. With profiles,
 every estimate comes from the cost model's ``estimate_plan`` and the policy (default
-``MinCost()``: the cheapest plan whose quality bound is at least 0.9) picks the tiers.
+``MinCost()``: the cheapest plan whose quality bound is at least 0.9) picks the tiers, a
+cascade and its quality target among them. Profiles without an ``embedding`` tier cannot price
+a cascade, so its rung is left off the ladder.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from semray.operators.base import Node
 from semray.planner.cardinality import default_cardinality, estimated_cardinality
 from semray.planner.costing import Estimator, PlanEstimateLike, PolicyLike, cost_model_estimator
 from semray.planner.join_order import order_joins
-from semray.planner.model_selection import LADDER, Selection, apply_tiers, select_models
+from semray.planner.model_selection import CASCADE, LADDER, Selection, apply_tiers, select_models
 from semray.planner.rules import RULES, Rule, RuleContext, apply_rules
 
 log = structlog.get_logger(__name__)
@@ -78,12 +80,15 @@ def optimize_plan(
         reordered = order_joins(rewritten, default_cardinality)
         log.info("planner.optimized", tiers="auto", changed=reordered != plan)
         return Optimization(plan=reordered, written=plan, rewritten=rewritten, reordered=reordered, selection=None)
+    if profiles is not None and "embedding" not in profiles:
+        ladder = tuple(rung for rung in ladder if rung != CASCADE)
     reordered = order_joins(rewritten, estimated_cardinality(rewritten, estimator(rewritten, None)))
     selection = select_models(reordered, estimator, policy, ladder)
-    chosen = apply_tiers(reordered, selection.tiers)
+    chosen = apply_tiers(reordered, selection.tiers, selection.targets)
     log.info(
         "planner.optimized",
         tiers=dict(selection.tiers),
+        cascade_levels={path: target.level for path, target in selection.targets.items()},
         dollars=selection.estimate.dollars.value,
         quality=selection.estimate.quality,
         estimated_plans=selection.estimated,
