@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Literal
 
+from semray.cost_model.statistics import statistics_key
+from semray.errors import LoweringError
 from semray.operators.base import Node
 from semray.operators.semantic import Semantic, SemClassify, SemExtract, SemFilter, SemMap
 from semray.pipeline.spec import CascadeStage, SemanticStage, SemanticTask, Stage
@@ -17,6 +20,17 @@ DEFAULT_TIER = "large"
 def operator_key(node: Node) -> str:
     """Identifies an operator and its whole input, so committed rows are reused only for it."""
     return hashlib.sha256(node.model_dump_json().encode()).hexdigest()[:24]
+
+
+def semantic_task(node: Node) -> SemanticTask:
+    """What a row-wise semantic operator asks of each row (its tier as lowering chooses it).
+
+    Raises ``LoweringError`` for an operator that is not row-wise (joins, top-k, aggregates, search).
+    """
+    build = TASKS.get(type(node))
+    if build is None:
+        raise LoweringError(f"{node.label()} is not a row-wise semantic operator")
+    return build(node)
 
 
 def semantic_stage(node: Semantic, task: SemanticTask, settings: Settings) -> Stage:
@@ -50,22 +64,22 @@ def _tier(node: Semantic) -> str:
     return DEFAULT_TIER if node.tier == "auto" else node.tier
 
 
-def lower_sem_filter(node: Node, settings: Settings) -> Stage:
+def filter_task(node: Node) -> SemanticTask:
     assert isinstance(node, SemFilter)
-    task = SemanticTask(
+    return SemanticTask(
         kind="filter",
         instruction=node.instruction,
         tier=_tier(node),
         on_error=node.on_error,
         diagnostics=node.diagnostics,
+        question_key=statistics_key(node),
     )
-    return semantic_stage(node, task, settings)
 
 
-def lower_sem_map(node: Node, settings: Settings) -> Stage:
+def map_task(node: Node) -> SemanticTask:
     assert isinstance(node, SemMap)
     kind: Literal["score", "map"] = "score" if node.lo is not None else "map"
-    task = SemanticTask(
+    return SemanticTask(
         kind=kind,
         instruction=node.instruction,
         tier=_tier(node),
@@ -74,13 +88,13 @@ def lower_sem_map(node: Node, settings: Settings) -> Stage:
         hi=node.hi,
         on_error=node.on_error,
         diagnostics=node.diagnostics,
+        question_key=statistics_key(node),
     )
-    return semantic_stage(node, task, settings)
 
 
-def lower_sem_classify(node: Node, settings: Settings) -> Stage:
+def classify_task(node: Node) -> SemanticTask:
     assert isinstance(node, SemClassify)
-    task = SemanticTask(
+    return SemanticTask(
         kind="classify",
         instruction=node.instruction,
         tier=_tier(node),
@@ -88,26 +102,34 @@ def lower_sem_classify(node: Node, settings: Settings) -> Stage:
         choices=node.labels,
         on_error=node.on_error,
         diagnostics=node.diagnostics,
+        question_key=statistics_key(node),
     )
-    return semantic_stage(node, task, settings)
 
 
-def lower_sem_extract(node: Node, settings: Settings) -> Stage:
+def extract_task(node: Node) -> SemanticTask:
     assert isinstance(node, SemExtract)
-    task = SemanticTask(
+    return SemanticTask(
         kind="extract",
         instruction=node.instruction,
         tier=_tier(node),
         outputs=tuple((field.name, field.type) for field in node.fields),
         on_error=node.on_error,
         diagnostics=node.diagnostics,
+        question_key=statistics_key(node),
     )
-    return semantic_stage(node, task, settings)
 
 
-SEMANTIC_LOWERINGS = {
-    SemFilter: lower_sem_filter,
-    SemMap: lower_sem_map,
-    SemClassify: lower_sem_classify,
-    SemExtract: lower_sem_extract,
+TASKS: dict[type[Node], Callable[[Node], SemanticTask]] = {
+    SemFilter: filter_task,
+    SemMap: map_task,
+    SemClassify: classify_task,
+    SemExtract: extract_task,
 }
+
+
+def lower_row_semantic(node: Node, settings: Settings) -> Stage:
+    assert isinstance(node, Semantic)
+    return semantic_stage(node, semantic_task(node), settings)
+
+
+SEMANTIC_LOWERINGS = dict.fromkeys(TASKS, lower_row_semantic)

@@ -112,7 +112,9 @@ class SortStage(Stage):
     descending: tuple[bool, ...]
 
     def describe(self) -> str:
-        return "Sort " + ", ".join(c + (" DESC" if d else "") for c, d in zip(self.columns, self.descending, strict=True))
+        return "Sort " + ", ".join(
+            c + (" DESC" if d else "") for c, d in zip(self.columns, self.descending, strict=True)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +154,21 @@ class SemanticTask:
     on_error: Literal["fail", "skip", "default"] = "default"
     diagnostics: bool = False
     """Append ``_tier``, ``_confidence`` and ``_error`` to each output row."""
+    question_key: str | None = None
+    """The operator's ``statistics_key`` (what it asks, wherever it sits): answers that estimation
+    bought from a tier are journaled under ``estimation_key(question_key, tier)`` and reused."""
+
+
+def estimation_key(question_key: str, tier: str) -> str:
+    """The ledger key of the answers ``tier`` gave to a question during estimation.
+
+    It names the question and the tier, not the operator's input, so the answers apply wherever
+    the optimizer puts the operator, and only to execution on that same tier.
+
+    >>> estimation_key("3f2a", "large")
+    'answers:3f2a:large'
+    """
+    return f"answers:{question_key}:{tier}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,11 @@
 """Actor-pool UDFs of semantic operators: one model round trip per batch, journaled.
 
 Each actor holds the tiers' Serve handles and the run's batch ledger. For a batch it
-takes already-committed answers from the ledger (a resumed run never pays twice),
-asks the tier about the remaining rows in one call, commits those answers, and
-applies them: a filter keeps rows, the other operators add typed columns.
+takes already-committed answers from the ledger (a resumed run never pays twice), then the
+answers this tier gave the same question while the run measured its statistics (journaled
+under ``estimation_key``; see ``semray.pipeline.measure_run``), asks the tier about the
+remaining rows in one call, commits those answers, and applies them: a filter keeps rows,
+the other operators add typed columns.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pyarrow.compute as pc
 from semray.errors import ExecutionError
 from semray.log import get_logger
 from semray.operators.schema import ROW_ID
-from semray.pipeline.spec import SemanticTask
+from semray.pipeline.spec import SemanticTask, estimation_key
 from semray.serving.contract import ModelResponse
 from semray.serving.deployments import TierHandles
 from semray.serving.prompts.operators import build_request
@@ -49,17 +51,38 @@ class SemanticBatchUDF:
         """One answer row per row of ``batch`` (any order): committed ones reused, the rest asked."""
         if batch.num_rows == 0:
             return self.answers_schema().empty_table()
-        row_ids = [str(value) for value in batch.column(ROW_ID).to_pylist()]
         parts: list[pa.Table] = []
         todo = batch
-        if self.ledger is not None:
-            found = self.ledger.lookup_rows(self.operator_key, row_ids)
-            if found.table is not None and found.table.num_rows:
-                parts.append(found.table.select(self.answers_schema().names).cast(self.answers_schema()))
-                todo = batch.filter(pc.is_in(batch.column(ROW_ID), pa.array(found.missing, pa.string())))
+        for key in self._committed_keys():
+            todo = self._take_committed(key, todo, parts)
+            if not todo.num_rows:
+                break
         if todo.num_rows:
             parts.append(self._ask(todo))
         return pa.concat_tables(parts) if parts else self.answers_schema().empty_table()
+
+    def _committed_keys(self) -> tuple[str, ...]:
+        """Where answers may already be committed: this operator's key, then what estimation
+        bought from this same tier for this question (never another tier's answers)."""
+        if self.ledger is None:
+            return ()
+        question = self.task.question_key
+        if question is None or self.task.tier in ("cascade", "auto"):
+            return (self.operator_key,)
+        reused = estimation_key(question, self.task.tier)
+        return (self.operator_key,) if reused == self.operator_key else (self.operator_key, reused)
+
+    def _take_committed(self, key: str, todo: pa.Table, parts: list[pa.Table]) -> pa.Table:
+        """Append the rows of ``todo`` committed under ``key`` to ``parts``; return the rest."""
+        assert self.ledger is not None
+        row_ids = [str(value) for value in todo.column(ROW_ID).to_pylist()]
+        found = self.ledger.lookup_rows(key, row_ids)
+        if found.table is None or not found.table.num_rows:
+            return todo
+        parts.append(found.table.select(self.answers_schema().names).cast(self.answers_schema()))
+        if key != self.operator_key:
+            log.debug("semantic_answers_reused", kind=self.task.kind, tier=self.task.tier, rows=found.table.num_rows)
+        return todo.filter(pc.is_in(todo.column(ROW_ID), pa.array(found.missing, pa.string())))
 
     # asking --------------------------------------------------------------------------
     def _ask(self, rows: pa.Table) -> pa.Table:
