@@ -333,34 +333,75 @@ class Query:
     def to_json(self) -> str:
         return plan_to_json(self._plan)
 
-    def collect(self, optimize: bool = True) -> pa.Table:
-        """Run the plan and return all rows (with ``_rowid`` first) as an Arrow table."""
-        return self.execute(optimize).table
+    def collect(self, optimize: bool = True, *, policy: Any = None, measure: Any = False) -> pa.Table:
+        """Run the plan and return all rows (with ``_rowid`` first) as an Arrow table (see `execute`)."""
+        return self.execute(optimize, policy=policy, measure=measure).table
 
-    def execute(self, optimize: bool = True) -> Any:
+    def execute(self, optimize: bool = True, *, policy: Any = None, measure: Any = False) -> Any:
         """Run the plan; a ``Result`` with the rows, the run id and its model usage.
 
         ``optimize`` applies the optimizer's rewrite rules and join ordering first (they keep the
-        results; see `optimized`); tiers stay as written.
+        results; see `optimized`); tiers stay as written unless a ``policy`` is given
+        (``semray.cost_model.policies.MinCost(quality=0.9)``, ...), which chooses the tiers of
+        ``tier="auto"`` operators. ``measure=True`` (or a
+        ``semray.pipeline.measure_run.MeasureOptions``, e.g. ``MeasureOptions(budget=50)``) has
+        the run measure its statistics first, on a pre-sample of each semantic operator's input,
+        and choose the tiers with them (policy ``MinCost()`` unless given); the labels bought are
+        journaled and reused by execution, and ``Result.measured`` says what was measured and
+        what it cost: ``q.execute(policy=MinCost(quality=0.9), measure=True)``.
         """
         from semray.pipeline.run import execute
 
-        return execute(self._runnable(optimize), self.settings, self._serving)
+        return execute(*self._to_run(optimize, policy, measure), self._serving, self._planning(policy, measure))
 
     def to_pandas(self) -> Any:
         return self.collect().to_pandas()
 
-    def iter_batches(self, batch_rows: int | None = None, optimize: bool = True) -> Iterator[pa.Table]:
-        """Stream results as Arrow tables without holding them all in memory."""
+    def iter_batches(
+        self, batch_rows: int | None = None, optimize: bool = True, *, policy: Any = None, measure: Any = False
+    ) -> Iterator[pa.Table]:
+        """Stream results as Arrow tables without holding them all in memory (options as `execute`)."""
         from semray.pipeline.run import iter_batches
 
-        return iter_batches(self._runnable(optimize), self.settings, batch_rows, self._serving)
+        plan, settings = self._to_run(optimize, policy, measure)
+        return iter_batches(plan, settings, batch_rows, self._serving, self._planning(policy, measure))
 
-    def write_parquet(self, path: str | Path, optimize: bool = True) -> int:
-        """Write results to one Parquet file, published atomically; returns the row count."""
+    def write_parquet(
+        self, path: str | Path, optimize: bool = True, *, policy: Any = None, measure: Any = False
+    ) -> int:
+        """Write results to one Parquet file, published atomically; returns the row count (options as `execute`)."""
         from semray.pipeline.run import write_parquet
 
-        return write_parquet(self._runnable(optimize), self.settings, Path(path), self._serving)
+        plan, settings = self._to_run(optimize, policy, measure)
+        return write_parquet(plan, settings, Path(path), self._serving, self._planning(policy, measure))
+
+    def _to_run(self, optimize: bool, policy: Any, measure: Any) -> tuple[Node, Settings]:
+        """The plan a run starts from: with ``measure``, the plan statistics are measured on."""
+        if measure is not False and not optimize:
+            raise PlanError("measure=True measures statistics for the optimizer; it needs optimize=True")
+        if policy is not None and measure is False:
+            return self.optimized(policy).plan, self.settings
+        return self._runnable(optimize), self.settings
+
+    def _planning(self, policy: Any, measure: Any) -> Any:
+        """How a measuring run chooses its plan: the optimizer under ``policy`` on the measured
+        statistics and the sources' stated row counts; None without ``measure``."""
+        if measure is False:
+            return None
+        from semray.cost_model.policies import MinCost
+        from semray.pipeline.measure_run import MeasureOptions, Planning
+        from semray.planner import optimize
+
+        chosen = policy if policy is not None else MinCost()
+        options = MeasureOptions() if measure is True else measure
+        if not isinstance(options, MeasureOptions):
+            raise PlanError(f"measure takes True or a MeasureOptions, not {type(measure).__name__}")
+        written, profiles = self._plan, self._profiles()
+
+        def choose(statistics: Any) -> Node:
+            return optimize(written, _source_statistics(written).merged(statistics), profiles, chosen)
+
+        return Planning(choose=choose, options=options, policy=repr(chosen))
 
     def __repr__(self) -> str:
         return f"Query(\n{render_tree(self._plan)}\n)"

@@ -8,6 +8,11 @@ Which queries journal a run (``semray runs ls`` lists them):
   published atomically, and concurrent writers to one output follow first-committer-wins.
 
 A purely relational query collected in memory pays nothing and publishes nothing: no run.
+
+Given a ``Planning`` (``Query.execute(policy=..., measure=True)``), a run with models first
+measures its statistics (``semray.pipeline.measure_run``: labels journaled in the run's ledger),
+then lets the optimizer choose the plan with them and executes that plan in the same run; the
+labels bought while measuring are reused, not asked again.
 """
 
 from __future__ import annotations
@@ -22,17 +27,29 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from semray.cluster.connect import connect
+from semray.cost_model.statistics import PlanStatistics
 from semray.errors import LoweringError, SemrayError
 from semray.log import get_logger
 from semray.operators.base import Node
 from semray.pipeline import materialize
 from semray.pipeline.journaled import CancellableLedger, Job, job_to_resume, model_tiers
 from semray.pipeline.lower import lower
+from semray.pipeline.measure_run import MeasuredRun, Planning, measure_plan, seed_of
 from semray.pipeline.spec import render_stages
 from semray.serving.config import ServingConfig
 from semray.serving.deployments import TierHandles, start_tiers
 from semray.settings import Settings
-from semray.transactions import LLMUsage, OutputTarget, Run, RunCancelledError, open_run, resume_run, show_run
+from semray.transactions import (
+    LLMUsage,
+    OutputTarget,
+    Run,
+    RunCancelledError,
+    RunStateError,
+    fingerprint,
+    open_run,
+    resume_run,
+    show_run,
+)
 
 log = get_logger(__name__)
 
@@ -63,11 +80,20 @@ class Result:
     usage: LLMUsage = field(default_factory=LLMUsage)
     simulated: bool = False
     attempt_usage: LLMUsage = field(default_factory=LLMUsage)
+    measured: MeasuredRun | None = None
+    """What the run measured before planning (``measure=True``), with what measuring cost."""
+    plan: Node | None = None
+    """The plan that ran (after the optimizer, when the run chose it from measured statistics)."""
+
+    @property
+    def statistics(self) -> PlanStatistics | None:
+        """The statistics the optimizer used, when the run measured them."""
+        return self.measured.statistics if self.measured is not None else None
 
     def usage_line(self) -> str:
         if self.run_id is None:
             return "no model calls"
-        return _usage_line(self.run_id, self.usage, self.attempt_usage, self.simulated)
+        return _usage_line(self.run_id, self.usage, self.attempt_usage, self.simulated, self.measured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +107,10 @@ class Written:
     usage: LLMUsage = field(default_factory=LLMUsage)
     simulated: bool = False
     attempt_usage: LLMUsage = field(default_factory=LLMUsage)
+    measured: MeasuredRun | None = None
 
     def usage_line(self) -> str:
-        return _usage_line(self.run_id, self.usage, self.attempt_usage, self.simulated)
+        return _usage_line(self.run_id, self.usage, self.attempt_usage, self.simulated, self.measured)
 
 
 def explain_physical(plan: Node, settings: Settings) -> str:
@@ -94,8 +121,21 @@ def explain_physical(plan: Node, settings: Settings) -> str:
     return "Physical plan (Ray Data)\n" + render_stages(stages)
 
 
-def execute(plan: Node, settings: Settings, serving: ServingConfig | None = None) -> Result:
-    """Run a plan to completion and return its rows with the run's usage."""
+def execute(
+    plan: Node, settings: Settings, serving: ServingConfig | None = None, planning: Planning | None = None
+) -> Result:
+    """Run a plan to completion and return its rows with the run's usage.
+
+    With ``planning``, the run measures statistics on ``plan`` first and executes the plan
+    ``planning.choose`` makes of them (see the module docstring).
+    """
+    plan, planning = _without_models(plan, settings, serving, planning)
+    if planning is not None:
+        started = time.perf_counter()
+        with _measured_run(plan, settings, serving, planning, output=None) as (run, job, handles, measured):
+            before = _paid(run)
+            table = materialize.collect(job.stages, _schema(job), _context(run, handles))
+        return _result(job, run, table, before, started, measured)
     job = Job.prepare(plan, settings, serving)
     connect(settings)
     started = time.perf_counter()
@@ -110,37 +150,56 @@ def execute(plan: Node, settings: Settings, serving: ServingConfig | None = None
     return _result(job, run, table, before, started)
 
 
-def collect(plan: Node, settings: Settings, serving: ServingConfig | None = None) -> pa.Table:
-    return execute(plan, settings, serving).table
+def collect(
+    plan: Node, settings: Settings, serving: ServingConfig | None = None, planning: Planning | None = None
+) -> pa.Table:
+    return execute(plan, settings, serving, planning).table
 
 
 def iter_batches(
-    plan: Node, settings: Settings, batch_rows: int | None = None, serving: ServingConfig | None = None
+    plan: Node,
+    settings: Settings,
+    batch_rows: int | None = None,
+    serving: ServingConfig | None = None,
+    planning: Planning | None = None,
 ) -> Iterator[pa.Table]:
     """Stream results; a plan with models runs journaled, and a cancel request stops it between batches."""
+    plan, planning = _without_models(plan, settings, serving, planning)
+    size = batch_rows or settings.batch_size
+    if planning is not None:
+        with _measured_run(plan, settings, serving, planning, output=None) as (run, job, handles, _):
+            yield from _stream(run, job, handles, size)
+        return
     job = Job.prepare(plan, settings, serving)
     connect(settings)
-    size = batch_rows or settings.batch_size
     if not job.tiers:
         yield from materialize.iter_batches(job.stages, _schema(job), size, materialize.ExecutionContext())
         return
     tiers = _start_tiers(job)
     with _open(job, output=None) as run, _cancellable(run):
-        try:
-            for batch in materialize.iter_batches(job.stages, _schema(job), size, _context(run, tiers)):
-                run.raise_if_cancelled()
-                yield batch
-        except GeneratorExit:
-            run.finish("cancelled", "the reader stopped before the last batch")
-            raise
+        yield from _stream(run, job, tiers, size)
 
 
-def write_parquet(plan: Node, settings: Settings, path: Path, serving: ServingConfig | None = None) -> int:
+def _stream(run: Run, job: Job, tiers: TierHandles | None, size: int) -> Iterator[pa.Table]:
+    try:
+        for batch in materialize.iter_batches(job.stages, _schema(job), size, _context(run, tiers)):
+            run.raise_if_cancelled()
+            yield batch
+    except GeneratorExit:
+        run.finish("cancelled", "the reader stopped before the last batch")
+        raise
+
+
+def write_parquet(
+    plan: Node, settings: Settings, path: Path, serving: ServingConfig | None = None, planning: Planning | None = None
+) -> int:
     """Stream results into one Parquet file, published atomically; returns the row count."""
-    return publish_parquet(plan, settings, path, serving).rows
+    return publish_parquet(plan, settings, path, serving, planning).rows
 
 
-def publish_parquet(plan: Node, settings: Settings, path: Path, serving: ServingConfig | None = None) -> Written:
+def publish_parquet(
+    plan: Node, settings: Settings, path: Path, serving: ServingConfig | None = None, planning: Planning | None = None
+) -> Written:
     """Write results through a run: staged next to ``path``, then published with one atomic rename.
 
     A failed, cancelled or killed run leaves nothing under ``path`` (the previous version, if
@@ -149,6 +208,13 @@ def publish_parquet(plan: Node, settings: Settings, path: Path, serving: Serving
     """
     target = OutputTarget.from_path(path, kind="file")
     Path(target.path).parent.mkdir(parents=True, exist_ok=True)
+    plan, planning = _without_models(plan, settings, serving, planning)
+    if planning is not None:
+        started = time.perf_counter()
+        with _measured_run(plan, settings, serving, planning, output=target) as (run, job, handles, measured):
+            before = _paid(run)
+            rows, version = _write_and_publish(run, job, handles)
+        return _written(job, run, target, rows, version, before, started, measured)
     job = Job.prepare(plan, settings, serving)
     connect(settings)
     started = time.perf_counter()
@@ -167,7 +233,13 @@ def resume(settings: Settings, run_id: str, serving: ServingConfig | None = None
     output is a file publishes there (``Written``); one without returns its rows (``Result``).
     Runs over in-memory tables resume only in the process that started them.
     """
-    job = job_to_resume(show_run(settings, run_id), settings, serving)
+    detail = show_run(settings, run_id)
+    if detail.config.get("measure") is not None:
+        raise RunStateError(
+            f"run {run_id} measured its statistics before choosing its plan; run the same query again "
+            "with measure=True (and the same policy): it resumes this run and pays nothing twice"
+        )
+    job = job_to_resume(detail, settings, serving)
     connect(settings)
     started = time.perf_counter()
     tiers = _start_tiers(job)
@@ -184,6 +256,45 @@ def resume(settings: Settings, run_id: str, serving: ServingConfig | None = None
 
 
 # internals ------------------------------------------------------------------------------
+
+
+def _without_models(
+    plan: Node, settings: Settings, serving: ServingConfig | None, planning: Planning | None
+) -> tuple[Node, Planning | None]:
+    """A plan that calls no model has nothing to measure: plan it on no statistics."""
+    if planning is None or Job.prepare(plan, settings, serving).tiers:
+        return plan, planning
+    return planning.choose(PlanStatistics()), None
+
+
+@contextlib.contextmanager
+def _measured_run(
+    plan: Node, settings: Settings, serving: ServingConfig | None, planning: Planning, output: OutputTarget | None
+) -> Iterator[tuple[Run, Job, TierHandles, MeasuredRun]]:
+    """Open (or resume) the run of ``plan`` measured under ``planning``, measure, choose the plan.
+
+    The run journals the measured plan, so re-running the same query with the same planning
+    resumes it: the same run id, the same pre-sample and draws, every label found in the ledger.
+    """
+    written = Job.prepare(plan, settings, serving)
+    connect(settings)
+    wanted = sorted(set(written.tiers) | set(planning.options.tiers))
+    if written.simulated:
+        log.warning("simulated_model_tier", tiers=wanted, note="answers come from labels, not a model")
+    tiers = start_tiers(written.serving, settings, tiers=wanted)
+    identity = fingerprint({"plan": written.fingerprint(), "measure": planning.to_json()})
+    config = {**written.journal_config(), "measure": planning.to_json()}
+    run = open_run(
+        settings, written.document, output, config=config, plan_fingerprint=identity, resume=not written.reads_memory
+    )
+    with run, _cancellable(run):
+        measured = measure_plan(plan, settings, tiers, _ledger(run), planning.options, seed_of(run.run_id))
+        run.record_estimates({"measured": measured.to_json(), "policy": planning.policy})
+        job = Job.prepare(planning.choose(measured.statistics), settings, written.serving)
+        if missing := set(job.tiers) - set(wanted):
+            tiers = start_tiers(job.serving, settings, tiers=sorted(set(wanted) | missing))
+        log.info("plan_chosen", run_id=run.run_id, policy=planning.policy, physical=render_stages(job.stages))
+        yield run, job, tiers, measured
 
 
 def _schema(job: Job) -> pa.Schema:
@@ -223,9 +334,12 @@ def _cancellable(run: Run) -> Iterator[None]:
         raise
 
 
+def _ledger(run: Run) -> CancellableLedger:
+    return CancellableLedger(run.ledger.run_dir, run.attempt)
+
+
 def _context(run: Run, tiers: TierHandles | None) -> materialize.ExecutionContext:
-    ledger = CancellableLedger(run.ledger.run_dir, run.attempt)
-    return materialize.ExecutionContext(tiers=tiers, ledger=ledger)
+    return materialize.ExecutionContext(tiers=tiers, ledger=_ledger(run))
 
 
 def _write_and_publish(run: Run, job: Job, tiers: TierHandles | None) -> tuple[int, str]:
@@ -246,7 +360,9 @@ def _paid(run: Run) -> LLMUsage:
     return run.state().usage
 
 
-def _result(job: Job, run: Run, table: pa.Table, before: LLMUsage, started: float) -> Result:
+def _result(
+    job: Job, run: Run, table: pa.Table, before: LLMUsage, started: float, measured: MeasuredRun | None = None
+) -> Result:
     usage = show_run(job.settings, run.run_id).usage
     attempt = _minus(usage, before)
     log.info(
@@ -258,11 +374,18 @@ def _result(job: Job, run: Run, table: pa.Table, before: LLMUsage, started: floa
         calls=attempt.calls,
         dollars=attempt.dollars,
     )
-    return Result(table, run.run_id, usage, job.simulated, attempt)
+    return Result(table, run.run_id, usage, job.simulated, attempt, measured, job.plan)
 
 
 def _written(
-    job: Job, run: Run, target: OutputTarget, rows: int, version: str, before: LLMUsage, started: float
+    job: Job,
+    run: Run,
+    target: OutputTarget,
+    rows: int,
+    version: str,
+    before: LLMUsage,
+    started: float,
+    measured: MeasuredRun | None = None,
 ) -> Written:
     usage = show_run(job.settings, run.run_id).usage
     attempt = _minus(usage, before)
@@ -276,7 +399,7 @@ def _written(
         attempt=run.attempt,
         calls=attempt.calls,
     )
-    return Written(Path(target.path), rows, run.run_id, version, usage, job.simulated, attempt)
+    return Written(Path(target.path), rows, run.run_id, version, usage, job.simulated, attempt, measured)
 
 
 def _minus(total: LLMUsage, before: LLMUsage) -> LLMUsage:
@@ -289,10 +412,18 @@ def _minus(total: LLMUsage, before: LLMUsage) -> LLMUsage:
     )
 
 
-def _usage_line(run_id: str, usage: LLMUsage, attempt: LLMUsage, simulated: bool) -> str:
+def _usage_line(
+    run_id: str, usage: LLMUsage, attempt: LLMUsage, simulated: bool, measured: MeasuredRun | None = None
+) -> str:
     tag = " (SIMULATED tier: answers come from labels, not a model)" if simulated else ""
     resumed = f" (this attempt: {attempt.calls} calls, {attempt.dollars:.4f} dollars)" if attempt != usage else ""
+    measuring = ""
+    if measured is not None:
+        measuring = (
+            f"; measuring: {measured.labels} labels ({measured.usage.calls} calls, "
+            f"{measured.usage.dollars:.4f} dollars), not paid again at execution"
+        )
     return (
         f"model calls: {usage.calls}, tokens in/out: {usage.tokens_in}/{usage.tokens_out}, "
-        f"dollars: {usage.dollars:.4f}{resumed}{tag}; run {run_id}"
+        f"dollars: {usage.dollars:.4f}{resumed}{measuring}{tag}; run {run_id}"
     )
