@@ -102,7 +102,7 @@ def _route_shares(
 
 
 def _as_list(values: Sequence[object] | npt.ArrayLike) -> list[object]:
-    return list(values.tolist() if isinstance(values, np.ndarray) else values)  # type: ignore[union-attr, arg-type]
+    return list(values.tolist() if isinstance(values, np.ndarray) else values)  # type: ignore[arg-type]
 
 
 def _interval(values: npt.NDArray[np.float64]) -> Interval:

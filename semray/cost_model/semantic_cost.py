@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import math
 
-from semray.cost_model.cascade_cost import CASCADE_TIER, EMBEDDING_TIER, cascade_estimate
+from semray.cost_model.cascade_cost import EMBEDDING_TIER, cascade_estimate
 from semray.cost_model.estimates import Interval, OperatorEstimate
-from semray.cost_model.plan_cost import EstimationContext, model_estimate, register
+from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_estimate, register
 from semray.cost_model.statistics import statistics_key
 from semray.cost_model.tokens import PromptTokens, expected_output_tokens
 from semray.operators.base import Node

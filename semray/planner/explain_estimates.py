@@ -1,16 +1,20 @@
 """EXPLAIN with estimates: the plan tree with, per operator, the cost model's estimated rows
 (with interval), tokens, dollars, GPU-seconds and tier, and, after a run, the actual figures.
+A cascade shows its target and how its rows are expected to split between the tiers.
 
 >>> print(render_estimates(plan, estimate, actuals))  # doctest: +SKIP
 SemFilter [small] '{review} mentions delivery'  rows 330 [250, 410] · tokens 33.0k in / 330 out · $0.0123 ...
 │  actual: rows 312 · calls 1.0k · tokens 31.9k in / 1.0k out · $0.0119 · 0.00 GPU-s
-└─ Scan csv:reviews.csv  rows 1.0k [1.0k, 1.0k]
+└─ SemClassify [cascade accuracy>=0.9184 delta=0.02] 'topic of {review}'  rows 1.0k [1.0k, 1.0k] · ...
+   │  cascade accuracy >= 0.9184 (delta 0.02): embedding decides 5% [0%, 50%] of 1.0k rows · small ...
+   └─ Scan csv:reviews.csv  rows 1.0k [1.0k, 1.0k]
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from semray.operators.base import Node
 from semray.planner.costing import IntervalLike, OperatorEstimateLike, PlanEstimateLike
@@ -72,6 +76,9 @@ def render_estimates(plan: Node, estimate: PlanEstimateLike, actuals: Mapping[st
         lines.append(text + ("  " + describe_operator(operator, node.calls_llm) if operator else ""))
         children = child_paths(node, path)
         child_prefix = prefix + ("   " if connector == "└─ " else "│  " if connector else "")
+        split = getattr(operator, "cascade", None)
+        if split is not None:
+            lines.append(f"{child_prefix}{'│  ' if children else '   '}{describe_cascade(split)}")
         actual = (actuals or {}).get(path)
         if actual is not None:
             lines.append(f"{child_prefix}{'│  ' if children else '   '}actual: {describe_actual(actual)}")
@@ -93,7 +100,8 @@ def render_estimates(plan: Node, estimate: PlanEstimateLike, actuals: Mapping[st
 
 
 def describe_operator(operator: OperatorEstimateLike, calls_llm: bool) -> str:
-    """``rows 330 [250, 410] · tokens 33.0k in / 330 out · $0.0123 · 0.00 GPU-s · small``."""
+    """``rows 330 [250, 410] · tokens 33.0k in / 330 out · $0.0123 · 0.00 GPU-s · small``, then
+    ``assumed: selectivity, ...`` when figures came from the cost model's documented defaults."""
     parts = [f"rows {_interval(operator.rows_out)}"]
     if calls_llm:
         parts.append(f"tokens {_count(operator.input_tokens.value)} in / {_count(operator.output_tokens.value)} out")
@@ -102,7 +110,34 @@ def describe_operator(operator: OperatorEstimateLike, calls_llm: bool) -> str:
         )
         parts.append(f"{operator.gpu_seconds.value:.2f} GPU-s")
         parts.append(f"{operator.tier} (quality {operator.quality:.3f})")
+    assumed = getattr(operator, "assumed", ())
+    if assumed:
+        parts.append(f"assumed: {', '.join(assumed)}")  # documented defaults, nothing measured them
     return " · ".join(parts)
+
+
+def describe_cascade(split: Any) -> str:
+    """A cascade's target and its expected split (a ``semray.cost_model.cascade_cost.CascadeSplit``):
+    ``cascade accuracy >= 0.9 (delta 0.05): embedding decides 5% [0%, 50%] of 10.0k rows · small
+    answers 9.5k [5.0k, 10.0k], decides 35% [0%, 90%] · large answers 6.1k [200, 10.0k]: 200
+    labels + 60% [0%, 100%] of the rest``."""
+    target = split.target
+    parts = [f"cascade {target.metric} >= {target.level} (delta {target.delta}):"]
+    if split.embedding_rows.high > 0:
+        parts.append(
+            f"embedding decides {_share(split.embedding_share)} of {_count(split.embedding_rows.value)} rows ·"
+        )
+    if split.small_rows.high > 0:
+        parts.append(f"small answers {_interval(split.small_rows)}, decides {_share(split.small_share)} ·")
+    parts.append(
+        f"large answers {_interval(split.large_rows)}: {_count(split.labels.value)} labels + "
+        f"{_share(split.large_share)} of the rest"
+    )
+    return " ".join(parts)
+
+
+def _share(share: IntervalLike) -> str:
+    return f"{share.value:.0%} [{share.low:.0%}, {share.high:.0%}]"
 
 
 def describe_actual(actual: Actual) -> str:

@@ -155,11 +155,10 @@ def select_models(plan: Node, estimate: Estimator, policy: PolicyLike, ladder: t
     """Greedy downgrades by cost saved per quality lost; the policy picks among the visited plans."""
     nodes = operator_paths(plan)
     paths = choosable_paths(plan)
-    rungs = {path: rungs_of(nodes[path], ladder) for path in paths}
     top = {path: ladder[0] for path in paths}
     top_estimate = estimate(plan, top)
-    targets = _allocate(nodes, paths, rungs, top_estimate, policy)
-    rungs = {path: tuple(rung for rung in rungs[path] if rung != CASCADE or path in targets) for path in paths}
+    targets = allocate_cascade_targets(plan, top_estimate, policy, ladder)
+    rungs = {path: tuple(r for r in rungs_of(nodes[path], ladder) if r != CASCADE or path in targets) for path in paths}
     trials = _Trials(plan, estimate, targets, {tuple(sorted(top.items())): top_estimate})
     visited: list[Visit] = [(top, top_estimate, ())]
     while True:
@@ -189,15 +188,20 @@ def select_models(plan: Node, estimate: Estimator, policy: PolicyLike, ladder: t
     return Selection(tiers=tiers, estimate=chosen, steps=steps, estimated=len(trials.cache), targets=chosen_targets)
 
 
-def _allocate(
-    nodes: Mapping[str, Node],
-    paths: list[str],
-    rungs: Mapping[str, tuple[str, ...]],
-    top: PlanEstimateLike,
-    policy: PolicyLike,
+def allocate_cascade_targets(
+    plan: Node, top: PlanEstimateLike, policy: PolicyLike, ladder: tuple[str, ...] = LADDER
 ) -> dict[str, QualityTarget]:
-    """Each cascading operator's target: an equal share of the quality the policy can spare."""
-    cascading = [path for path in paths if CASCADE in rungs[path]]
+    """The target of each choosable operator that can cascade (path -> target): an equal share of
+    the quality the policy can spare over ``top``, the all-top-tier plan's estimate. Empty when
+    the ladder has no cascade rung or the budget is too small for a target below 1.
+
+    With ``MinCost(q)`` and ``k`` such operators, each gets `cascade_target` of
+    ``(top.quality - q) / k``, so any set of them on cascades keeps the union bound >= ``q``.
+    """
+    if CASCADE not in ladder:
+        return {}
+    nodes = operator_paths(plan)
+    cascading = [path for path in choosable_paths(plan) if cascade_kind(nodes[path]) is not None]
     if not cascading:
         return {}
     bound = policy_quality(policy)
