@@ -126,7 +126,7 @@ def build_cascade(stage: Stage, context: ExecutionContext) -> rd.Dataset:
 
 def _pool(stage: CascadeStage, context: ExecutionContext) -> dict[str, Any]:
     return {
-        "compute": rd.ActorPoolStrategy(min_size=1, max_size=stage.actors, max_tasks_in_flight_per_actor=1),
+        "compute": rd.ActorPoolStrategy(min_size=1, max_size=stage.actors, max_tasks_in_flight_per_actor=2),
         "batch_size": stage.batch_rows,
         "batch_format": "pyarrow",
         "num_cpus": context.actor_cpus,

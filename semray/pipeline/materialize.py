@@ -317,7 +317,7 @@ def build_semantic(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     return upstream.map_batches(
         SemanticBatchUDF,
         fn_constructor_args=(stage.task, stage.operator_key, context.tiers, context.ledger),
-        compute=rd.ActorPoolStrategy(min_size=1, max_size=stage.actors, max_tasks_in_flight_per_actor=1),
+        compute=rd.ActorPoolStrategy(min_size=1, max_size=stage.actors, max_tasks_in_flight_per_actor=2),
         batch_size=stage.batch_rows,
         batch_format="pyarrow",
         # Actors wait on model calls, not on CPU: a small share lets them sit beside the

@@ -48,6 +48,12 @@ def count_tokens(text: str) -> int:
 
 
 def count_chat(messages: list[str]) -> int:
+    return _count_chat(tuple(messages))
+
+
+@functools.lru_cache(maxsize=256)
+def _count_chat(messages: tuple[str, ...]) -> int:
+    # The fixed messages (system prompt, format instruction) repeat on every request of a task.
     return sum(count_tokens(text) + TOKENS_PER_MESSAGE for text in messages) + TOKENS_PER_REPLY
 
 
@@ -70,6 +76,8 @@ def fit_prompt(
     overhead = count_chat(fixed_messages) + TOKENS_PER_MESSAGE if fixed_messages else TOKENS_PER_MESSAGE
     overhead += 0 if fixed_messages else TOKENS_PER_REPLY
     budget = context_length - max_tokens - overhead - 1
+    if len(prompt) <= budget:
+        return Fitted(prompt)  # a WordPiece token spans at least one character: no need to count
     used = count_tokens(prompt)
     if used <= budget:
         return Fitted(prompt)

@@ -6,6 +6,8 @@ import asyncio
 from pathlib import Path
 
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from serving_fakes import ScriptedBackend
 
 from semray.serving.backends.simulated import SimulatedBackend
@@ -14,6 +16,7 @@ from semray.serving.config import Prices, TierConfig
 from semray.serving.contract import ModelRequest, ModelResponse, OutputConstraint
 from semray.serving.simulator import SimulatorConfig
 from semray.serving.tier import ModelTier
+from semray.serving.truncation import Fitted, count_tokens, fit_prompt
 
 YES_NO = OutputConstraint.choice("Yes", "No")
 SCRIPTED = TierConfig(backend="simulated", model="scripted")
@@ -157,3 +160,15 @@ def test_simulated_unknown_model_is_a_clear_error() -> None:
 
     with pytest.raises(UnknownModelError, match=r"sim-huge.*sim-small"):
         SimulatedBackend(TierConfig(backend="simulated", model="sim-huge"), SimulatorConfig())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_a_prompt_never_has_more_tokens_than_characters(text: str) -> None:
+    # fit_prompt skips counting a prompt no longer (in characters) than its token budget.
+    assert count_tokens(text) <= len(text)
+
+
+def test_short_prompts_are_sent_uncounted_and_long_ones_still_cut() -> None:
+    assert fit_prompt("short", [], max_tokens=10, context_length=100, policy="error") == Fitted("short")
+    assert fit_prompt("word " * 200, [], max_tokens=10, context_length=100, policy="error").error is not None

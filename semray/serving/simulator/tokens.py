@@ -42,10 +42,13 @@ class TokenCounter:
 
     def __init__(self, tokenizer: Tokenizer | None = None) -> None:
         self._tokenizer = tokenizer or _minilm_tokenizer()
+        # System prompts, format instructions and short answers repeat on every request.
+        self._count = functools.lru_cache(maxsize=4096)(self._encode_count)
 
     def count(self, text: str) -> int:
-        if not text:
-            return 0
+        return self._count(text) if text else 0
+
+    def _encode_count(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
     def count_chat(self, messages: Sequence[str]) -> int:
