@@ -68,6 +68,8 @@ class MemorySampler:
     process whose command line contains one of ``markers`` or the session folder of a Ray
     started (or joined) by this process — this catches Ray processes that are not our
     children. The object store is read from the raylet when Ray is initialized here.
+    ``pss=False`` reads only the object store (a process measured from outside samples itself
+    less: reading PSS walks page tables and costs CPU).
     """
 
     def __init__(
@@ -78,12 +80,14 @@ class MemorySampler:
         discover_every: float = 1.0,
         object_store: bool = True,
         store_every: float = 1.0,
+        pss: bool = True,
     ) -> None:
         self._root = psutil.Process(root_pid or os.getpid())
         self._markers = tuple(markers)
         self._interval = interval
         self._discover_every = discover_every
         self._want_store = object_store
+        self._want_pss = pss
         self._store_every = store_every
         self._store_read_at = float("-inf")
         self._store_bytes: int | None = None
@@ -135,7 +139,7 @@ class MemorySampler:
     # readings --------------------------------------------------------------------------
     def sample(self) -> MemorySample:
         """Take one reading now (also called at both ends of every phase)."""
-        pids = self._pids()
+        pids = self._pids() if self._want_pss else []
         total = 0
         counted = 0
         for pid in pids:

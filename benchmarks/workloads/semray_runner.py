@@ -202,7 +202,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     answer["seconds"]["startup"] = round(time.perf_counter() - started, 2)
     answer["version"] = "semray " + metadata.version("semray")
     try:
-        with MemorySampler(object_store=True, interval=1.0) as memory:
+        with MemorySampler(object_store=True, interval=1.0, pss=False) as memory:  # PSS: run_measured
             for name, step in WORKLOADS[spec["workload"]](spec).items():
                 if name in spec.get("skip_steps", ()):
                     continue
