@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a JSON plan file")
     run.add_argument("plan", type=Path)
     _add_quality(run)
+    _add_planning(run)
     _add_output(run)
     run.set_defaults(command=run_plan)
 
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sql.add_argument("--explain", action="store_true", help="show the plan instead of running it")
     _add_quality(sql)
+    _add_planning(sql)
     _add_output(sql)
     sql.set_defaults(command=run_sql)
 
@@ -119,6 +121,62 @@ def _quality(text: str) -> Any:
         ) from error
 
 
+def _add_planning(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--policy",
+        type=_policy,
+        metavar="NAME:VALUE",
+        help="choose the tiers of tier-auto operators with the cost model: mincost:0.9 (cheapest plan of "
+        "quality >= 0.9), minlatency:0.9, or maxquality:2.5 (best plan within 2.5 dollars)",
+    )
+    parser.add_argument(
+        "--measure",
+        type=int,
+        nargs="?",
+        const=100,
+        metavar="BUDGET",
+        help="measure statistics inside the run first (BUDGET labels per semantic chain, default 100; "
+        "reused at execution), then choose tiers with them (policy mincost:0.9 unless --policy)",
+    )
+
+
+def _policy(text: str) -> Any:
+    from semray.cost_model.policies import MaxQuality, MinCost, MinLatency
+
+    name, _, value = text.partition(":")
+    kinds = {"mincost": MinCost, "minlatency": MinLatency}
+    try:
+        if name.lower() == "maxquality":
+            return MaxQuality(budget_dollars=float(value))
+        return kinds[name.lower()](quality=float(value)) if value else kinds[name.lower()]()
+    except (KeyError, ValueError) as error:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give mincost:QUALITY, minlatency:QUALITY or maxquality:DOLLARS"
+        ) from error
+
+
+def _planning(args: argparse.Namespace) -> dict[str, Any]:
+    """``policy`` and ``measure`` keywords for Query.execute/collect/write_parquet."""
+    from semray.pipeline.measure_run import MeasureOptions
+
+    measure = MeasureOptions(budget=args.measure) if args.measure is not None else False
+    return {"policy": args.policy, "measure": measure}
+
+
+def _run_query(query: Any, args: argparse.Namespace, publish: bool = True) -> int:
+    """Run and emit; ``publish``: Parquet output is written through the run, published atomically."""
+    planning = _planning(args)
+    if publish and args.format == "parquet" and args.output:
+        rows = query.write_parquet(args.output, **planning)
+        _say(f"wrote {rows} rows to {args.output}\n")
+        return 0
+    result = query.execute(**planning)
+    emit(result.table, args)
+    if planning["measure"] is not False:
+        _say(result.usage_line() + "\n")
+    return 0
+
+
 def _add_output(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
     parser.add_argument("--output", "-o", type=Path, help="write to this file instead of standard output")
@@ -148,12 +206,7 @@ def run_plan(args: argparse.Namespace, settings: Settings) -> int:
     query = load_plan(args.plan, settings)
     if args.quality is not None:
         query = query.with_quality(args.quality)
-    if args.format == "parquet" and args.output:
-        rows = query.write_parquet(args.output)
-        _say(f"wrote {rows} rows to {args.output}\n")
-        return 0
-    emit(query.collect(), args)
-    return 0
+    return _run_query(query, args)
 
 
 def explain_plan(args: argparse.Namespace, settings: Settings) -> int:
@@ -185,8 +238,7 @@ def run_sql(args: argparse.Namespace, settings: Settings) -> int:
     if args.explain:
         sys.stdout.write(query.explain() + "\n")
         return 0
-    emit(query.collect(), args)
-    return 0
+    return _run_query(query, args, publish=False)
 
 
 def run_simulator(args: argparse.Namespace, settings: Settings) -> int:
