@@ -24,9 +24,20 @@ class Settings(BaseSettings):
     gather_rows: int = Field(
         default=2_000_000,
         ge=0,
-        description="joins, sorts, aggregates over at most this many (estimated) rows run without a shuffle; 0 always shuffles",
+        description=(
+            "joins, sorts, aggregates over at most this many (estimated) rows run without a shuffle; 0 always shuffles"
+        ),
     )
-    semantic_batch_size: int = Field(default=32, ge=1, description="rows per model round trip for semantic operators")
+    semantic_batch_size: int = Field(
+        default=32,
+        ge=1,
+        description="rows per model round trip for semantic operators under a LIMIT or on small inputs",
+    )
+    semantic_batch_max: int = Field(
+        default=256,
+        ge=1,
+        description="rows per model round trip a semantic operator grows to over a large input with no LIMIT above it",
+    )
     semantic_actors: int = Field(default=2, ge=1, description="actors per semantic operator (each holds Serve handles)")
     log_format: str = Field(default="auto", description="auto | console | json")
     log_level: str = Field(default="info")

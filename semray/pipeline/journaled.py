@@ -26,7 +26,7 @@ from semray.settings import Settings
 from semray.transactions import BatchLedger, RowLookup, RunCancelledError, RunDetail, RunStateError, fingerprint
 from semray.transactions.registry import CANCEL_MARKER
 
-LOWERING_SETTINGS = ("batch_size", "gather_rows", "semantic_batch_size", "semantic_actors")
+LOWERING_SETTINGS = ("batch_size", "gather_rows", "semantic_batch_size", "semantic_batch_max", "semantic_actors")
 """Settings that change the physical plan; a resume by id lowers with the journaled values."""
 
 

@@ -207,7 +207,10 @@ def _partitioned(
         return GatherSqlStage(sql=sql, input_columns=typed, reason=reason, inputs=(prepare,))
     count = partitions(node.input, settings)
     prepare = BatchSqlStage(
-        sql=f"SELECT {columns}, CAST(hash({', '.join(quote(k) for k in keys)}) % {count} AS BIGINT) AS {PARTITION} FROM batch",
+        sql=(
+            f"SELECT {columns}, CAST(hash({', '.join(quote(k) for k in keys)}) % {count} AS BIGINT) AS {PARTITION} "
+            "FROM batch"
+        ),
         reason=f"{reason}: columns and partition",
         inputs=(upstream,),
     )
@@ -250,7 +253,9 @@ def lower_sort(node: Node, settings: Settings) -> Stage:
 
 def lower_limit(node: Node, settings: Settings) -> Stage:
     assert isinstance(node, Limit)
-    return LimitStage(count=node.count, offset=node.offset, inputs=(lower(node.input, settings),))
+    # Small model batches below a LIMIT: it stops the stream after a few of them.
+    small_batches = settings.model_copy(update={"semantic_batch_max": settings.semantic_batch_size})
+    return LimitStage(count=node.count, offset=node.offset, inputs=(lower(node.input, small_batches),))
 
 
 def lower_union(node: Node, settings: Settings) -> Stage:

@@ -10,6 +10,7 @@ from semray.cost_model.statistics import statistics_key
 from semray.errors import LoweringError
 from semray.operators.base import Node
 from semray.operators.semantic import Semantic, SemClassify, SemExtract, SemFilter, SemMap
+from semray.pipeline.sizing import semantic_batch_rows
 from semray.pipeline.spec import CascadeStage, SemanticStage, SemanticTask, Stage
 from semray.settings import Settings
 
@@ -41,7 +42,7 @@ def semantic_stage(node: Semantic, task: SemanticTask, settings: Settings) -> St
         return CascadeStage(
             task=task,
             operator_key=operator_key(node),
-            batch_rows=settings.semantic_batch_size,
+            batch_rows=semantic_batch_rows(node.input, settings),
             actors=settings.semantic_actors,
             inputs=(lower(node.input, settings),),
             metric=target.metric,
@@ -52,7 +53,7 @@ def semantic_stage(node: Semantic, task: SemanticTask, settings: Settings) -> St
     return SemanticStage(
         task=task,
         operator_key=operator_key(node),
-        batch_rows=settings.semantic_batch_size,
+        batch_rows=semantic_batch_rows(node.input, settings),
         actors=settings.semantic_actors,
         inputs=(lower(node.input, settings),),
     )

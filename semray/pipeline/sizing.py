@@ -10,6 +10,7 @@ import functools
 
 from semray.operators.base import Node
 from semray.operators.relational import Join, Limit, Scan, SourceSpec, Union
+from semray.settings import Settings
 from semray.sources import open_source
 
 
@@ -33,6 +34,27 @@ def estimate_rows(node: Node) -> int | None:
 @functools.lru_cache(maxsize=256)
 def _source_rows(spec: SourceSpec) -> int | None:
     return open_source(spec.kind, spec.path, spec.options).estimated_rows()
+
+
+BATCHES_PER_ACTOR = 16
+"""A semantic operator's batches grow only while each actor still gets about this many."""
+
+
+def semantic_batch_rows(node_input: Node, settings: Settings) -> int:
+    """Rows per model round trip for a semantic operator over ``node_input``.
+
+    ``semantic_batch_size`` on small or unknown inputs; over a large input, bigger batches
+    (up to ``semantic_batch_max``) while every actor still gets `BATCHES_PER_ACTOR` of them:
+    fewer round trips, fewer Ray tasks and ledger commits per row. A LIMIT above the operator
+    lowers its input with ``semantic_batch_max`` equal to ``semantic_batch_size`` (so a
+    ``sem_filter ... LIMIT k`` stops after a few small batches). Examples:
+    tests/pipeline/test_semantic_batches.py.
+    """
+    rows = estimate_rows(node_input)
+    smallest, largest = settings.semantic_batch_size, settings.semantic_batch_max
+    if rows is None or largest <= smallest:
+        return smallest
+    return max(smallest, min(largest, rows // (settings.semantic_actors * BATCHES_PER_ACTOR)))
 
 
 def fits_one_task(node: Node, limit: int) -> bool:
