@@ -38,7 +38,12 @@ class SystemRun:
         return f"{self.system} ({self.config})"
 
 
-SEMRAY_RUNS = (SystemRun("semray", "default"), SystemRun("semray", "small"))
+SEMRAY_RUNS = (
+    SystemRun("semray", "default"),
+    SystemRun("semray", "small"),
+    SystemRun("semray", "cascade"),
+    SystemRun("semray", "optimized"),
+)
 PEER_RUNS = (
     SystemRun("lotus", "plain"),
     SystemRun("lotus", "cheap"),
@@ -77,6 +82,7 @@ def run_system(
         "models": {"small": SMALL_MODEL, "large": LARGE_MODEL},
         "embedding_model_path": embedding_model_path(),
         "state_dir": str(folder / "state"),
+        "simulator_config": str(workload.simulator_config),
     }
     row: dict[str, Any] = {"system": run.system, "config": run.config}
     spec_path = folder / "spec.json"
@@ -87,7 +93,6 @@ def run_system(
     if in_process(spec):
         # semray alone with the simulator inside its own Serve replicas: no HTTP server; the
         # figures come from semray's own usage accounting (calls, tokens, dollars).
-        spec["simulator_config"] = str(workload.simulator_config)
         spec["base_url"] = None
         spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
         outcome = run_measured(command, {}, folder / "runner.log", timeout_s, cwd=REPO_ROOT)
@@ -245,5 +250,12 @@ def previous_rows(results_dir: Path, name: str) -> list[dict[str, Any]]:
 
 
 def select_runs(systems: Sequence[str]) -> list[SystemRun]:
-    """The runs of the named systems (``semray``, ``lotus``, ``palimpzest``), in table order."""
-    return [run for run in (*SEMRAY_RUNS, *PEER_RUNS) if run.system in systems]
+    """The runs of the named systems (``semray``, ``lotus``, ``palimpzest``; ``semray:cascade`` names
+    one configuration), in table order.
+
+    >>> [run.label for run in select_runs(["semray:optimized", "lotus"])]
+    ['semray (optimized)', 'lotus (plain)', 'lotus (cheap)']
+    """
+    return [
+        run for run in (*SEMRAY_RUNS, *PEER_RUNS) if run.system in systems or f"{run.system}:{run.config}" in systems
+    ]

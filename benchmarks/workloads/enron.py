@@ -27,7 +27,7 @@ from benchmarks.harness import (
 )
 from benchmarks.workloads.compare import merge_rows, previous_rows, run_all, select_runs
 from benchmarks.workloads.definitions import prepare_enron
-from benchmarks.workloads.report import cost_table, fmt, gaps, goal_lines, rerender, versions_line
+from benchmarks.workloads.report import cost_table, estimate_lines, fmt, gaps, goal_lines, rerender, versions_line
 from benchmarks.workloads.scoring import extraction_accuracy, precision_recall
 
 NAME = "enron"
@@ -98,6 +98,15 @@ def markdown(rows: list[dict[str, Any]], latency_scale: float) -> str:
         *goal_lines(rows, "filter F1", _f1, _tokens, _dollars),
         *goal_lines(rows, "extraction accuracy over all positives", _extraction, _tokens, _dollars),
     ]
+    estimates = estimate_lines(rows)
+    if estimates:
+        parts += [
+            "",
+            "semray's cost model before each step (source row counts, and the statistics the `optimized` run measured; "
+            "documented defaults elsewhere) against what the step paid, in the simulator's prices:",
+            "",
+            *estimates,
+        ]
     missing = gaps(rows)
     if missing:
         parts += ["", "Where a system could not run a step, and why; notes:", "", missing]

@@ -32,7 +32,7 @@ from benchmarks.harness import (
 )
 from benchmarks.workloads.compare import merge_rows, previous_rows, run_all, select_runs
 from benchmarks.workloads.definitions import LARGE_MODEL, SMALL_MODEL, model_profiles, prepare_medical
-from benchmarks.workloads.report import cost_table, fmt, gaps, goal_lines, rerender, versions_line
+from benchmarks.workloads.report import cost_table, estimate_lines, fmt, gaps, goal_lines, rerender, versions_line
 from benchmarks.workloads.scoring import count_error, label_accuracy, pairs, precision_recall
 
 NAME = "medical"
@@ -177,6 +177,15 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     for step, (what, _) in STEP_METRICS.items():
         parts += goal_lines(rows, what, step_metric(step), step_tokens(step), step_dollars(step))
     parts += [""]
+    estimates = estimate_lines(rows)
+    if estimates:
+        parts += [
+            "semray's cost model before each step (source row counts, and the statistics the `optimized` run measured; "
+            "documented defaults elsewhere) against what the step paid, in the simulator's prices:",
+            "",
+            *estimates,
+            "",
+        ]
     missing = gaps(rows)
     if missing:
         parts += ["Where a system could not run a step, and why; notes:", "", missing]

@@ -65,6 +65,34 @@ def gaps(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def estimate_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """semray's cost-model estimate of each step's plan beside what the step paid.
+
+    >>> estimate_lines([{"system": "semray", "config": "default", "semray_usage": {"pipeline": {
+    ...     "dollars": 1.0, "estimated_dollars": [0.5, 0.9, 1.2], "tiers": ["large"]}}}])[2]
+    '| semray (default) | pipeline | large | 0.900 [0.500, 1.200] | 1.000 | -10% | yes |'
+    """
+    lines = [
+        "| run | step | tiers | estimated $ [interval] | paid $ | error | inside |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        if row["system"] != "semray":
+            continue
+        for step, usage in (row.get("semray_usage") or {}).items():
+            if not usage or "estimated_dollars" not in usage:
+                continue
+            low, value, high = usage["estimated_dollars"]
+            paid = usage["dollars"]
+            error = f"{(value - paid) / paid:+.0%}" if paid else "–"
+            inside = "yes" if low <= paid <= high else "no"
+            lines.append(
+                f"| semray ({row['config']}) | {step} | {', '.join(usage.get('tiers', []))} | "
+                f"{value:.3f} [{low:.3f}, {high:.3f}] | {paid:.3f} | {error} | {inside} |"
+            )
+    return lines if len(lines) > 2 else []
+
+
 QUALITY_SLACK = 0.02
 TOKEN_SHARE = 0.2
 

@@ -6,8 +6,11 @@ Run in a fresh process by the workload benchmarks (``measure.run_measured``), li
 runners, so its Ray processes and imports are charged to it alone. Its tiers are ``openai``
 backends pointed at the simulator over HTTP, so its calls are counted by the same ``/stats``
 as the peers'. The response cache is off: every answer is a model call. ``config``:
-``default`` runs each operator with ``tier="auto"`` (the large tier until the cascade router
-lands), ``small`` with ``tier="small"``.
+``default`` runs each operator with ``tier="auto"`` (the large tier), ``small`` with
+``tier="small"``, ``cascade`` makes every filter and classification a cascade at accuracy 0.9
+(`Query.with_quality`), ``optimized`` lets the run measure its statistics and the optimizer choose
+tiers and cascades under ``MinCost(quality=0.9)``. Each step also reports the cost model's
+estimate of the plan that ran (``estimated_dollars``: low, point, high) beside what it paid.
 
 A step semray cannot run (an operator with no lowering yet) is recorded under
 ``unsupported`` with the error's message; the other steps still run.
@@ -53,9 +56,25 @@ def _serving(spec: dict[str, Any]) -> Any:
             app_prefix="semray-wl",
         )
 
+    from semray.serving.config import Prices
+    from semray.serving.simulator import SimulatorConfig
+
+    simulated = SimulatorConfig.from_file(Path(spec["simulator_config"])).models
+
     def tier(model: str) -> TierConfig:
+        # The simulator's price list, so semray's own accounting and its cost model count the
+        # same dollars as the simulator's /stats.
+        profile = simulated[model]
+        prices = Prices(
+            input_per_million=profile.price_in_per_million, output_per_million=profile.price_out_per_million
+        )
         return TierConfig(
-            backend="openai", model=model, base_url=spec["base_url"], max_concurrency=16, max_ongoing_requests=64
+            backend="openai",
+            model=model,
+            base_url=spec["base_url"],
+            max_concurrency=16,
+            max_ongoing_requests=64,
+            prices=prices,
         )
 
     return ServingConfig(
@@ -70,6 +89,41 @@ def _tier(spec: dict[str, Any]) -> Any:
     return "small" if spec["config"] == "small" else "auto"
 
 
+CASCADE_QUALITY = 0.9
+"""The target of the ``cascade`` config (every filter and classification a cascade at accuracy 0.9)
+and the quality bound of the ``optimized`` config (``MinCost(quality=0.9)`` on measured statistics)."""
+
+
+def _execute(spec: dict[str, Any], query: Any) -> tuple[Any, dict[str, Any]]:
+    """Run ``query`` in the spec's config; the result and the cost model's estimate of the plan that ran.
+
+    ``cascade``: `Query.with_quality` (extractions and joins cannot cascade and stay on the large
+    tier). ``optimized``: the run measures its statistics and the optimizer chooses tiers and
+    cascades under ``MinCost(quality=0.9)``. The estimate is made with what the planner knew: the
+    sources' row counts, plus the measured statistics for ``optimized`` (defaults elsewhere).
+    """
+    from semray.api import _source_statistics
+    from semray.cost_model.plan_cost import estimate_plan
+    from semray.cost_model.policies import MinCost
+
+    if spec["config"] == "cascade":
+        query = query.with_quality(CASCADE_QUALITY)
+    if spec["config"] == "optimized":
+        result = query.execute(policy=MinCost(quality=CASCADE_QUALITY), measure=True)
+    else:
+        result = query.execute()
+    plan = result.plan if result.plan is not None else query.optimized().plan
+    statistics = _source_statistics(plan)
+    if result.statistics is not None:
+        statistics = statistics.merged(result.statistics)
+    estimate = estimate_plan(plan, statistics, query._profiles())
+    dollars = estimate.dollars
+    return result, {
+        "dollars": [dollars.low, dollars.value, dollars.high],
+        "tiers": sorted(set(estimate.tiers.values())),
+    }
+
+
 def _source(spec: dict[str, Any], name: str) -> Any:
     import semray
     from semray.settings import Settings
@@ -78,13 +132,16 @@ def _source(spec: dict[str, Any], name: str) -> Any:
     return semray.read_json(spec["inputs"][name], settings=settings).with_serving(_serving(spec))
 
 
-def _usage(result: Any) -> dict[str, Any]:
+def _usage(ran: tuple[Any, dict[str, Any]]) -> dict[str, Any]:
+    result, estimate = ran
     usage = result.usage
     return {
         "calls": usage.calls,
         "tokens_in": usage.tokens_in,
         "tokens_out": usage.tokens_out,
         "dollars": usage.dollars,
+        "estimated_dollars": estimate["dollars"],
+        "tiers": estimate["tiers"],
     }
 
 
@@ -105,12 +162,12 @@ def enron_steps(spec: dict[str, Any]) -> dict[str, Step]:
             )
             .select("filename", "sender", "subject")
         )
-        result = query.execute()
-        rows = result.table.to_pylist()
+        ran = _execute(spec, query)
+        rows = ran[0].table.to_pylist()
         return {
             "kept": [row["filename"] for row in rows],
             "extracted": {row["filename"]: {"sender": row["sender"], "subject": row["subject"]} for row in rows},
-            "semray_usage": _usage(result),
+            "semray_usage": _usage(ran),
         }
 
     return {"pipeline": pipeline}
@@ -124,27 +181,27 @@ def medical_steps(spec: dict[str, Any]) -> dict[str, Step]:
         query = _source(spec, "symptoms").sem_classify(
             "Symptoms: {symptoms}\n\n" + text["classify"], labels, output="diagnosis", tier=_tier(spec)
         )
-        result = query.select("symptom_id", "diagnosis").execute()
-        rows = result.table.to_pylist()
-        return {"diagnosis": {str(r["symptom_id"]): r["diagnosis"] for r in rows}, "semray_usage": _usage(result)}
+        ran = _execute(spec, query.select("symptom_id", "diagnosis"))
+        rows = ran[0].table.to_pylist()
+        return {"diagnosis": {str(r["symptom_id"]): r["diagnosis"] for r in rows}, "semray_usage": _usage(ran)}
 
     def infection(_: dict[str, Any]) -> dict[str, Any]:
         query = _source(spec, "symptoms").sem_filter("Symptoms: {symptoms}\n\n" + text["infection"], tier=_tier(spec))
-        result = query.select("symptom_id").execute()
-        ids = [str(v) for v in result.table.column("symptom_id").to_pylist()]
-        return {"infection": ids, "semray_usage": _usage(result)}
+        ran = _execute(spec, query.select("symptom_id"))
+        ids = [str(v) for v in ran[0].table.column("symptom_id").to_pylist()]
+        return {"infection": ids, "semray_usage": _usage(ran)}
 
     def groupby(_: dict[str, Any]) -> dict[str, Any]:
         joined = _source(spec, "symptoms").join(_source(spec, "patients"), "l.patient_id = r.patient_id")
         query = joined.sem_classify(
             "Symptoms: {symptoms}\n\n" + text["classify"], labels, output="diagnosis", tier=_tier(spec)
         ).aggregate(by="diagnosis", n="count(*)", avg_age="avg(age)")
-        result = query.execute()
-        rows = result.table.to_pylist()
+        ran = _execute(spec, query)
+        rows = ran[0].table.to_pylist()
         return {
             "groups": {str(r["diagnosis"]): int(r["n"]) for r in rows},
             "avg_age": {str(r["diagnosis"]): float(r["avg_age"]) for r in rows},
-            "semray_usage": _usage(result),
+            "semray_usage": _usage(ran),
         }
 
     def self_join(_: dict[str, Any]) -> dict[str, Any]:
@@ -153,10 +210,10 @@ def medical_steps(spec: dict[str, Any]) -> dict[str, Step]:
         query = left.sem_join(
             right, "Patient 1: {l.symptoms}\nPatient 2: {r.symptoms}\n\n" + text["same"], tier=_tier(spec)
         )
-        result = query.execute()
-        rows = result.table.to_pylist()
+        ran = _execute(spec, query)
+        rows = ran[0].table.to_pylist()
         pairs = [[r["symptom_id"], r["symptom_id_right"]] for r in rows]
-        return {"same_pairs": pairs, "semray_usage": _usage(result)}
+        return {"same_pairs": pairs, "semray_usage": _usage(ran)}
 
     return {"classify": classify, "infection": infection, "groupby": groupby, "self_join": self_join}
 
@@ -167,8 +224,9 @@ def scaling_steps(spec: dict[str, Any]) -> dict[str, Step]:
         query = _source(spec, "tickets").sem_filter(
             "Ticket: {text}\n\n" + spec["instructions"]["filter"], tier=_tier(spec)
         )
-        result = query.select("ticket_id").execute()
-        return {"kept": [str(v) for v in result.table.column("ticket_id").to_pylist()], "semray_usage": _usage(result)}
+        ran = _execute(spec, query.select("ticket_id"))
+        kept = [str(v) for v in ran[0].table.column("ticket_id").to_pylist()]
+        return {"kept": kept, "semray_usage": _usage(ran)}
 
     return {"filter": scan_filter}
 
