@@ -160,7 +160,33 @@ def select_models(plan: Node, estimate: Estimator, policy: PolicyLike, ladder: t
     targets = allocate_cascade_targets(plan, top_estimate, policy, ladder)
     rungs = {path: tuple(r for r in rungs_of(nodes[path], ladder) if r != CASCADE or path in targets) for path in paths}
     trials = _Trials(plan, estimate, targets, {tuple(sorted(top.items())): top_estimate})
-    visited: list[Visit] = [(top, top_estimate, ())]
+    # Greedy twice when cascades are possible: with them, and without (the cascade rung's small
+    # losses can crowd out one larger saving on the small tier); the policy picks among both.
+    ladders = [rungs]
+    if targets:
+        ladders.append({path: tuple(r for r in found if r != CASCADE) for path, found in rungs.items()})
+    feasible: list[Visit] = []
+    for allowed in ladders:
+        visited = _greedy(trials, policy, paths, allowed, (top, top_estimate, ()))
+        reached = [entry for entry in visited if policy.feasible(entry[1])]
+        if reached:
+            best = reached[policy.rank([entry[1] for entry in reached])[0]]
+            feasible += [*reached, _exchange(trials, policy, best, allowed)]
+    if not feasible:
+        log.warning("planner.no_feasible_tiers", operators=len(paths), hint="every operator stays on the top tier")
+        return Selection(tiers=top, estimate=top_estimate, steps=(), estimated=len(trials.cache))
+    tiers, chosen, steps = feasible[policy.rank([entry[1] for entry in feasible])[0]]
+    chosen_targets = {path: targets[path] for path, tier in tiers.items() if tier == CASCADE}
+    chosen, chosen_targets = _relevel(trials, policy, tiers, chosen, chosen_targets)
+    return Selection(tiers=tiers, estimate=chosen, steps=steps, estimated=len(trials.cache), targets=chosen_targets)
+
+
+def _greedy(
+    trials: _Trials, policy: PolicyLike, paths: list[str], rungs: Mapping[str, tuple[str, ...]], start: Visit
+) -> list[Visit]:
+    """Every assignment the greedy pass visits from ``start``: the best feasible ratio move each
+    time (any move by ratio while the plan is infeasible)."""
+    visited = [start]
     while True:
         tiers, current, steps = visited[-1]
         moves = [
@@ -170,22 +196,12 @@ def select_models(plan: Node, estimate: Estimator, policy: PolicyLike, ladder: t
         if policy.feasible(current):  # a feasible plan moves only to feasible plans
             allowed = [move for move in allowed if policy.feasible(move[2])]
         if not allowed:
-            break
+            return visited
         _, move, trial_estimate, trial = max(allowed, key=lambda candidate: candidate[0])
         visited.append((trial, trial_estimate, (*steps, move)))
         log.debug(
             "planner.downgrade", path=move.path, target=move.target, saved=move.cost_saved, lost=move.quality_lost
         )
-    feasible = [entry for entry in visited if policy.feasible(entry[1])]
-    if feasible:
-        feasible.append(_exchange(trials, policy, feasible[policy.rank([e[1] for e in feasible])[0]], rungs))
-    if not feasible:
-        log.warning("planner.no_feasible_tiers", operators=len(paths), hint="every operator stays on the top tier")
-        return Selection(tiers=top, estimate=top_estimate, steps=(), estimated=len(trials.cache))
-    tiers, chosen, steps = feasible[policy.rank([entry[1] for entry in feasible])[0]]
-    chosen_targets = {path: targets[path] for path, tier in tiers.items() if tier == CASCADE}
-    chosen, chosen_targets = _relevel(trials, policy, tiers, chosen, chosen_targets)
-    return Selection(tiers=tiers, estimate=chosen, steps=steps, estimated=len(trials.cache), targets=chosen_targets)
 
 
 def allocate_cascade_targets(

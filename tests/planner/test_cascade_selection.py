@@ -19,7 +19,7 @@ from semray.cost_model.policies import MaxQuality, MinCost
 from semray.cost_model.prices import TierProfile
 from semray.cost_model.quality import cascade_quality
 from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
-from semray.operators import Node, SemClassify, SemExtract, SemFilter, SemMap, walk
+from semray.operators import Node, Scan, Schema, SemClassify, SemExtract, SemFilter, SemMap, SourceSpec, walk
 from semray.operators.semantic import QualityTarget
 from semray.pipeline.lower import lower
 from semray.pipeline.spec import CascadeStage, SemanticStage, Stage
@@ -35,8 +35,10 @@ from semray.planner.model_selection import (
     with_targets,
 )
 from semray.settings import Settings
+from semray.sources.memory_source import register_table
 
 TABLE = pa.table({"note": ["a", "b"], "age": [30, 50]})
+NOTES = register_table(TABLE, "cascade-selection-notes")
 ROWS = 20_000
 PROFILES = {
     "embedding": TierProfile("embedding", 0.0, 0.0, 0.0, math.inf, 8),
@@ -48,7 +50,8 @@ UNFAVOURABLE = (Interval(0.0, 0.0, 0.02), Interval(0.02, 0.0, 0.05))
 
 
 def plan(pinned: str = "auto") -> Node:
-    scan = memory_scan("notes", TABLE)
+    # A registered table: lowering sizes semantic batches by opening the source.
+    scan = Scan(source=SourceSpec(kind="memory", options={"ref": NOTES}), source_schema=Schema.from_arrow(TABLE.schema))
     infection = SemFilter(input=scan, instruction="{note} suggests an infection", tier=pinned)  # type: ignore[arg-type]
     diagnosis = SemClassify(input=infection, instruction="diagnosis of {note}", labels=("flu", "cold", "other"))
     return SemExtract.model_validate(
