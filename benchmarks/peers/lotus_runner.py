@@ -15,11 +15,8 @@ labels, whose answer is matched to a label.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
-import traceback
-from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -28,17 +25,7 @@ import lotus
 import pandas as pd
 from lotus.models import LM, SentenceTransformersRM
 from lotus.types import CascadeArgs
-
-Step = Callable[[], dict[str, Any]]
-
-
-def read_stats(base_url: str) -> dict[str, Any]:
-    """The simulator's /stats now (its counters are cumulative; the benchmark takes differences per step)."""
-    import urllib.request
-
-    root = base_url.rstrip("/").removesuffix("/v1")
-    with urllib.request.urlopen(root + "/stats", timeout=30) as response:  # 127.0.0.1 only
-        return json.loads(response.read())
+from peer_common import Step, match_label, run_steps
 
 
 def configure(spec: dict[str, Any]) -> CascadeArgs | None:
@@ -90,14 +77,6 @@ def enron_steps(spec: dict[str, Any], cascade: CascadeArgs | None) -> dict[str, 
 
 
 # medical -------------------------------------------------------------------------------------
-def match_label(answer: Any, labels: list[str]) -> str | None:
-    """The label an answer names: exact (normalised), else the longest label it contains."""
-    norm = " ".join(re.findall(r"[a-z0-9]+", str(answer).casefold()))
-    by_norm = {" ".join(re.findall(r"[a-z0-9]+", label.casefold())): label for label in labels}
-    if norm in by_norm:
-        return by_norm[norm]
-    found = [label for key, label in by_norm.items() if key and key in norm]
-    return max(found, key=len) if found else None
 
 
 def medical_steps(spec: dict[str, Any], cascade: CascadeArgs | None) -> dict[str, Step]:
@@ -158,26 +137,13 @@ WORKLOADS = {"enron": enron_steps, "medical": medical_steps, "scaling": scaling_
 
 def main() -> int:
     spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
-    answer: dict[str, Any] = {"steps": {}, "seconds": {}, "unsupported": {}, "errors": {}, "notes": {}}
     started = time.perf_counter()
     cascade = configure(spec)
-    answer["seconds"]["startup"] = round(time.perf_counter() - started, 2)
-    answer["version"] = "lotus-ai " + metadata.version("lotus-ai")
+    notes = {}
     if spec["config"] == "cheap":
-        answer["notes"]["cascade"] = "sem_filter/sem_join cascade on the helper (small) model; map/extract on large"
-    for name, step in WORKLOADS[spec["workload"]](spec, cascade).items():
-        if name in spec.get("skip_steps", ()):
-            continue
-        began = time.perf_counter()
-        try:
-            answer["steps"][name] = step()
-        except Exception as error:  # a failed step is a result to report; the next step still runs
-            traceback.print_exc()
-            answer["errors"][name] = f"{type(error).__name__}: {error}"
-        answer["seconds"][name] = round(time.perf_counter() - began, 2)
-        answer.setdefault("stats_after", {})[name] = read_stats(spec["base_url"])
-    sys.stdout.write(json.dumps(answer) + "\n")
-    return 0
+        notes["cascade"] = "sem_filter/sem_join cascade on the helper (small) model; map/extract on large"
+    steps = WORKLOADS[spec["workload"]](spec, cascade)
+    return run_steps(spec, steps, "lotus-ai " + metadata.version("lotus-ai"), started, notes)
 
 
 if __name__ == "__main__":

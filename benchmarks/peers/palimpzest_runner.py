@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
-import traceback
 import typing
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from peer_common import Step, match_label, run_steps
 
 
 def import_palimpzest() -> Any:
@@ -52,18 +52,6 @@ def import_palimpzest() -> Any:
     import palimpzest
 
     return palimpzest
-
-
-Step = Callable[[], dict[str, Any]]
-
-
-def read_stats(base_url: str) -> dict[str, Any]:
-    """The simulator's /stats now (its counters are cumulative; the benchmark takes differences per step)."""
-    import urllib.request
-
-    root = base_url.rstrip("/").removesuffix("/v1")
-    with urllib.request.urlopen(root + "/stats", timeout=30) as response:  # 127.0.0.1 only
-        return json.loads(response.read())
 
 
 def configure(spec: dict[str, Any]) -> Callable[[], Any]:
@@ -159,14 +147,6 @@ def enron_steps(spec: dict[str, Any], config: Any) -> dict[str, Step]:
 
 
 # medical -------------------------------------------------------------------------------------
-def match_label(answer: Any, labels: list[str]) -> str | None:
-    """The label an answer names: exact (normalised), else the longest label it contains."""
-    norm = " ".join(re.findall(r"[a-z0-9]+", str(answer).casefold()))
-    by_norm = {" ".join(re.findall(r"[a-z0-9]+", label.casefold())): label for label in labels}
-    if norm in by_norm:
-        return by_norm[norm]
-    found = [label for key, label in by_norm.items() if key and key in norm]
-    return max(found, key=len) if found else None
 
 
 def medical_steps(spec: dict[str, Any], config: Any) -> dict[str, Step]:
@@ -248,27 +228,14 @@ WORKLOADS = {"enron": enron_steps, "medical": medical_steps, "scaling": scaling_
 
 def main() -> int:
     spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
-    answer: dict[str, Any] = {"steps": {}, "seconds": {}, "unsupported": {}, "errors": {}, "notes": {}}
     started = time.perf_counter()
     config = configure(spec)
-    answer["seconds"]["startup"] = round(time.perf_counter() - started, 2)
-    answer["version"] = "palimpzest " + metadata.version("palimpzest")
+    notes = {}
     if spec["workload"] == "medical":
-        answer["notes"]["groupby"] = "no relational join in Palimpzest: patients joined in pandas before PZ reads them"
-        answer["notes"]["classify"] = "bare single-field answers accepted (the simulator writes labels bare, not JSON)"
-    for name, step in WORKLOADS[spec["workload"]](spec, config).items():
-        if name in spec.get("skip_steps", ()):
-            continue
-        began = time.perf_counter()
-        try:
-            answer["steps"][name] = step()
-        except Exception as error:  # a failed step is a result to report; the next step still runs
-            traceback.print_exc()
-            answer["errors"][name] = f"{type(error).__name__}: {error}"
-        answer["seconds"][name] = round(time.perf_counter() - began, 2)
-        answer.setdefault("stats_after", {})[name] = read_stats(spec["base_url"])
-    sys.stdout.write(json.dumps(answer, default=str) + "\n")
-    return 0
+        notes["groupby"] = "no relational join in Palimpzest: patients joined in pandas before PZ reads them"
+        notes["classify"] = "bare single-field answers accepted (the simulator writes labels bare, not JSON)"
+    steps = WORKLOADS[spec["workload"]](spec, config)
+    return run_steps(spec, steps, "palimpzest " + metadata.version("palimpzest"), started, notes)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,66 @@
+"""What both peer runners share: the simulator's /stats, label matching, and the step loop.
+
+The runners run as scripts in their own virtual environments (no semray, no ``benchmarks``
+package); Python puts this folder first on their path, so they import this module by name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Step = Callable[[], dict[str, Any]]
+
+
+def read_stats(base_url: str) -> dict[str, Any]:
+    """The simulator's /stats now (its counters are cumulative; the benchmark takes differences per step)."""
+    import urllib.request
+
+    root = base_url.rstrip("/").removesuffix("/v1")
+    with urllib.request.urlopen(root + "/stats", timeout=30) as response:  # 127.0.0.1 only
+        stats: dict[str, Any] = json.loads(response.read())
+    return stats
+
+
+def match_label(answer: Any, labels: list[str]) -> str | None:
+    """The label an answer names: exact (normalised), else the longest label it contains.
+
+    >>> match_label("Diagnosis: Common Cold.", ["cold", "common cold"])
+    'common cold'
+    """
+    norm = " ".join(re.findall(r"[a-z0-9]+", str(answer).casefold()))
+    by_norm = {" ".join(re.findall(r"[a-z0-9]+", label.casefold())): label for label in labels}
+    if norm in by_norm:
+        return by_norm[norm]
+    found = [label for key, label in by_norm.items() if key and key in norm]
+    return max(found, key=len) if found else None
+
+
+def run_steps(
+    spec: dict[str, Any], steps: Mapping[str, Step], version: str, started: float, notes: Mapping[str, str]
+) -> int:
+    """Run each step of the workload, timing it and snapshotting /stats after it; print the answer as JSON.
+
+    A failed step is a result to report (its error is recorded); the next step still runs.
+    """
+    answer: dict[str, Any] = {"steps": {}, "seconds": {}, "unsupported": {}, "errors": {}, "notes": dict(notes)}
+    answer["seconds"]["startup"] = round(time.perf_counter() - started, 2)
+    answer["version"] = version
+    for name, step in steps.items():
+        if name in spec.get("skip_steps", ()):
+            continue
+        began = time.perf_counter()
+        try:
+            answer["steps"][name] = step()
+        except Exception as error:  # reported in the results table, not swallowed
+            traceback.print_exc()
+            answer["errors"][name] = f"{type(error).__name__}: {error}"
+        answer["seconds"][name] = round(time.perf_counter() - began, 2)
+        answer.setdefault("stats_after", {})[name] = read_stats(spec["base_url"])
+    sys.stdout.write(json.dumps(answer, default=str) + "\n")
+    return 0
