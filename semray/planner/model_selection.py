@@ -29,6 +29,11 @@ So model selection "sets the cascade thresholds" by setting each cascade's targe
   ``q`` is shared equally among its cascades (each one's budget grows by ``slack / m``), so a
   lone cascade gets the whole budget: its target is the lowest the policy allows.
 
+With cascade targets, the greedy pass (and its exchanges) runs twice, with and without the
+cascade rung, and the policy ranks every plan either visited: the cascades' small quality
+losses can otherwise crowd out one larger saving on the small tier, so adding the rung never
+makes the estimated choice worse than choosing between large and small alone.
+
 When even the all-``large`` plan is infeasible for a policy with a budget, downgrades are
 taken (best ratio first) until it becomes feasible; if nothing is feasible, every operator
 stays on the top tier and a warning is logged.

@@ -241,3 +241,5 @@ def test_greedy_with_the_cascade_rung_is_within_ten_percent_of_exhaustive(bound:
         chosen = select_models(node, estimator, policy)
         assert chosen.estimate.quality >= bound
         assert chosen.estimate.dollars.value <= best * 1.10 + 1e-12, (index, chosen.tiers)
+        without = select_models(node, estimator, policy, ladder=("large", "small"))
+        assert chosen.estimate.dollars.value <= without.estimate.dollars.value + 1e-12  # the rung never hurts
