@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -44,7 +45,15 @@ from semray.operators import (
     render_tree,
     walk,
 )
-from semray.operators.semantic import ExtractField, QualityTarget, Tier, ValueType, as_quality, with_quality
+from semray.operators.semantic import (
+    ExtractField,
+    QualityTarget,
+    Semantic,
+    Tier,
+    ValueType,
+    as_quality,
+    with_quality,
+)
 from semray.settings import Settings
 from semray.sources import open_source, register_table
 from semray.sources.memory_source import registered_table
@@ -305,9 +314,13 @@ class Query:
         from semray.pipeline.run import explain_physical
         from semray.planner.explain_estimates import render_estimates
 
-        runs = self._runnable(optimize)
-        estimate = estimate_plan(runs, _source_statistics(runs), self._profiles())
-        actuals = _actuals(runs, self.settings, result.run_id) if result is not None else None
+        ran = getattr(result, "plan", None)  # a measured run chose its plan itself
+        runs = ran if ran is not None else self._runnable(optimize)
+        statistics = _source_statistics(runs)
+        if getattr(result, "statistics", None) is not None:
+            statistics = statistics.merged(result.statistics)
+        estimate = estimate_plan(runs, statistics, self._profiles())
+        actuals = _actuals(runs, self.settings, result) if result is not None else None
         heading = "Optimized plan" if optimize else "Plan"
         text = "Logical plan\n" + render_tree(self._plan)
         text += f"\n\n{heading} with estimates (defaults where nothing was measured)\n"
@@ -421,24 +434,39 @@ def _source_statistics(plan: Node) -> Any:
     return PlanStatistics(source_rows=rows)
 
 
-def _actuals(plan: Node, settings: Settings, run_id: str) -> dict[str, Any]:
-    """What each semantic operator of a finished run paid, by operator path (a cascade's tiers summed)."""
+def _actuals(plan: Node, settings: Settings, result: Any) -> dict[str, Any]:
+    """What each semantic operator of a finished run paid and passed on, by operator path (a
+    cascade's tiers summed), and the rows the whole plan returned."""
     from semray.pipeline.lower_semantic import operator_key
     from semray.planner.explain_estimates import Actual
     from semray.planner.paths import operator_paths
     from semray.transactions import show_run
 
     paid: dict[str, Any] = {}
-    for operator in show_run(settings, run_id).operators:
+    rows: dict[str, int] = {}
+    for operator in show_run(settings, result.run_id).operators:
         key = operator.operator_key.partition(":")[0]
         paid[key] = paid[key] + operator.usage if key in paid else operator.usage
+        if key == operator.operator_key:
+            rows[key] = operator.rows_out
     found = {}
     for path, node in operator_paths(plan).items():
         usage = paid.get(operator_key(node)) if node.calls_llm else None
         if usage is not None:
+            # A row-wise operator's journal holds one answer per input row and counts what it
+            # passed on; a cascade's or a set-level operator's does not say its output rows.
+            row_wise = isinstance(node, Semantic) and node.row_wise and node.cascade_target() is None
             found[path] = Actual(
-                calls=usage.calls, input_tokens=usage.tokens_in, output_tokens=usage.tokens_out, dollars=usage.dollars
+                rows=rows.get(operator_key(node)) if row_wise else None,
+                calls=usage.calls,
+                input_tokens=usage.tokens_in,
+                output_tokens=usage.tokens_out,
+                dollars=usage.dollars,
             )
+    table = getattr(result, "table", None)
+    if table is not None:
+        root = found.get("", Actual())
+        found[""] = dataclasses.replace(root, rows=table.num_rows)
     return found
 
 

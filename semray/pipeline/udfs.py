@@ -79,9 +79,13 @@ class SemanticBatchUDF:
         found = self.ledger.lookup_rows(key, row_ids)
         if found.table is None or not found.table.num_rows:
             return todo
-        parts.append(found.table.select(self.answers_schema().names).cast(self.answers_schema()))
+        taken = found.table.select(self.answers_schema().names).cast(self.answers_schema())
+        parts.append(taken)
         if key != self.operator_key:
-            log.debug("semantic_answers_reused", kind=self.task.kind, tier=self.task.tier, rows=found.table.num_rows)
+            log.debug("semantic_answers_reused", kind=self.task.kind, tier=self.task.tier, rows=taken.num_rows)
+            # Under this operator's own key too, at no cost: its journal then counts every row it
+            # answered (EXPLAIN's actual rows), and a resume finds them there first.
+            self._commit(taken, LLMUsage())
         return todo.filter(pc.is_in(todo.column(ROW_ID), pa.array(found.missing, pa.string())))
 
     # asking --------------------------------------------------------------------------
@@ -125,7 +129,8 @@ class SemanticBatchUDF:
         if not answered.num_rows and not usage.calls:
             return
         ids = [str(value) for value in answered.column(ROW_ID).to_pylist()]
-        self.ledger.commit(self.operator_key, batch_key(self.operator_key, ids), ids, answered, usage)
+        kept = int(pc.sum(answered.column(KEEP)).as_py() or 0) if self.task.kind == "filter" else None
+        self.ledger.commit(self.operator_key, batch_key(self.operator_key, ids), ids, answered, usage, kept)
 
     def answers_schema(self) -> pa.Schema:
         fields = [

@@ -61,8 +61,13 @@ class BatchLedger:
         row_ids: Sequence[str | int],
         table: pa.Table,
         usage: LLMUsage | None = None,
+        rows_out: int | None = None,
     ) -> BatchCommitted:
-        """Store ``table`` as the output of this batch, then journal the batch; durable on return."""
+        """Store ``table`` as the output of this batch, then journal the batch; durable on return.
+
+        ``rows_out``: the rows the operator passes on for this batch (a filter: the kept ones);
+        by default the table's rows.
+        """
         # A name of its own per commit: a batch committed twice (a retried actor) never
         # overwrites the table its first record points to.
         unique = f"{file_safe(batch_key)}-a{self.attempt}-{os.urandom(4).hex()}.parquet"
@@ -73,7 +78,7 @@ class BatchLedger:
             operator_key=operator_key,
             batch_key=batch_key,
             row_ids=tuple(str(row_id) for row_id in row_ids),
-            rows_out=table.num_rows,
+            rows_out=table.num_rows if rows_out is None else rows_out,
             file=str(relative),
             usage=usage or LLMUsage(),
         )
