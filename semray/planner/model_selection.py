@@ -124,7 +124,9 @@ def cascade_target(budget: float) -> QualityTarget | None:
     >>> cascade_target(0.1)
     QualityTarget(metric='accuracy', level=0.9184, delta=0.02, labels=200)
     """
-    delta = math.floor(DELTA_SHARE * budget * 1e4) / 1e4
+    # The tolerance keeps 0.2 * 0.05 at 0.01 (float error would floor it to 0.0099); the level is
+    # computed from the rounded delta, so the target's quality bound holds either way.
+    delta = math.floor(DELTA_SHARE * budget * 1e4 + 1e-6) / 1e4
     if delta <= 0.0 or budget >= 1.0:
         return None
     level = math.ceil((1.0 - budget) / (1.0 - delta) * 1e4) / 1e4
