@@ -65,8 +65,9 @@ def _ledger(settings: Any, run_id: str) -> dict[str, dict[str, float]]:
 
 def _tiers(plan: Any) -> list[str]:
     from semray.operators import walk
+    from semray.operators.semantic import Semantic
 
-    return [f"{node.label()}: {node.tier}" for node in walk(plan) if node.calls_llm]
+    return [f"{node.label()}: {node.tier}" for node in walk(plan) if isinstance(node, Semantic)]
 
 
 def body(args: argparse.Namespace, command: str) -> BenchmarkResult:

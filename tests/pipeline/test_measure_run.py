@@ -20,6 +20,7 @@ from semray.cost_model.prices import profiles_from_serving
 from semray.cost_model.statistics import statistics_key
 from semray.operators import Filter, Scan, Schema, SemClassify, SemFilter, SemMap, SourceSpec
 from semray.operators.base import Node, walk
+from semray.operators.semantic import Semantic
 from semray.pipeline.lower_semantic import semantic_task
 from semray.pipeline.measure_run import (
     MeasureOptions,
@@ -202,7 +203,7 @@ def test_measuring_is_deterministic_given_the_seed(tmp_path: Path) -> None:
 
 
 def _tiers_of(plan: Node) -> set[str]:
-    return {getattr(node, "tier") for node in walk(plan) if node.calls_llm}
+    return {node.tier for node in walk(plan) if isinstance(node, Semantic)}
 
 
 def test_measured_quality_moves_the_operator_to_the_small_tier(run: Run) -> None:

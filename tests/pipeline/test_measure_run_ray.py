@@ -9,6 +9,9 @@ small tier answers each input row exactly once over the whole run.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pyarrow.parquet as pq
 import pytest
 
 from semray.api import from_arrow
@@ -16,6 +19,7 @@ from semray.cost_model.policies import MinCost
 from semray.demo.corpus import generate
 from semray.demo.models import demo_serving
 from semray.operators import walk
+from semray.operators.semantic import Semantic
 from semray.pipeline.measure_run import MeasureOptions
 from semray.pipeline.spec import estimation_key
 from semray.serving.simulator.config import ModelProfile
@@ -31,7 +35,7 @@ MODELS = {
 }
 
 
-def test_measured_run_reuses_its_labels_and_picks_the_small_tier(ray_settings: Settings) -> None:
+def test_measured_run_reuses_its_labels_and_picks_the_small_tier(ray_settings: Settings, tmp_path: Path) -> None:
     corpus = generate(ROWS, seed=5)
     serving = demo_serving(corpus, models=MODELS).model_copy(update={"cache_enabled": False})
     query = from_arrow(corpus.reviews.select(["review_id", "review"]), settings=ray_settings).with_serving(serving)
@@ -44,8 +48,9 @@ def test_measured_run_reuses_its_labels_and_picks_the_small_tier(ray_settings: S
             corpus.labels.column("review_id").to_pylist(), corpus.labels.column("sentiment").to_pylist(), strict=True
         )
     }
-    assert set(result.table.column("review_id").to_pylist()) == {row for row, kept in truth.items() if kept}
-    assert {getattr(node, "tier") for node in walk(result.plan) if node.calls_llm} == {"small"}
+    kept = {row for row, is_positive in truth.items() if is_positive}
+    assert set(result.table.column("review_id").to_pylist()) == kept
+    assert {node.tier for node in walk(result.plan) if isinstance(node, Semantic)} == {"small"}
     assert result.statistics is not None and result.statistics.selectivity
 
     costs = {cost.tier: cost for cost in result.measured.costs}
@@ -55,6 +60,14 @@ def test_measured_run_reuses_its_labels_and_picks_the_small_tier(ray_settings: S
     key = costs["large"].key
     assert operators[estimation_key(key, "large")].rows_in == labelled
     assert operators[estimation_key(key, "small")].rows_in == labelled
-    executed = [op for name, op in operators.items() if not name.startswith("answers:")]
-    assert [op.rows_in for op in executed] == [ROWS - labelled], "execution asked only the rows not labelled"
+    (executed,) = [op for name, op in operators.items() if not name.startswith("answers:")]
+    # Reused answers are committed under the operator's key too, at no cost: every row counted, the
+    # labelled ones not paid again (identical texts in one batch may share a call, hence <=).
+    assert executed.rows_in == ROWS
+    assert executed.usage.calls <= ROWS - labelled, "execution asked only the rows not labelled"
     assert "measuring:" in result.usage_line()
+
+    # Written to a file through a run of its own: measured again, the same rows published.
+    path = tmp_path / "positive.parquet"
+    assert positive.write_parquet(path, policy=MinCost(quality=0.8), measure=MeasureOptions(budget=80)) == len(kept)
+    assert set(pq.read_table(path).column("review_id").to_pylist()) == kept
