@@ -164,7 +164,7 @@ def select_models(plan: Node, estimate: Estimator, policy: PolicyLike, ladder: t
     paths = choosable_paths(plan)
     top = {path: ladder[0] for path in paths}
     top_estimate = estimate(plan, top)
-    targets = allocate_cascade_targets(plan, top_estimate, policy, ladder)
+    targets = _with_measured_shares(allocate_cascade_targets(plan, top_estimate, policy, ladder), top, estimate, plan)
     rungs = {path: tuple(r for r in rungs_of(nodes[path], ladder) if r != CASCADE or path in targets) for path in paths}
     trials = _Trials(plan, estimate, targets, {tuple(sorted(top.items())): top_estimate})
     # Greedy twice when cascades are possible: with them, and without (the cascade rung's small
@@ -186,6 +186,28 @@ def select_models(plan: Node, estimate: Estimator, policy: PolicyLike, ladder: t
     chosen_targets = {path: targets[path] for path, tier in tiers.items() if tier == CASCADE}
     chosen, chosen_targets = _relevel(trials, policy, tiers, chosen, chosen_targets)
     return Selection(tiers=tiers, estimate=chosen, steps=steps, estimated=len(trials.cache), targets=chosen_targets)
+
+
+def _with_measured_shares(
+    targets: dict[str, QualityTarget], top: dict[str, str], estimate: Estimator, plan: Node
+) -> dict[str, QualityTarget]:
+    """The cascade targets of operators whose cascade shares were measured: a cascade pays only
+    when its proxies and small tier decide enough rows, and assumed shares cannot tell (a cascade
+    on a weak small tier pays the small and the large tier for most rows)."""
+    if not targets:
+        return targets
+    tiers = {**top, **{path: CASCADE for path in targets}}
+    probe = estimate(with_targets(plan, tiers, targets), tiers)
+    by_path = {operator.path: operator for operator in getattr(probe, "operators", ())}
+    unmeasured = [path for path in targets if "cascade_shares" in getattr(by_path.get(path), "assumed", ())]
+    if unmeasured:
+        log.info(
+            "planner.cascade_not_considered",
+            operators=unmeasured,
+            reason="cascade shares not measured",
+            hint="measure them: execute(policy=..., measure=True)",
+        )
+    return {path: target for path, target in targets.items() if path not in unmeasured}
 
 
 def _greedy(

@@ -104,6 +104,14 @@ def test_no_cascade_where_the_large_tier_would_decide_almost_everything() -> Non
     assert set(tiers_of(result.plan).values()) == {"large"}
 
 
+def test_no_cascade_without_measured_shares() -> None:
+    # Assumed shares cannot say whether the small tier and the proxies decide enough rows.
+    favourable = statistics(plan(), {"{note} suggests an infection": FAVOURABLE})
+    result = optimize_plan(plan(), favourable, PROFILES, MinCost(quality=0.9))
+    tiers = {node.instruction: node.tier for node in walk(result.plan) if hasattr(node, "instruction")}
+    assert tiers["{note} suggests an infection"] == "cascade" and tiers["diagnosis of {note}"] != "cascade"
+
+
 def test_a_lone_cascade_gets_the_whole_quality_budget() -> None:
     shares = {"{note} suggests an infection": UNFAVOURABLE, "diagnosis of {note}": FAVOURABLE}
     result = optimize_plan(plan(), statistics(plan(), shares), PROFILES, MinCost(quality=0.9))
