@@ -20,10 +20,13 @@ its fixed part: the embedded text). Dollars, GPU-seconds and tokens are summed o
 tiers; latency too (the stages run one after the other: the cascade blocks the stream).
 Quality is `semray.cost_model.quality.cascade_quality` of the target: ``(1 - delta) level``.
 
-The shares ``(e, s)`` come from ``PlanStatistics.cascade_shares`` (measure them with
-`semray.cost_model.cascade_shares.measure_cascade_shares`, which runs the router's own
-threshold choice on a labelled sample); unmeasured, `DEFAULT_CASCADE_SHARES` is assumed and
-``"cascade_shares"`` is noted in the estimate's ``assumed``.
+The shares ``(e, s)`` come from the operator's ``PlanStatistics.cascade_pools`` entry when a
+measured run kept one (`semray.cost_model.cascade_shares.CascadePool`: the router's own threshold
+choice run on the labelled rows, at the target being priced), else from
+``PlanStatistics.cascade_shares`` (measured with
+`semray.cost_model.cascade_shares.measure_cascade_shares`); unmeasured, or when the pool has too
+few rows for the target, `DEFAULT_CASCADE_SHARES` is assumed and ``"cascade_shares"`` is noted
+in the estimate's ``assumed``.
 
 >>> from semray.operators import Scan, SemFilter, Schema, SourceSpec
 >>> from semray.cost_model.plan_cost import estimate_plan
@@ -53,8 +56,11 @@ from semray.cost_model.estimates import ZERO, EstimateError, Interval, OperatorE
 from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_estimate
 from semray.cost_model.quality import cascade_quality
 from semray.cost_model.statistics import statistics_key
+from semray.log import get_logger
 from semray.operators.base import Node
 from semray.operators.semantic import QualityTarget, SemClassify, SemFilter, SemMap
+
+log = get_logger(__name__)
 
 CascadeKind = Literal["filter", "classify", "score"]
 EMBEDDING_TIER = "embedding"
@@ -108,14 +114,33 @@ class CascadeEstimate(OperatorEstimate):
 def cascade_shares(
     node: Node, kind: CascadeKind, target: QualityTarget, context: EstimationContext
 ) -> tuple[Interval, Interval]:
-    """(embedding share, small share) of ``node``'s rows: measured, else the default (noted as assumed)."""
+    """(embedding share, small share) of ``node``'s rows at ``target``.
+
+    From the operator's `CascadePool` when measuring kept one with rows enough for the target
+    (computed at this very target, memoised per target); else measured ``cascade_shares``; else
+    `DEFAULT_CASCADE_SHARES`, noted as assumed (the note says when a pool was too small).
+    """
     key = statistics_key(node)
-    found = context.statistics.cascade_shares.get(key)
+    found: tuple[Interval, Interval] | None = None
+    too_few = ""
+    pool = context.statistics.cascade_pools.get(key)
+    if pool is not None:
+        if pool.supports(target):
+            found = pool.shares(target)
+        else:
+            too_few = (
+                f"its measured pool has {pool.effective_rows:.0f} effective rows, fewer than the "
+                f"{pool.rows_needed(target):.0f} accuracy {target.level:g} needs; "
+            )
+            log.debug("cascade_pool_too_small", operator=node.label(), key=key, level=target.level)
+    if found is None:
+        found = context.statistics.cascade_shares.get(key)
     if found is None:
         context.missing(
             "cascade_shares",
-            f"no cascade shares measured for {node.label()} (key {key}); measure them with "
-            "semray.cost_model.cascade_shares.measure_cascade_shares on a labelled sample",
+            f"no cascade shares measured for {node.label()} (key {key}); {too_few}measure them with "
+            "semray.cost_model.cascade_shares.measure_cascade_shares on a labelled sample, or measure "
+            "the run (measure=True, a larger budget) so it keeps a CascadePool",
         )
         found = DEFAULT_CASCADE_SHARES[kind]
     embedding, small = (share.clip(0.0, 1.0) for share in found)

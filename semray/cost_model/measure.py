@@ -106,6 +106,22 @@ class Measurement:
     conjunction: Estimate | None
     design: SampleDesign
     population: int
+    row_ids: tuple[str, ...] = ()
+    """``_rowid`` of every sample row, in the order the design's row indices refer to."""
+
+    def row_weights(self) -> dict[str, float]:
+        """``_rowid`` -> Hansen-Hurwitz weight of every labelled row: ``sum over its draws of
+        1 / (n N q)`` (``n`` draws, ``N`` sample rows, ``q`` the row's draw probability).
+
+        For any per-row figure ``y``, ``sum(weight * y)`` over the labelled rows is an unbiased
+        estimate of its mean over the sample (the weights sum to about 1), so a pool of labelled
+        rows weighted this way stands for the whole sample despite the importance draw.
+        """
+        design = self.design
+        rows = design.rows_to_label
+        per_draw = design.weights / design.n_draws
+        weights = np.bincount(np.searchsorted(rows, design.draws), weights=per_draw, minlength=rows.shape[0])
+        return {self.row_ids[int(row)]: float(weight) for row, weight in zip(rows, weights, strict=True)}
 
     def labels(self) -> dict[str, dict[str, object]]:
         """``statistics_key`` -> ``_rowid`` -> top-tier answer: what the engine journals for reuse."""
@@ -211,7 +227,7 @@ def measure_statistics(
         labelled=int(labelled.shape[0]),
         design=design.design,
     )
-    return Measurement(tuple(measured), conjunction, design, size)
+    return Measurement(tuple(measured), conjunction, design, size, tuple(row_ids))
 
 
 def _check_chain(chain: tuple[Node, ...]) -> None:

@@ -8,7 +8,9 @@ A `PlanStatistics` is a frozen set of lookups that `estimate_plan` reads:
 * ``tier_quality``: ``(statistics_key, tier) -> accuracy vs the top tier``;
 * ``cascade_shares`` (optional): ``statistics_key -> (embedding share, small share)``, the
   fractions of a cascade's input rows its embedding and small stages decide
-  (`semray.cost_model.cascade_shares.measure_cascade_shares`).
+  (`semray.cost_model.cascade_shares.measure_cascade_shares`);
+* ``cascade_pools`` (optional): ``statistics_key -> CascadePool``, labelled rows from which the
+  cost model computes those shares at whatever target it prices (preferred over ``cascade_shares``).
 
 `statistics_key` hashes a node's JSON *without its inputs* (and without its tier, cascade
 target and diagnostics flag), so the same predicate has the same key wherever a rewrite moves
@@ -31,11 +33,14 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from semray.cost_model.estimates import Interval
 from semray.operators.base import Node
 from semray.operators.relational import Scan
+
+if TYPE_CHECKING:  # cascade_shares imports this module through cascade_cost
+    from semray.cost_model.cascade_shares import CascadePool
 
 KEY_EXCLUDED_FIELDS = frozenset({"tier", "diagnostics"})
 """Fields left out of `statistics_key` besides the inputs: they change who answers, not the question."""
@@ -79,6 +84,8 @@ class PlanStatistics:
     ``cascade_shares`` (optional) gives, per node, the shares of its input rows a cascade's
     embedding stage and small stage decide, as two intervals (the large tier answers the rest);
     unmeasured, `semray.cost_model.cascade_cost.DEFAULT_CASCADE_SHARES` is assumed.
+    ``cascade_pools`` (optional) gives, per node, a `CascadePool` of labelled rows: the cost model
+    computes the shares from it at the target it prices, before looking at ``cascade_shares``.
     """
 
     source_rows: Mapping[str, Interval] = field(default_factory=dict)
@@ -88,6 +95,7 @@ class PlanStatistics:
     output_tokens_per_row: Mapping[str, Interval] = field(default_factory=dict)
     default_tier_quality: Mapping[str, float] = field(default_factory=dict)
     cascade_shares: Mapping[str, tuple[Interval, Interval]] = field(default_factory=dict)
+    cascade_pools: Mapping[str, CascadePool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in (
@@ -98,6 +106,7 @@ class PlanStatistics:
             "output_tokens_per_row",
             "default_tier_quality",
             "cascade_shares",
+            "cascade_pools",
         ):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
 
@@ -111,4 +120,5 @@ class PlanStatistics:
             output_tokens_per_row={**self.output_tokens_per_row, **other.output_tokens_per_row},
             default_tier_quality={**self.default_tier_quality, **other.default_tier_quality},
             cascade_shares={**self.cascade_shares, **other.cascade_shares},
+            cascade_pools={**self.cascade_pools, **other.cascade_pools},
         )

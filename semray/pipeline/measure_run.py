@@ -16,6 +16,9 @@
    to the run's ledger under ``estimation_key(statistics_key(node), tier)``. The ``calibrate``
    tiers answer the same rows (their agreement is the quality model selection reads), journaled
    the same way under their own tier.
+   Per operator that can cascade, the labelled rows also become a ``CascadePool`` (`cascade_pools`:
+   the cascade's own proxies, both tiers' answers, the small tier's confidence, each row's
+   weight in the importance draw), from which the cost model prices a cascade at any target.
 4. **Reuse.** At execution every semantic batch looks up its rows under its operator key, then
    under the estimation key of its question *and its own tier*: rows labelled during estimation
    are not asked again, and a resumed run re-measures for free (every drawn row is found).
@@ -41,8 +44,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from semray.cost_model.cascade_cost import SMALL_TIER, CascadeKind, cascade_kind
+from semray.cost_model.cascade_shares import CascadePool
 from semray.cost_model.estimates import Interval
-from semray.cost_model.measure import measure_statistics, similarity_scores
+from semray.cost_model.measure import Measurement, OperatorMeasurement, measure_statistics, similarity_scores
 from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
 from semray.errors import PlanError
 from semray.log import get_logger
@@ -51,9 +56,10 @@ from semray.operators.relational import Project, Scan
 from semray.operators.schema import ROW_ID
 from semray.operators.semantic import SemFilter
 from semray.operators.templates import template_columns
+from semray.pipeline.cascade import PROXY, PROXY_LABEL, ProxyUDF
 from semray.pipeline.lower_semantic import TASKS, semantic_task
 from semray.pipeline.spec import estimation_key
-from semray.pipeline.udfs import ERROR, KEEP, SemanticBatchUDF
+from semray.pipeline.udfs import CONFIDENCE, ERROR, KEEP, SemanticBatchUDF
 from semray.serving import router
 from semray.settings import Settings
 from semray.transactions import BatchLedger, LLMUsage
@@ -285,6 +291,8 @@ class TierLabeller:
         self.schema = schema
         self.batch_rows = batch_rows
         self.costs: list[LabelCost] = []
+        self.answered: dict[str, pa.Table] = {}
+        """statistics_key -> the answers table (with ``_confidence``) of every row this tier labelled."""
 
     def __call__(self, node: Node, rows: Sequence[Row]) -> list[object]:
         task = dataclasses.replace(semantic_task(node), tier=self.tier)
@@ -298,6 +306,8 @@ class TierLabeller:
         ]
         answers = pa.concat_tables(parts) if parts else udf.answers_schema().empty_table()
         self.costs.append(LabelCost(statistics_key(node), node.label(), self.tier, len(set(ids)), reused, udf.paid))
+        earlier = self.answered.get(statistics_key(node))
+        self.answered[statistics_key(node)] = answers if earlier is None else pa.concat_tables([earlier, answers])
         return answer_values(answers, task.kind, tuple(name for name, _ in task.outputs), ids)
 
 
@@ -368,11 +378,96 @@ def measure_chain(
         tier_labellers=others,
     )
     statistics = measurement.statistics()
+    pools = cascade_pools(measurement, presample, tiers, top, others.get(SMALL_TIER))
+    statistics = statistics.merged(PlanStatistics(cascade_pools=pools))
     scan = _scan_below(chain[0].children[0])
     if scan is not None:
         statistics = statistics.merged(PlanStatistics(source_rows={source_key(scan): Interval.exact(presample.rows)}))
     costs = (*top.costs, *(cost for labeller in others.values() for cost in labeller.costs))
     return MeasuredRun(statistics, tuple(costs), ((bottom, presample.rows, presample.table.num_rows),))
+
+
+# cascade pools ---------------------------------------------------------------------------
+
+
+def cascade_pools(
+    measurement: Measurement,
+    presample: Presample,
+    tiers: Any,
+    top: TierLabeller,
+    small: TierLabeller | None,
+) -> dict[str, CascadePool]:
+    """Per measured operator that can cascade, its labelled rows as the cascade would see them.
+
+    The proxy of each row is computed by the cascade's own `ProxyUDF` (a filter's similarity to
+    the instruction, a classification's label softmax and nearest label); the answers are the
+    large and small tiers' from measuring, with the small tier's ``_confidence``; each row's
+    weight is its Hansen-Hurwitz weight in the importance sample (`Measurement.row_weights`).
+    Nothing without a small tier calibrated, nothing for an operator no labelled row reached.
+    """
+    if small is None:
+        return {}
+    weights = measurement.row_weights()
+    pools: dict[str, CascadePool] = {}
+    for measured in measurement.operators:
+        kind = cascade_kind(measured.node)
+        ids = list(measured.labels)
+        if kind is None or not ids or SMALL_TIER not in measured.tier_answers:
+            continue
+        pools[measured.key] = _pool(measured, kind, ids, weights, presample, tiers, small)
+        log.info("cascade_pool_kept", operator=measured.node.label(), key=measured.key, **pools[measured.key].to_json())
+    return pools
+
+
+def _pool(
+    measured: OperatorMeasurement,
+    kind: CascadeKind,
+    ids: list[str],
+    weights: Mapping[str, float],
+    presample: Presample,
+    tiers: Any,
+    small: TierLabeller,
+) -> CascadePool:
+    task = semantic_task(measured.node)
+    wanted = pa.array(ids, pa.string())
+    rows = presample.table.filter(pc.is_in(presample.table.column(ROW_ID).cast(pa.string()), wanted))
+    instruction = tiers.embed([router.instruction_text(task.instruction)])[0]
+    labels = tiers.embed(list(task.choices)) if kind == "classify" else None
+    proxied = ProxyUDF(task, tiers, instruction, labels)(rows)  # exactly what the cascade computes
+    position = {str(row_id): index for index, row_id in enumerate(proxied.column(ROW_ID).to_pylist())}
+    order = [position[row_id] for row_id in ids]
+    proxy = proxied.column(PROXY).to_numpy()[order]
+    nearest = proxied.column(PROXY_LABEL).to_numpy()[order]
+    confidence = _confidences(small.answered.get(measured.key), ids)
+    row_weights = [weights.get(row_id, 0.0) for row_id in ids]
+    small_answers = measured.tier_answers[SMALL_TIER]
+    return CascadePool(
+        kind=kind,
+        proxy=tuple(float(value) for value in proxy),
+        large_answers=tuple(measured.labels[row_id] for row_id in ids),
+        small_answers=tuple(small_answers.get(row_id) for row_id in ids),
+        small_confidence=confidence,
+        weights=tuple(row_weights),
+        proxy_answers=tuple(task.choices[int(label)] if label >= 0 else None for label in nearest)
+        if kind == "classify"
+        else None,
+        # Self-normalised: the weights' total over every labelled row stands for the whole pre-sample.
+        population=round(presample.table.num_rows * sum(row_weights) / max(sum(weights.values()), 1e-12)),
+    )
+
+
+def _confidences(answers: pa.Table | None, ids: Sequence[str]) -> tuple[float, ...]:
+    """The small tier's confidence per row id; `router.NOT_ASKED` where it has none, as the cascade reads it."""
+    if answers is None:
+        return (router.NOT_ASKED,) * len(ids)
+    found = dict(
+        zip(
+            (str(row_id) for row_id in answers.column(ROW_ID).to_pylist()),
+            answers.column(CONFIDENCE).to_pylist(),
+            strict=True,
+        )
+    )
+    return tuple(router.NOT_ASKED if found.get(row_id) is None else float(found[row_id]) for row_id in ids)
 
 
 def _scan_below(node: Node) -> Scan | None:
@@ -444,6 +539,7 @@ def statistics_json(statistics: PlanStatistics) -> dict[str, Any]:
             key: _interval_json(value) for key, value in statistics.output_tokens_per_row.items()
         },
         "tier_quality": {f"{key}:{tier}": value for (key, tier), value in statistics.tier_quality.items()},
+        "cascade_pools": {key: pool.to_json() for key, pool in statistics.cascade_pools.items()},
     }
 
 

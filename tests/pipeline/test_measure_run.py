@@ -7,6 +7,7 @@ selection. A fake tier answers from a dict of truths per tier and counts what it
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from semray.pipeline.measure_run import (
 from semray.pipeline.spec import estimation_key
 from semray.pipeline.udfs import SemanticBatchUDF
 from semray.planner import optimize
+from semray.serving import router
 from semray.serving.config import ServingConfig
 from semray.serving.contract import ModelRequest, ModelResponse, Usage
 from semray.settings import Settings
@@ -231,3 +233,41 @@ def test_answer_values_by_kind() -> None:
     assert answer_values(answers, "filter", (), ["a", "b", "c"]) == [None, True, None]
     extracted = pa.table({"_rowid": ["a"], "_error": [None], "city": ["Oslo"], "day": [None]})
     assert answer_values(extracted, "extract", ("city", "day"), ["a"]) == [{"city": "Oslo", "day": None}]
+
+
+# cascade pools ----------------------------------------------------------------------------------
+
+
+def test_measuring_keeps_a_cascade_pool_as_the_cascade_would_see_it(run: Run) -> None:
+    table = pets()
+    truth = truths(table, small_wrong_every=4)
+    tiers = FakeTiers(truth)
+    measured = measure(tiers, run.ledger, table, budget=60)
+    pool = measured.statistics.cascade_pools[statistics_key(CATS)]  # type: ignore[attr-defined]
+    labelled = set(tiers.asked["large"])
+    assert pool.kind == "filter" and pool.rows == len(labelled)
+    # The proxy is the router's own: (cos + 1) / 2 between the row's and the instruction's embeddings.
+    instruction = tiers.embed([router.instruction_text(CATS.instruction)])[0]
+    cat, _ = router.filter_proxy(tiers.embed(["a cat", "a dog"]), instruction)
+    assert [math.isclose(value, cat) for value in pool.proxy] == list(pool.large_answers), "proxy and answer aligned"
+    wrong = sum(truth["small"][row] != truth["large"][row] for row in labelled)
+    assert sum(a != b for a, b in zip(pool.small_answers, pool.large_answers, strict=True)) == wrong > 0
+    assert set(pool.small_confidence) == {0.9}
+    # Hansen-Hurwitz weights: a dog row, drawn only by the proposal's uniform share, weighs far
+    # more than a cat row, which the proxy draws often; the pool stands for the whole pre-sample.
+    dog = min(w for w, kept in zip(pool.weights, pool.large_answers, strict=True) if not kept)
+    assert dog > 10 * max(w for w, kept in zip(pool.weights, pool.large_answers, strict=True) if kept)
+    assert pool.population == ROWS  # the chain's first operator: every pre-sampled row reaches it
+    assert 0 < pool.effective_rows <= pool.rows
+    assert measured.statistics.cascade_shares == {}  # type: ignore[attr-defined]
+
+
+def test_a_classification_pool_carries_the_nearest_label(run: Run) -> None:
+    table = pets()
+    animal = SemClassify(input=SCAN, instruction="the animal in {text}", labels=("cat", "dog"), output="animal")
+    large = {row["_rowid"]: ("cat" if "cat" in row["text"] else "dog") for row in table.to_pylist()}
+    tiers = FakeTiers({"large": large, "small": large})
+    found = measure_chain((animal,), Presample(table, table.num_rows), tiers, run.ledger, MeasureOptions(budget=30), 3)
+    pool = found.statistics.cascade_pools[statistics_key(animal)]
+    assert pool.kind == "classify" and pool.proxy_answers == pool.large_answers  # the embedding is right here
+    assert all(0.5 <= value <= 1.0 for value in pool.proxy)  # a softmax over two labels
