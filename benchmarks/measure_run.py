@@ -17,7 +17,12 @@ MiniLM embeddings; response cache off, so calls are calls). Four runs:
 
 Per run: calls, dollars, rows per ledger key (estimation keys ``answers:...`` apart), chosen
 tiers, and agreement with the written (all-large) run and with the labels: the share of the input
-rows whose outcome (dropped, or kept with a diagnosis) is the same.
+rows whose outcome (dropped, or kept with a diagnosis) is the same. Beside what each run paid, the
+cost model's estimate of the plan that ran (``estimated``: low, value, high; made with what the
+planner knew: the sources' row counts, plus the measured statistics for the measured runs), each
+cascade's priced split (embedding and small shares, and whether they were assumed), and the
+all-large plan priced on the measured statistics (``all_large_estimated``): the choice MinCost
+weighed the chosen plan against.
 """
 
 from __future__ import annotations
@@ -70,6 +75,27 @@ def _tiers(plan: Any) -> list[str]:
     return [f"{node.label()}: {node.tier}" for node in walk(plan) if isinstance(node, Semantic)]
 
 
+def _estimate(plan: Any, statistics: Any, profiles: Any) -> dict[str, Any]:
+    """The cost model's dollars for ``plan`` (low, value, high), with each cascade's priced split."""
+    from semray.api import _source_statistics
+    from semray.cost_model.cascade_cost import CascadeEstimate
+    from semray.cost_model.plan_cost import estimate_plan
+
+    known = _source_statistics(plan) if statistics is None else _source_statistics(plan).merged(statistics)
+    estimate = estimate_plan(plan, known, profiles)
+    cascades = {
+        op.label: {
+            "embedding_share": round(op.cascade.embedding_share.value, 4),
+            "small_share": round(op.cascade.small_share.value, 4),
+            "assumed": "cascade_shares" in op.assumed,
+        }
+        for op in estimate.operators
+        if isinstance(op, CascadeEstimate) and op.cascade is not None
+    }
+    dollars = estimate.dollars
+    return {"dollars": [round(dollars.low, 4), round(dollars.value, 4), round(dollars.high, 4)], "cascades": cascades}
+
+
 def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import semray
@@ -106,13 +132,17 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
             result = make()
             seconds = time.perf_counter() - started
             measured = result.measured
+            ran = result.plan if result.plan is not None else query().optimized().plan
+            estimated = _estimate(ran, result.statistics, query()._profiles())
             figures: dict[str, Any] = {
                 "system": system,
                 "wall_s": round(seconds, 1),
                 "rows_out": result.table.num_rows,
                 "calls": result.usage.calls,
                 "dollars": round(result.usage.dollars, 6),
-                "tiers": _tiers(result.plan) if result.plan is not None else None,
+                "tiers": _tiers(ran),
+                "estimated": estimated["dollars"],
+                "cascades": estimated["cascades"],
                 "ledger": _ledger(settings, result.run_id),
                 "estimation": None
                 if measured is None
@@ -134,6 +164,7 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
             "measured", lambda: query().execute(policy=policy, measure=MeasureOptions(budget=args.budget))
         )
         _, alone = run("same plan alone", lambda: query(measured_result.plan).execute(optimize=False))
+        all_large = _estimate(query().plan, measured_result.statistics, query()._profiles())["dollars"]
         reference = written["answers"]
         for figures in (written, unmeasured, measured, alone):
             answers = figures.pop("answers")
@@ -153,6 +184,10 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
         "estimation_calls": estimation["calls"],
         "execution_calls": execution_calls,
         "reused_at_execution": alone["calls"] - execution_calls,
+        "all_large_estimated": all_large,
+        "cascade_pools": (measured_result.measured.to_json()["statistics"]["cascade_pools"])
+        if measured_result.measured is not None
+        else {},
     }
     return BenchmarkResult(
         name=NAME,
@@ -175,15 +210,31 @@ def _markdown(figures: dict[str, Any]) -> str:
         f"then paid {figures['execution_calls']} calls, {figures['reused_at_execution']} fewer than the same plan "
         "run alone (answers reused from estimation).",
         "",
-        "| run | tiers | calls | dollars | vs written | vs truth | wall s |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| run | tiers | calls | dollars | estimated $ [interval] | vs written | vs truth | wall s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for run in figures["runs"]:
         tiers = "; ".join(run["tiers"] or [])
+        low, value, high = run["estimated"]
         lines.append(
-            f"| {run['system']} | {tiers} | {run['calls']} | {run['dollars']:.4f} | {run['vs_written']} | "
-            f"{run['vs_truth']} | {run['wall_s']} |"
+            f"| {run['system']} | {tiers} | {run['calls']} | {run['dollars']:.4f} | {value:.4f} [{low:.4f}, "
+            f"{high:.4f}] | {run['vs_written']} | {run['vs_truth']} | {run['wall_s']} |"
         )
+    low, value, high = figures["all_large_estimated"]
+    lines += [
+        "",
+        f"All-large priced on the measured statistics: {value:.4f} [{low:.4f}, {high:.4f}]. Cascade splits as "
+        "priced (embedding share, small share; assumed = the defaults, not measured):",
+        "",
+    ]
+    for run in figures["runs"]:
+        for label, split in run["cascades"].items():
+            lines.append(
+                f"- {run['system']}: {label}: {split['embedding_share']}, {split['small_share']}"
+                + (" (assumed)" if split["assumed"] else "")
+            )
+    for key, pool in figures["cascade_pools"].items():
+        lines.append(f"- pool {key}: {pool}")
     return "\n".join(lines)
 
 
