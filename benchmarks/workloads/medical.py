@@ -31,7 +31,7 @@ from benchmarks.harness import (
     run_benchmark,
 )
 from benchmarks.workloads.compare import merge_rows, previous_rows, run_all, select_runs
-from benchmarks.workloads.definitions import LARGE_MODEL, SMALL_MODEL, model_profiles, prepare_medical
+from benchmarks.workloads.definitions import prepare_medical
 from benchmarks.workloads.report import cost_table, estimate_lines, fmt, gaps, goal_lines, rerender, versions_line
 from benchmarks.workloads.scoring import count_error, label_accuracy, pairs, precision_recall
 
@@ -93,22 +93,20 @@ def step_metric(step: str) -> Any:
 
 
 def usage_of(row: dict[str, Any], step: str) -> dict[str, Any] | None:
-    """A step's calls, tokens, dollars and tiers: semray's own per-step accounting, else the /stats snapshots."""
-    own = row.get("semray_usage", {}).get(step) if row["system"] == "semray" else None
-    if own:
-        tier = "small" if row["config"] == "small" else "large"
-        # semray's openai backend does not know the simulator's prices: its tokens are priced here.
-        profile = model_profiles()[SMALL_MODEL if tier == "small" else LARGE_MODEL]
-        dollars = own["tokens_in"] * profile.price_in_per_million + own["tokens_out"] * profile.price_out_per_million
-        tokens = own["tokens_in"] + own["tokens_out"]
-        return {
-            "calls": own["calls"],
-            "tokens": tokens,
-            "cost_usd": dollars / 1e6,
-            "tiers": {tier: {"calls": own["calls"]}},
-        }
+    """A step's calls, tokens, dollars and calls per tier: the simulator's /stats snapshots taken
+    after each step (every system over HTTP), else semray's own accounting (in-process runs)."""
     usage: dict[str, Any] | None = row.get("step_usage", {}).get(step)
-    return usage
+    if usage:
+        return usage
+    own = row.get("semray_usage", {}).get(step) if row["system"] == "semray" else None
+    if not own:
+        return None
+    return {
+        "calls": own["calls"],
+        "tokens": own["tokens_in"] + own["tokens_out"],
+        "cost_usd": own["dollars"],
+        "tiers": {"small" if row["config"] == "small" else "large": {"calls": own["calls"]}},
+    }
 
 
 def step_tokens(step: str) -> Any:
