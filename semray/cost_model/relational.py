@@ -25,6 +25,8 @@ import pyarrow as pa
 
 from semray.cost_model.estimates import Interval
 from semray.cost_model.sampling import Estimate, SamplingError, wilson_interval
+from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.operators.base import Node, walk
 from semray.operators.relational import Filter, Scan
 
 
@@ -101,3 +103,24 @@ def filter_selectivity(node: Filter, sample: SourceSample, confidence: float = 0
     z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
     low, high = wilson_interval(proportion, n_effective, z)
     return Estimate(proportion, low, high, confidence, n, "sample-wilson")
+
+
+def measure_source_filters(plan: Node, size: int = 2000, seed: int = 0) -> PlanStatistics:
+    """Exact row counts of the sources under relational filters, and each such filter's
+    selectivity (with its interval) on a uniform sample of its source: one read per source.
+
+    Only a `Filter` directly over a `Scan` is measured (the sample is of the source's rows);
+    the others keep the cost model's defaults.
+    """
+    samples: dict[str, SourceSample] = {}
+    rows: dict[str, Interval] = {}
+    selectivity: dict[str, Interval] = {}
+    for node in walk(plan):
+        if not (isinstance(node, Filter) and isinstance(node.input, Scan)):
+            continue
+        key = source_key(node.input)
+        if key not in samples:
+            samples[key] = sample_source(node.input, size, seed)
+        rows[key] = samples[key].rows
+        selectivity[statistics_key(node)] = Interval.from_estimate(filter_selectivity(node, samples[key]))
+    return PlanStatistics(source_rows=rows, selectivity=selectivity)

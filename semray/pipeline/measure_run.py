@@ -48,6 +48,7 @@ from semray.cost_model.cascade_cost import SMALL_TIER, CascadeKind, cascade_kind
 from semray.cost_model.cascade_shares import CascadePool
 from semray.cost_model.estimates import Interval
 from semray.cost_model.measure import Measurement, OperatorMeasurement, measure_statistics, similarity_scores
+from semray.cost_model.relational import measure_source_filters
 from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
 from semray.errors import PlanError
 from semray.log import get_logger
@@ -489,7 +490,7 @@ def measure_plan(
         sample_rows=options.sample_rows,
         tiers=[options.top_tier, *options.calibrate],
     )
-    measured = MeasuredRun(PlanStatistics())
+    measured = MeasuredRun(measure_source_filters(plan, options.sample_rows, seed))
     for chain in chains:
         presample = read_presample(chain[0].children[0], settings, options.sample_rows, seed)
         found = measure_chain(chain, presample, tiers, ledger, options, seed, batch_rows=settings.semantic_batch_size)

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from semray.cost_model.relational import SourceSample, filter_selectivity, sample_source
+from semray.cost_model.estimates import Interval
+from semray.cost_model.relational import SourceSample, filter_selectivity, measure_source_filters, sample_source
+from semray.cost_model.statistics import source_key, statistics_key
 from semray.operators import Filter, Scan, Schema, SourceSpec
 
 
@@ -34,3 +36,13 @@ def test_a_sample_of_every_row_measures_exactly(tmp_path: Path) -> None:
     assert sample.table.num_rows == 100
     estimate = filter_selectivity(Filter(input=scan, predicate="x < 10"), SourceSample(sample.table, 100))
     assert (estimate.low, estimate.value, estimate.high) == (0.1, 0.1, 0.1)
+
+
+def test_a_measuring_run_measures_filters_over_sources_once_per_source(tmp_path: Path) -> None:
+    scan = _scan(tmp_path / "x.csv", 3000)
+    kind = Filter(input=scan, predicate="label = 'a'")
+    small = Filter(input=kind, predicate="x < 1500")  # over a filter, not a source: not measured
+    found = measure_source_filters(small, size=500, seed=2)
+    assert found.source_rows == {source_key(scan): Interval.exact(3000)}
+    assert list(found.selectivity) == [statistics_key(kind)]
+    assert found.selectivity[statistics_key(kind)].low <= 0.25 <= found.selectivity[statistics_key(kind)].high
