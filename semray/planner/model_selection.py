@@ -7,7 +7,12 @@ the moves after which the plan is still feasible for the policy (for ``MinCost``
 quality bound still holds). Stop when no move is feasible and saves anything. The greedy pass
 ends with exchanges (one operator up and another down, or one more down) while they give a
 cheaper feasible plan that the policy prefers: they recover the cases where the best ratio
-spent the quality budget on a small saving. Every assignment visited is kept; the policy ranks
+spent the quality budget on a small saving. For a policy with a quality bound, a knapsack pass
+follows (`_knapsack`): the union bound makes per-operator losses add up and an operator's tier
+changes only its own cost, so choosing tiers is a multiple-choice knapsack, solved exactly for
+that separable model by a Pareto-frontier dynamic programme over the single-operator moves the
+greedy already estimated (``search="greedy"`` leaves it out: the fallback, kept for comparison).
+It finds the exchanges of three or more operators that greedy misses. Every assignment visited is kept; the policy ranks
 them and its first choice wins, so a policy that wants quality (``MaxQuality``) keeps the top
 tier where its budget allows, and ``MinCost`` gets the cheapest feasible one.
 
@@ -54,6 +59,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import structlog
 
@@ -140,6 +146,13 @@ def policy_quality(policy: PolicyLike) -> float | None:
 
 
 Visit = tuple[dict[str, str], PlanEstimateLike, tuple[TierMove, ...]]
+Search = Literal["knapsack", "greedy"]
+FRONTIER_LIMIT = 256
+"""Most (loss, cost) points the knapsack pass keeps per operator added; beyond it the frontier is
+thinned (evenly in loss), so the pass stays bounded on big plans and is a heuristic there."""
+KNAPSACK_ROUNDS = 4
+"""Most knapsack solutions estimated as whole plans (each round corrects the quality budget by
+how far the last estimate's quality was from the predicted one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +171,16 @@ class _Trials:
         return self.cache[key]
 
 
-def select_models(plan: Node, estimate: Estimator, policy: PolicyLike, ladder: tuple[str, ...] = LADDER) -> Selection:
-    """Greedy downgrades by cost saved per quality lost; the policy picks among the visited plans."""
+def select_models(
+    plan: Node,
+    estimate: Estimator,
+    policy: PolicyLike,
+    ladder: tuple[str, ...] = LADDER,
+    search: Search = "knapsack",
+) -> Selection:
+    """Greedy downgrades by cost saved per quality lost, exchanges, and (``search="knapsack"``,
+    for a policy with a quality bound) the knapsack pass; the policy picks among the visited plans.
+    ``search="greedy"`` leaves the knapsack pass out (the documented fallback, for comparison)."""
     nodes = operator_paths(plan)
     paths = choosable_paths(plan)
     top = {path: ladder[0] for path in paths}
@@ -179,6 +200,8 @@ def select_models(plan: Node, estimate: Estimator, policy: PolicyLike, ladder: t
         if reached:
             best = reached[policy.rank([entry[1] for entry in reached])[0]]
             feasible += [*reached, _exchange(trials, policy, best, allowed)]
+    if search == "knapsack":
+        feasible += _knapsack(trials, policy, (top, top_estimate, ()), rungs)
     if not feasible:
         log.warning("planner.no_feasible_tiers", operators=len(paths), hint="every operator stays on the top tier")
         return Selection(tiers=top, estimate=top_estimate, steps=(), estimated=len(trials.cache))
@@ -280,6 +303,98 @@ def _relevel(
         log.debug("planner.relevel", levels={path: target.level for path, target in relevelled.items()})
         return estimate, relevelled
     return chosen, targets
+
+
+def _knapsack(trials: _Trials, policy: PolicyLike, start: Visit, rungs: Mapping[str, tuple[str, ...]]) -> list[Visit]:
+    """Tier choice as the multiple-choice knapsack it is under a quality bound: the plan quality
+    bound is a union bound (``1 - sum`` of per-operator losses), and an operator's tier changes
+    its own cost, not how many rows reach the others, so each operator's rung is one item of
+    (quality lost, cost change) measured by moving it alone from ``start`` (the greedy pass's
+    first round: the same cached estimates). `_cheapest` solves it exactly for that separable
+    model. The solution is then estimated as a whole plan, since the model is a prediction; where
+    the estimate's quality differs from the predicted one (an estimator whose quality is not
+    additive, such as a product of qualities), the budget is corrected by the difference and
+    solved again, at most `KNAPSACK_ROUNDS` times. The feasible solutions join the visits.
+    """
+    tiers, current, _ = start
+    bound = policy_quality(policy)
+    if bound is None or not policy.feasible(current):
+        return []
+    base = operator_cost(current)
+    items: list[tuple[str, list[tuple[float, float, str]]]] = []
+    for path in tiers:
+        options = [(0.0, 0.0, tiers[path])]
+        for lower in _below(rungs[path], tiers[path]):
+            moved = trials({**tiers, path: lower})
+            options.append((current.quality - moved.quality, operator_cost(moved) - base, lower))
+        items.append((path, options))
+    visits: list[Visit] = []
+    tried: set[tuple[tuple[str, str], ...]] = set()
+    error = 0.0
+    for _ in range(KNAPSACK_ROUNDS):
+        solution = _cheapest(items, current.quality - bound + error + QUALITY_EPSILON)
+        if solution is None or solution[1] in tried:
+            break
+        loss, choice = solution
+        tried.add(choice)
+        chosen = dict(choice)
+        found = trials(chosen)
+        if policy.feasible(found) and chosen != tiers:
+            saved, lost = base - operator_cost(found), current.quality - found.quality
+            moves = tuple(
+                TierMove(path=path, source=tiers[path], target=rung, cost_saved=saved, quality_lost=lost)
+                for path, rung in choice
+                if rung != tiers[path]
+            )
+            visits.append((chosen, found, moves))
+        error = found.quality - (current.quality - loss)
+        if abs(error) <= QUALITY_EPSILON:
+            break
+    log.debug("planner.knapsack", rounds=len(tried), found=len(visits))
+    return visits
+
+
+Point = tuple[float, float, tuple[tuple[str, str], ...]]
+"""(total quality lost, total cost change, the rung chosen per operator so far)."""
+
+
+def _cheapest(
+    items: list[tuple[str, list[tuple[float, float, str]]]], budget: float
+) -> tuple[float, tuple[tuple[str, str], ...]] | None:
+    """The cheapest choice of one option per operator whose losses sum to at most ``budget``:
+    (its loss, its rungs). A dynamic programme over the operators keeps the Pareto frontier of
+    (loss, cost) within the budget; exact while frontiers stay under `FRONTIER_LIMIT` points
+    (always, for a handful of operators on three rungs), thinned beyond it."""
+    frontier: list[Point] = [(0.0, 0.0, ())]
+    for path, options in items:
+        grown = [
+            (loss + lost, cost + change, (*choice, (path, rung)))
+            for loss, cost, choice in frontier
+            for lost, change, rung in options
+            if loss + lost <= budget
+        ]
+        frontier = _thinned(_pareto(grown))
+    if not frontier:
+        return None
+    loss, _, choice = min(frontier, key=lambda point: point[1])
+    return loss, choice
+
+
+def _pareto(points: list[Point]) -> list[Point]:
+    """The points no other point beats on both loss and cost, by increasing loss."""
+    kept: list[Point] = []
+    for point in sorted(points, key=lambda found: (found[0], found[1])):
+        if not kept or point[1] < kept[-1][1] - QUALITY_EPSILON * 1e-3:
+            kept.append(point)
+    return kept
+
+
+def _thinned(points: list[Point]) -> list[Point]:
+    """At most `FRONTIER_LIMIT` points, evenly spread over the frontier; the cheapest always stays."""
+    if len(points) <= FRONTIER_LIMIT:
+        return points
+    step = (len(points) - 1) / (FRONTIER_LIMIT - 1)
+    return [points[round(index * step)] for index in range(FRONTIER_LIMIT)]
 
 
 def _below(rungs: tuple[str, ...], tier: str) -> tuple[str, ...]:

@@ -1,0 +1,121 @@
+"""The knapsack pass of model selection: cases where greedy by cost saved per quality lost (and
+its one-up-one-down exchanges) spends the quality budget badly, and the pass finds the optimum
+that exhaustive enumeration finds."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pyarrow as pa
+import pytest
+from planner_costs import MinCost, estimator, exhaustive
+from planner_reference import memory_scan
+
+from semray.cost_model.estimates import Interval
+from semray.cost_model.policies import MinCost as CostModelMinCost
+from semray.cost_model.prices import TierProfile
+from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.operators import Node, SemClassify, SemFilter, SemMap, walk
+from semray.planner.costing import cost_model_estimator
+from semray.planner.model_selection import (
+    CASCADE,
+    LADDER,
+    allocate_cascade_targets,
+    choosable_paths,
+    rungs_of,
+    select_models,
+    with_targets,
+)
+from semray.planner.paths import operator_paths
+
+TABLE = pa.table({"text": ["a"]})
+PROFILES = {
+    "large": TierProfile("large", 2.5, 10.0, 0.0, math.inf, 8),
+    "small": TierProfile("small", 0.15, 0.6, 0.0, math.inf, 8),
+    "embedding": TierProfile("embedding", 0.0, 0.0, 0.0, math.inf, 8),
+}
+
+
+def maps(count: int) -> Node:
+    node: Node = memory_scan("t", TABLE)
+    for index in range(count):
+        node = SemMap(input=node, instruction=f"op{index} {{text}}", output=f"m{index}")
+    return node
+
+
+def test_three_operator_exchange_that_greedy_misses() -> None:
+    # op1 and op2 have the best ratios, so greedy takes them; the budget left cannot take op0,
+    # the dearest. The optimum is op0 alone: two operators up and one down from greedy's plan.
+    price = {"op0 {text}": 8.0, "op1 {text}": 2.0, "op2 {text}": 2.0}
+    quality = {"large": 1.0, ("op0 {text}", "small"): 0.95, ("op1 {text}", "small"): 0.999,
+               ("op2 {text}", "small"): 0.96}  # fmt: skip
+    plan, estimate, policy = maps(3), estimator(quality=quality, ops_price=price), MinCost(quality=0.95)
+    greedy = select_models(plan, estimate, policy, search="greedy")
+    chosen = select_models(plan, estimate, policy)
+    _, best = exhaustive(plan, estimate, policy, choosable_paths(plan))
+    assert greedy.estimate.dollars.value > best.dollars.value * 1.10
+    assert chosen.estimate.dollars.value == pytest.approx(best.dollars.value)
+    assert chosen.estimate.quality >= 0.95
+    assert chosen.estimated <= greedy.estimated + 2  # the pass reuses the greedy's estimates
+
+
+def benchmark_plan(wanted: int) -> tuple[Node, PlanStatistics]:
+    """Plan ``wanted`` of benchmarks.optimizer's exhaustive comparison (seed 7), generated the same way."""
+    rng = random.Random(7)
+    scan = memory_scan("docs", TABLE)
+    for index in range(wanted + 1):
+        node: Node = scan
+        for position in range(rng.randint(2, 6)):
+            kind = rng.choice(("filter", "filter", "map", "classify"))
+            instruction = f"{{text}} property {index}-{position}"
+            if kind == "filter":
+                node = SemFilter(input=node, instruction=instruction)
+            elif kind == "map":
+                node = SemMap(input=node, instruction=instruction, output=f"m{position}")
+            else:
+                node = SemClassify(input=node, instruction=instruction, labels=("a", "b", "c"), output=f"c{position}")
+        semantic = [n for n in walk(node) if n.calls_llm]
+        statistics = PlanStatistics(
+            source_rows={source_key(scan): Interval.exact(10_000)},
+            selectivity={statistics_key(n): _around(rng.uniform(0.05, 0.95)) for n in semantic},
+            tokens_per_row={statistics_key(n): Interval.exact(rng.uniform(50, 800)) for n in semantic},
+            tier_quality={(statistics_key(n), "small"): rng.uniform(0.9, 0.995) for n in semantic},
+            cascade_shares={statistics_key(n): _shares(rng) for n in semantic},
+        )
+    return node, statistics
+
+
+def _shares(rng: random.Random) -> tuple[Interval, Interval]:
+    embedding = rng.uniform(0.0, 0.5)
+    small = rng.uniform(0.0, 1.0 - embedding)
+    return _around(embedding), _around(small)
+
+
+def _around(value: float) -> Interval:
+    return Interval(value, max(0.0, value - 0.05), min(1.0, value + 0.05))
+
+
+# The cases benchmarks.optimizer found greedy + exchanges beyond 10% of exhaustive (plan, target).
+GREEDY_MISSES = [(28, 0.8)]
+
+
+@pytest.mark.parametrize(("index", "target"), GREEDY_MISSES)
+def test_benchmark_cases_greedy_missed_are_within_ten_percent(index: int, target: float) -> None:
+    node, statistics = benchmark_plan(index)
+    estimate = cost_model_estimator(statistics, PROFILES)
+    policy = CostModelMinCost(quality=target)
+    paths, nodes = choosable_paths(node), operator_paths(node)
+    goals = allocate_cascade_targets(node, estimate(node, None), policy)
+    best = math.inf
+    for combo in itertools.product(*[rungs_of(nodes[p]) if p in goals else ("large", "small") for p in paths]):
+        tiers = dict(zip(paths, combo, strict=True))
+        found = estimate(with_targets(node, tiers, goals) if CASCADE in combo else node, tiers)
+        if policy.feasible(found):
+            best = min(best, found.dollars.value)
+    greedy = select_models(node, estimate, policy, LADDER, search="greedy")
+    chosen = select_models(node, estimate, policy)
+    assert greedy.estimate.dollars.value > best * 1.10  # the miss this pass is for
+    assert chosen.estimate.quality >= target
+    assert chosen.estimate.dollars.value <= best * 1.10
