@@ -97,8 +97,8 @@ def _around(value: float) -> Interval:
     return Interval(value, max(0.0, value - 0.05), min(1.0, value + 0.05))
 
 
-# The cases benchmarks.optimizer found greedy + exchanges beyond 10% of exhaustive (plan, target).
-GREEDY_MISSES = [(28, 0.8)]
+# The 4 cases (plan, target) where benchmarks.optimizer found greedy + exchanges beyond 10% of exhaustive.
+GREEDY_MISSES = [(18, 0.8), (28, 0.8), (40, 0.8), (56, 0.9)]
 
 
 @pytest.mark.parametrize(("index", "target"), GREEDY_MISSES)
