@@ -45,10 +45,13 @@ def check_same_results(plan: Node, context: RuleContext = EMPTY_CONTEXT) -> Node
         assert after == before, message
     else:
         assert as_multiset(after) == as_multiset(before), message
-    # Factorizing a join saves calls only when both sides have two rows or more; the rest
-    # never adds model work.
-    calls_after = sum(model_calls(optimized, TABLES, factorized=False).values())
-    assert calls_after <= sum(model_calls(plan, TABLES, factorized=False).values()), message
+    if context is EMPTY_CONTEXT:
+        # Without estimates no rule adds model work (factorizing a join saves calls only when
+        # both sides have two rows or more). With estimates, rule 5 orders filters by their
+        # estimated selectivities, here made up: a wrong estimate can cost calls (its own test
+        # checks the order it picks), so only the results are compared then.
+        calls_after = sum(model_calls(optimized, TABLES, factorized=False).values())
+        assert calls_after <= sum(model_calls(plan, TABLES, factorized=False).values()), message
     return optimized
 
 
