@@ -148,24 +148,7 @@ def exhaustive_comparison(plans: int, seed: int) -> dict[str, Any]:
     cascades = 0
     started = time.perf_counter()
     for index in range(plans):
-        node: Node = scan
-        for position in range(rng.randint(2, 6)):
-            kind = rng.choice(("filter", "filter", "map", "classify"))
-            instruction = f"{{text}} property {index}-{position}"
-            if kind == "filter":
-                node = SemFilter(input=node, instruction=instruction)
-            elif kind == "map":
-                node = SemMap(input=node, instruction=instruction, output=f"m{position}")
-            else:
-                node = SemClassify(input=node, instruction=instruction, labels=("a", "b", "c"), output=f"c{position}")
-        semantic = [n for n in walk(node) if n.calls_llm]
-        statistics = PlanStatistics(
-            source_rows={source_key(scan): Interval.exact(10_000)},
-            selectivity={statistics_key(n): _around(rng.uniform(0.05, 0.95)) for n in semantic},
-            tokens_per_row={statistics_key(n): Interval.exact(rng.uniform(50, 800)) for n in semantic},
-            tier_quality={(statistics_key(n), "small"): rng.uniform(0.9, 0.995) for n in semantic},
-            cascade_shares={statistics_key(n): _random_shares(rng) for n in semantic},
-        )
+        node, statistics = generated_plan(rng, index, scan)
         estimator = cost_model_estimator(statistics, PROFILES)
         paths = choosable_paths(node)
         nodes = operator_paths(node)
@@ -232,6 +215,30 @@ def _ratio_figures(ratios: list[float]) -> dict[str, float]:
         "mean_ratio": sum(ratios) / len(ratios),
         "max_ratio": max(ratios),
     }
+
+
+def generated_plan(rng: random.Random, index: int, scan: Scan) -> tuple[Node, PlanStatistics]:
+    """Plan ``index`` of the exhaustive comparison: 2-6 semantic filters, maps and classifications
+    over ``scan`` and random statistics for them (drawn from ``rng``, which it advances)."""
+    node: Node = scan
+    for position in range(rng.randint(2, 6)):
+        kind = rng.choice(("filter", "filter", "map", "classify"))
+        instruction = f"{{text}} property {index}-{position}"
+        if kind == "filter":
+            node = SemFilter(input=node, instruction=instruction)
+        elif kind == "map":
+            node = SemMap(input=node, instruction=instruction, output=f"m{position}")
+        else:
+            node = SemClassify(input=node, instruction=instruction, labels=("a", "b", "c"), output=f"c{position}")
+    semantic = [n for n in walk(node) if n.calls_llm]
+    statistics = PlanStatistics(
+        source_rows={source_key(scan): Interval.exact(10_000)},
+        selectivity={statistics_key(n): _around(rng.uniform(0.05, 0.95)) for n in semantic},
+        tokens_per_row={statistics_key(n): Interval.exact(rng.uniform(50, 800)) for n in semantic},
+        tier_quality={(statistics_key(n), "small"): rng.uniform(0.9, 0.995) for n in semantic},
+        cascade_shares={statistics_key(n): _random_shares(rng) for n in semantic},
+    )
+    return node, statistics
 
 
 def _random_shares(rng: random.Random) -> tuple[Interval, Interval]:

@@ -13,11 +13,11 @@ import pytest
 from planner_costs import MinCost, estimator, exhaustive
 from planner_reference import memory_scan
 
-from semray.cost_model.estimates import Interval
+from benchmarks.optimizer import generated_plan
 from semray.cost_model.policies import MinCost as CostModelMinCost
 from semray.cost_model.prices import TierProfile
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
-from semray.operators import Node, SemClassify, SemFilter, SemMap, walk
+from semray.cost_model.statistics import PlanStatistics
+from semray.operators import Node, SemMap
 from semray.planner.costing import cost_model_estimator
 from semray.planner.model_selection import (
     CASCADE,
@@ -62,39 +62,12 @@ def test_three_operator_exchange_that_greedy_misses() -> None:
 
 
 def benchmark_plan(wanted: int) -> tuple[Node, PlanStatistics]:
-    """Plan ``wanted`` of benchmarks.optimizer's exhaustive comparison (seed 7), generated the same way."""
+    """Plan ``wanted`` of benchmarks.optimizer's exhaustive comparison (seed 7), drawn the same way."""
     rng = random.Random(7)
     scan = memory_scan("docs", TABLE)
     for index in range(wanted + 1):
-        node: Node = scan
-        for position in range(rng.randint(2, 6)):
-            kind = rng.choice(("filter", "filter", "map", "classify"))
-            instruction = f"{{text}} property {index}-{position}"
-            if kind == "filter":
-                node = SemFilter(input=node, instruction=instruction)
-            elif kind == "map":
-                node = SemMap(input=node, instruction=instruction, output=f"m{position}")
-            else:
-                node = SemClassify(input=node, instruction=instruction, labels=("a", "b", "c"), output=f"c{position}")
-        semantic = [n for n in walk(node) if n.calls_llm]
-        statistics = PlanStatistics(
-            source_rows={source_key(scan): Interval.exact(10_000)},
-            selectivity={statistics_key(n): _around(rng.uniform(0.05, 0.95)) for n in semantic},
-            tokens_per_row={statistics_key(n): Interval.exact(rng.uniform(50, 800)) for n in semantic},
-            tier_quality={(statistics_key(n), "small"): rng.uniform(0.9, 0.995) for n in semantic},
-            cascade_shares={statistics_key(n): _shares(rng) for n in semantic},
-        )
+        node, statistics = generated_plan(rng, index, scan)
     return node, statistics
-
-
-def _shares(rng: random.Random) -> tuple[Interval, Interval]:
-    embedding = rng.uniform(0.0, 0.5)
-    small = rng.uniform(0.0, 1.0 - embedding)
-    return _around(embedding), _around(small)
-
-
-def _around(value: float) -> Interval:
-    return Interval(value, max(0.0, value - 0.05), min(1.0, value + 0.05))
 
 
 # The 4 cases (plan, target) where benchmarks.optimizer found greedy + exchanges beyond 10% of exhaustive.
