@@ -13,7 +13,7 @@ import pytest
 from planner_costs import MinCost, estimator, exhaustive
 from planner_reference import memory_scan
 
-from benchmarks.optimizer import generated_plan
+from benchmarks.optimizer_exhaustive import generated_plan
 from semray.cost_model.policies import MinCost as CostModelMinCost
 from semray.cost_model.prices import TierProfile
 from semray.cost_model.statistics import PlanStatistics
@@ -62,7 +62,7 @@ def test_three_operator_exchange_that_greedy_misses() -> None:
 
 
 def benchmark_plan(wanted: int) -> tuple[Node, PlanStatistics]:
-    """Plan ``wanted`` of benchmarks.optimizer's exhaustive comparison (seed 7), drawn the same way."""
+    """Plan ``wanted`` of benchmarks.optimizer_exhaustive's exhaustive comparison (seed 7), drawn the same way."""
     rng = random.Random(7)
     scan = memory_scan("docs", TABLE)
     for index in range(wanted + 1):
