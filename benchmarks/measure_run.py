@@ -77,11 +77,11 @@ def _tiers(plan: Any) -> list[str]:
 
 def _estimate(plan: Any, statistics: Any, profiles: Any) -> dict[str, Any]:
     """The cost model's dollars for ``plan`` (low, value, high), with each cascade's priced split."""
-    from semray.api import _source_statistics
     from semray.cost_model.cascade_cost import CascadeEstimate
     from semray.cost_model.plan_cost import estimate_plan
+    from semray.explaining import source_statistics
 
-    known = _source_statistics(plan) if statistics is None else _source_statistics(plan).merged(statistics)
+    known = source_statistics(plan) if statistics is None else source_statistics(plan).merged(statistics)
     estimate = estimate_plan(plan, known, profiles)
     cascades = {
         op.label: {

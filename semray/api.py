@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from semray.errors import PlanError, SourceError
+from semray.explaining import run_actuals, source_statistics, tier_lines
 from semray.operators import (
     Aggregate,
     Distinct,
@@ -43,12 +43,10 @@ from semray.operators import (
     plan_from_json,
     plan_to_json,
     render_tree,
-    walk,
 )
 from semray.operators.semantic import (
     ExtractField,
     QualityTarget,
-    Semantic,
     Tier,
     ValueType,
     as_quality,
@@ -316,32 +314,19 @@ class Query:
 
         ran = getattr(result, "plan", None)  # a measured run chose its plan itself
         runs = ran if ran is not None else self._runnable(optimize)
-        statistics = _source_statistics(runs)
+        statistics = source_statistics(runs)
         if getattr(result, "statistics", None) is not None:
             statistics = statistics.merged(result.statistics)
         estimate = estimate_plan(runs, statistics, self._profiles())
-        actuals = _actuals(runs, self.settings, result) if result is not None else None
+        actuals = run_actuals(runs, self.settings, result) if result is not None else None
         heading = "Optimized plan" if optimize else "Plan"
         text = "Logical plan\n" + render_tree(self._plan)
         text += f"\n\n{heading} with estimates (defaults where nothing was measured)\n"
         text += render_estimates(runs, estimate, actuals)
-        return text + "\n\n" + explain_physical(runs, self.settings) + self._explain_tiers()
+        return text + "\n\n" + explain_physical(runs, self.settings) + tier_lines(self._plan, self._serving)
 
     def _runnable(self, optimize: bool) -> Node:
         return self.optimized().plan if optimize else self._plan
-
-    def _explain_tiers(self) -> str:
-        if not any(node.calls_llm for node in walk(self._plan)):
-            return ""
-        from semray.serving.config import ServingConfig
-
-        config = self._serving or ServingConfig()
-        lines = ["", "", "Model tiers"]
-        for name in ("embedding", "small", "large"):
-            tier = config.tier(name)
-            note = "  SIMULATED: answers come from labels, not a model" if tier.backend == "simulated" else ""
-            lines.append(f"  {name}: {tier.backend} {tier.model}{note}")
-        return "\n".join(lines)
 
     def to_json(self) -> str:
         return plan_to_json(self._plan)
@@ -412,62 +397,12 @@ class Query:
         written, profiles = self._plan, self._profiles()
 
         def choose(statistics: Any) -> Node:
-            return optimize(written, _source_statistics(written).merged(statistics), profiles, chosen)
+            return optimize(written, source_statistics(written).merged(statistics), profiles, chosen)
 
         return Planning(choose=choose, options=options, policy=repr(chosen))
 
     def __repr__(self) -> str:
         return f"Query(\n{render_tree(self._plan)}\n)"
-
-
-def _source_statistics(plan: Node) -> Any:
-    """Row counts the sources state cheaply (metadata, not a read): the rest of the estimate uses
-    the cost model's documented defaults until statistics are measured."""
-    from semray.cost_model.estimates import Interval
-    from semray.cost_model.statistics import PlanStatistics, source_key
-    from semray.pipeline.sizing import estimate_rows
-
-    rows = {}
-    for node in walk(plan):
-        if isinstance(node, Scan) and (count := estimate_rows(node)) is not None:
-            rows[source_key(node)] = Interval.exact(float(count))
-    return PlanStatistics(source_rows=rows)
-
-
-def _actuals(plan: Node, settings: Settings, result: Any) -> dict[str, Any]:
-    """What each semantic operator of a finished run paid and passed on, by operator path (a
-    cascade's tiers summed), and the rows the whole plan returned."""
-    from semray.pipeline.lower_semantic import operator_key
-    from semray.planner.explain_estimates import Actual
-    from semray.planner.paths import operator_paths
-    from semray.transactions import show_run
-
-    paid: dict[str, Any] = {}
-    rows: dict[str, int] = {}
-    for operator in show_run(settings, result.run_id).operators:
-        key = operator.operator_key.partition(":")[0]
-        paid[key] = paid[key] + operator.usage if key in paid else operator.usage
-        if key == operator.operator_key:
-            rows[key] = operator.rows_out
-    found = {}
-    for path, node in operator_paths(plan).items():
-        usage = paid.get(operator_key(node)) if node.calls_llm else None
-        if usage is not None:
-            # A row-wise operator's journal holds one answer per input row and counts what it
-            # passed on; a cascade's or a set-level operator's does not say its output rows.
-            row_wise = isinstance(node, Semantic) and node.row_wise and node.cascade_target() is None
-            found[path] = Actual(
-                rows=rows.get(operator_key(node)) if row_wise else None,
-                calls=usage.calls,
-                input_tokens=usage.tokens_in,
-                output_tokens=usage.tokens_out,
-                dollars=usage.dollars,
-            )
-    table = getattr(result, "table", None)
-    if table is not None:
-        root = found.get("", Actual())
-        found[""] = dataclasses.replace(root, rows=table.num_rows)
-    return found
 
 
 def _quote_if_needed(name: str) -> str:

@@ -102,9 +102,9 @@ def _execute(spec: dict[str, Any], query: Any) -> tuple[Any, dict[str, Any]]:
     cascades under ``MinCost(quality=0.9)``. The estimate is made with what the planner knew: the
     sources' row counts, plus the measured statistics for ``optimized`` (defaults elsewhere).
     """
-    from semray.api import _source_statistics
     from semray.cost_model.plan_cost import estimate_plan
     from semray.cost_model.policies import MinCost
+    from semray.explaining import source_statistics
 
     if spec["config"] == "cascade":
         query = query.with_quality(CASCADE_QUALITY)
@@ -113,7 +113,7 @@ def _execute(spec: dict[str, Any], query: Any) -> tuple[Any, dict[str, Any]]:
     else:
         result = query.execute()
     plan = result.plan if result.plan is not None else query.optimized().plan
-    statistics = _source_statistics(plan)
+    statistics = source_statistics(plan)
     if result.statistics is not None:
         statistics = statistics.merged(result.statistics)
     estimate = estimate_plan(plan, statistics, query._profiles())

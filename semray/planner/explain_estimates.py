@@ -41,10 +41,10 @@ def actuals_by_path(
 ) -> dict[str, Actual]:
     """Per-path actuals from a run's usage keyed by the engine's operator key.
 
-    ``usage_by_operator`` values need ``calls``, ``input_tokens``, ``output_tokens``,
-    ``dollars`` and ``gpu_seconds`` (a ``UsageTotals``); ``operator_key`` is the engine's key
-    function (``semray.pipeline.lower_semantic.operator_key``), passed in so the planner does
-    not import the pipeline.
+    ``usage_by_operator`` values need ``calls``, ``tokens_in``, ``tokens_out`` and ``dollars``
+    (the run's ``LLMUsage``); ``operator_key`` is the engine's key function
+    (``semray.pipeline.lower_semantic.operator_key``), passed in so the planner does not
+    import the pipeline.
     """
     found: dict[str, Actual] = {}
     for path, node in operator_paths(plan).items():
@@ -56,10 +56,9 @@ def actuals_by_path(
         found[path] = Actual(
             rows=rows,
             calls=getattr(usage, "calls", None),
-            input_tokens=getattr(usage, "input_tokens", None),
-            output_tokens=getattr(usage, "output_tokens", None),
+            input_tokens=getattr(usage, "tokens_in", None),
+            output_tokens=getattr(usage, "tokens_out", None),
             dollars=getattr(usage, "dollars", None),
-            gpu_seconds=getattr(usage, "gpu_seconds", None),
         )
     return found
 

@@ -38,7 +38,7 @@ def test_actuals_appear_under_their_operator() -> None:
 
 def test_actuals_are_matched_to_paths_by_the_engine_key() -> None:
     class Usage:
-        calls, input_tokens, output_tokens, dollars, gpu_seconds = 4, 40, 4, 0.5, 0.0
+        calls, tokens_in, tokens_out, dollars = 4, 40, 4, 0.5
 
     found = actuals_by_path(plan(), {"SemFilter": Usage()}, lambda node: type(node).__name__)
-    assert list(found) == ["input"] and found["input"].calls == 4
+    assert list(found) == ["input"] and (found["input"].calls, found["input"].input_tokens) == (4, 40)
