@@ -143,18 +143,7 @@ def medical_cost(
             PlanStatistics(source_rows={source_key(scan): Interval.exact(len(rows))})
         )
         estimate = estimate_plan(diagnosis, statistics, profiles)
-        trials.append(
-            {
-                "seed": seed,
-                "estimated_dollars": estimate.dollars.value,
-                "low": estimate.dollars.low,
-                "high": estimate.dollars.high,
-                "estimated_kept": estimate.operator("input").rows_out.value,
-                "quality_bound": estimate.quality,
-                "labels_bought_dollars": top.dollars + small.dollars,
-                "labelled_rows": top.calls,
-            }
-        )
+        trials.append(_trial(seed, estimate, top.dollars + small.dollars, top.calls))
     return _cost_summary("medical (1,200 rows, simulated tiers)", actual, len(kept), trials, run_seconds)
 
 
@@ -248,21 +237,24 @@ def generated_cost(size: int, labels: int, seeds: int) -> dict[str, Any]:
             )
         )
         estimate = estimate_plan(rating, statistics, profiles)
-        trials.append(
-            {
-                "seed": seed,
-                "estimated_dollars": estimate.dollars.value,
-                "low": estimate.dollars.low,
-                "high": estimate.dollars.high,
-                "estimated_kept": estimate.operator("input").rows_out.value,
-                "quality_bound": estimate.quality,
-                "labels_bought_dollars": 0.0,
-                "labelled_rows": len(measured.operators[0].labels),
-            }
-        )
+        trials.append(_trial(seed, estimate, 0.0, len(measured.operators[0].labels)))
     return _cost_summary(
         f"generated ({size:,} rows, simulator tokens and prices)", actual, kept_rows, trials, run_seconds
     )
+
+
+def _trial(seed: int, estimate: Any, labels_dollars: float, labelled_rows: int) -> dict[str, Any]:
+    """One seed's estimate of a whole run (its plan's dollars with interval, the filter's kept rows)."""
+    return {
+        "seed": seed,
+        "estimated_dollars": estimate.dollars.value,
+        "low": estimate.dollars.low,
+        "high": estimate.dollars.high,
+        "estimated_kept": estimate.operator("input").rows_out.value,
+        "quality_bound": estimate.quality,
+        "labels_bought_dollars": labels_dollars,
+        "labelled_rows": labelled_rows,
+    }
 
 
 def _cost_summary(
