@@ -127,3 +127,9 @@ def test_command_line_reproduces_arguments() -> None:
 def test_repeat_returns_every_duration() -> None:
     value, seconds = repeat(lambda: 7, 3)
     assert value == 7 and len(seconds) == 3 and all(s >= 0 for s in seconds)
+
+
+def test_a_sampler_without_pss_reads_no_process() -> None:
+    # A process measured from outside (run_measured) samples only the object store itself.
+    reading = MemorySampler(object_store=False, pss=False).sample()
+    assert (reading.pss_bytes, reading.processes) == (0, 0)
