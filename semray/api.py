@@ -306,8 +306,9 @@ class Query:
 
     def explain(self, result: Any = None, optimize: bool = True) -> str:
         """The logical plan, the plan that runs with the cost model's estimates per operator, the
-        physical pipeline and the model tiers; given a finished run's ``Result``, the actual calls,
-        tokens and dollars of each semantic operator beside the estimates."""
+        physical pipeline and the model tiers; given a finished run's ``Result``, the rows each
+        operator passed on and the calls, tokens and dollars of each semantic operator beside the
+        estimates."""
         from semray.cost_model.plan_cost import estimate_plan
         from semray.pipeline.run import explain_physical
         from semray.planner.explain_estimates import render_estimates

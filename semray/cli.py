@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain = commands.add_parser("explain", help="show the logical and physical plan of a JSON plan file")
     explain.add_argument("plan", type=Path)
+    _add_analyze(explain)
+    _add_quality(explain)
+    _add_planning(explain)
     explain.set_defaults(command=explain_plan)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of plan files")
@@ -70,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument(
         "--table", "-t", action="append", default=[], metavar="NAME=PATH", help="a table by name (repeatable)"
     )
-    sql.add_argument("--explain", action="store_true", help="show the plan instead of running it")
+    sql.add_argument("--explain", action="store_true", help="show the plan instead of the rows")
+    _add_analyze(sql)
     _add_quality(sql)
     _add_planning(sql)
     _add_output(sql)
@@ -177,6 +181,26 @@ def _run_query(query: Any, args: argparse.Namespace, publish: bool = True) -> in
     return 0
 
 
+def _add_analyze(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--analyze",
+        action="store_true",
+        help="with the plan: run the query (its rows are not shown) and show each operator's actual rows, "
+        "model calls, tokens and dollars beside the estimates",
+    )
+
+
+def _explain(query: Any, args: argparse.Namespace) -> int:
+    """The plan; with ``--analyze``, after running it (EXPLAIN ANALYZE)."""
+    if not args.analyze:
+        sys.stdout.write(query.explain() + "\n")
+        return 0
+    result = query.execute(**_planning(args))
+    sys.stdout.write(query.explain(result) + "\n")
+    _say(result.usage_line() + "\n")
+    return 0
+
+
 def _add_output(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
     parser.add_argument("--output", "-o", type=Path, help="write to this file instead of standard output")
@@ -212,8 +236,10 @@ def run_plan(args: argparse.Namespace, settings: Settings) -> int:
 def explain_plan(args: argparse.Namespace, settings: Settings) -> int:
     from semray.api import load_plan
 
-    sys.stdout.write(load_plan(args.plan, settings).explain() + "\n")
-    return 0
+    query = load_plan(args.plan, settings)
+    if args.quality is not None:
+        query = query.with_quality(args.quality)
+    return _explain(query, args)
 
 
 def print_schema(args: argparse.Namespace, settings: Settings) -> int:
@@ -235,9 +261,8 @@ def run_sql(args: argparse.Namespace, settings: Settings) -> int:
     query = sql(args.query, tables, settings)
     if args.quality is not None:
         query = query.with_quality(args.quality)
-    if args.explain:
-        sys.stdout.write(query.explain() + "\n")
-        return 0
+    if args.explain or args.analyze:
+        return _explain(query, args)
     return _run_query(query, args, publish=False)
 
 

@@ -8,8 +8,7 @@ from typing import Any
 
 from semray.cost_model.estimates import Interval
 from semray.cost_model.statistics import PlanStatistics, source_key
-from semray.operators import Node, Scan, walk
-from semray.operators.semantic import Semantic
+from semray.operators import Limit, Node, Scan, walk
 from semray.settings import Settings
 
 
@@ -26,31 +25,35 @@ def source_statistics(plan: Node) -> PlanStatistics:
 
 
 def run_actuals(plan: Node, settings: Settings, result: Any) -> dict[str, Any]:
-    """What each semantic operator of a finished run paid (a cascade's tiers summed) and, for a
-    row-wise one, the rows it passed on, by operator path; the root gets the rows returned."""
+    """What each semantic operator of a finished run paid (a cascade's tiers summed) and the rows
+    each operator passed on, by operator path; the root gets the rows returned."""
     from semray.pipeline.lower_semantic import operator_key
+    from semray.planner.capabilities import keeps_every_row
     from semray.planner.explain_estimates import Actual, actuals_by_path
     from semray.transactions import show_run
 
     paid: dict[str, Any] = {}
-    passed: dict[str, int] = {}
-    for operator in show_run(settings, result.run_id).operators:
-        key = operator.operator_key.partition(":")[0]  # "<key>:small", "<key>:calibration" of a cascade
-        paid[key] = paid[key] + operator.usage if key in paid else operator.usage
-        if key == operator.operator_key:
-            passed[key] = operator.rows_out
-    # A row-wise operator's journal holds one answer per input row and counts what it passed on;
-    # a cascade's or a set-level operator's does not say its output rows.
-    row_wise = {
-        operator_key(node)
-        for node in walk(plan)
-        if isinstance(node, Semantic) and node.row_wise and node.cascade_target() is None
-    }
-    rows = {key: count for key, count in passed.items() if key in row_wise}
+    if getattr(result, "run_id", None) is not None:
+        for operator in show_run(settings, result.run_id).operators:
+            key = operator.operator_key.partition(":")[0]  # "<key>:small", "<key>:calibration" of a cascade
+            paid[key] = paid[key] + operator.usage if key in paid else operator.usage
+    rows = dict(getattr(result, "operator_rows", None) or {})
+    # The pipeline counts what other operators pass on; these follow from their input's count
+    # (a limit's input counts at least offset + count rows when the limit stopped it early).
+    for node in reversed(walk(plan)):  # children before parents
+        key = operator_key(node)
+        inner = rows.get(operator_key(node.children[0])) if node.children else None
+        if key in rows or inner is None:
+            continue
+        if keeps_every_row(node):
+            rows[key] = inner
+        elif isinstance(node, Limit):
+            rows[key] = min(node.count, max(0, inner - node.offset))
     found = actuals_by_path(plan, paid, operator_key, rows)
     table = getattr(result, "table", None)
-    if table is not None:
-        found[""] = dataclasses.replace(found.get("", Actual()), rows=table.num_rows)
+    returned = table.num_rows if table is not None else getattr(result, "rows", None)  # a Result, a Written
+    if returned is not None:
+        found[""] = dataclasses.replace(found.get("", Actual()), rows=returned)
     return found
 
 

@@ -39,6 +39,10 @@ class Settings(BaseSettings):
         description="rows per model round trip a semantic operator grows to over a large input with no LIMIT above it",
     )
     semantic_actors: int = Field(default=2, ge=1, description="actors per semantic operator (each holds Serve handles)")
+    count_rows: bool = Field(
+        default=True,
+        description="count the rows each operator passes on, for EXPLAIN after a run (one small step per operator)",
+    )
     log_format: str = Field(default="auto", description="auto | console | json")
     log_level: str = Field(default="info")
 

@@ -17,15 +17,20 @@ from semray.pipeline.spec import BatchSqlStage, Stage
 
 
 def fuse_batch_sql(stage: Stage) -> Stage:
-    """Bottom-up: a BatchSqlStage over a BatchSqlStage becomes one stage."""
+    """Bottom-up: a BatchSqlStage over a BatchSqlStage becomes one stage, unless the inner one's
+    rows are counted (``operators``) and the outer one may change how many there are."""
     inputs = tuple(fuse_batch_sql(child) for child in stage.inputs)
     stage = dataclasses.replace(stage, inputs=inputs) if inputs != stage.inputs else stage
     if isinstance(stage, BatchSqlStage) and isinstance(inputs[0], BatchSqlStage):
         inner = inputs[0]
+        if inner.operators and not stage.keeps_rows:
+            return stage
         return BatchSqlStage(
             sql=nest(stage.sql, inner.sql),
             reason=f"{inner.reason} + {stage.reason}",
+            keeps_rows=inner.keeps_rows and stage.keeps_rows,
             inputs=inner.inputs,
+            operators=(*inner.operators, *stage.operators),
         )
     return stage
 

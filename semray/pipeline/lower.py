@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import duckdb
@@ -14,6 +15,7 @@ from semray.operators.expressions import DIALECT
 from semray.operators.relational import Aggregate, Distinct, Filter, Join, Limit, Project, Scan, Sort, Union
 from semray.operators.schema import ROW_ID, quote
 from semray.pipeline.fuse import fuse_batch_sql
+from semray.pipeline.lower_semantic import operator_key
 from semray.pipeline.sizing import estimate_rows, fits_one_task
 from semray.pipeline.spec import (
     BatchSqlStage,
@@ -27,6 +29,7 @@ from semray.pipeline.spec import (
     Stage,
     UnionStage,
 )
+from semray.planner.capabilities import keeps_every_row
 from semray.settings import Settings
 
 RIGHT_ROW_ID = "_rowid_r"
@@ -42,7 +45,13 @@ def lower(node: Node, settings: Settings) -> Stage:
             f"{type(node).__name__} has no physical implementation yet; "
             "semantic operators run once their execution lands (see docs/architecture.md)"
         )
-    return fuse_batch_sql(handler(node, settings))
+    stage = fuse_batch_sql(handler(node, settings))
+    if keeps_every_row(node) or isinstance(node, Limit):
+        # EXPLAIN derives their rows from their input's (a step after a limit would let the
+        # stream below it run on after the limit is reached).
+        return stage
+    # Tagged: the pipeline counts the rows this stage passes on as the operator's actual rows.
+    return dataclasses.replace(stage, operators=(*stage.operators, operator_key(node)))
 
 
 def lower_scan(node: Node, settings: Settings) -> Stage:
@@ -63,7 +72,10 @@ def lower_project(node: Node, settings: Settings) -> Stage:
     assert isinstance(node, Project)
     items = ", ".join(f"({item.expr}) AS {quote(item.name)}" for item in node.exprs)
     return BatchSqlStage(
-        sql=f"SELECT {ROW_ID}, {items} FROM batch", reason="project", inputs=(lower(node.input, settings),)
+        sql=f"SELECT {ROW_ID}, {items} FROM batch",
+        reason="project",
+        keeps_rows=True,
+        inputs=(lower(node.input, settings),),
     )
 
 
@@ -111,11 +123,15 @@ def _hash_join(node: Join, settings: Settings) -> Stage:
     )
     right_items = "".join(f", {quote(old)} AS {quote(new)}" for old, new in renames.items())
     left = BatchSqlStage(
-        sql=f"SELECT *, {left_copies} FROM batch", reason="join: left keys", inputs=(lower(node.left, settings),)
+        sql=f"SELECT *, {left_copies} FROM batch",
+        reason="join: left keys",
+        keeps_rows=True,
+        inputs=(lower(node.left, settings),),
     )
     right = BatchSqlStage(
         sql=f"SELECT {ROW_ID} AS {RIGHT_ROW_ID}{right_items}, {right_copies} FROM batch",
         reason="join: rename right side, keys",
+        keeps_rows=True,
         inputs=(lower(node.right, settings),),
     )
     kinds = {"inner": "inner", "left": "left_outer", "semi": "left_semi", "anti": "left_anti"}
@@ -129,12 +145,20 @@ def _hash_join(node: Join, settings: Settings) -> Stage:
     left_columns = [quote(name) for name in left_schema.names if name != ROW_ID]
     if node.kind in ("semi", "anti"):
         return BatchSqlStage(
-            sql=f"SELECT {ROW_ID}, {', '.join(left_columns)} FROM batch", reason="join: order columns", inputs=(join,)
+            sql=f"SELECT {ROW_ID}, {', '.join(left_columns)} FROM batch",
+            reason="join: order columns",
+            keeps_rows=True,
+            inputs=(join,),
         )
     row_id = f"{ROW_ID} || '*' || coalesce({RIGHT_ROW_ID}, '') AS {ROW_ID}"
     columns = ", ".join([row_id, *left_columns, *(quote(new) for new in renames.values())])
     where = f" WHERE ({_resolve_join_columns(residual, node)})" if residual else ""
-    return BatchSqlStage(sql=f"SELECT {columns} FROM batch{where}", reason="join: row ids, residual", inputs=(join,))
+    return BatchSqlStage(
+        sql=f"SELECT {columns} FROM batch{where}",
+        reason="join: row ids, residual",
+        keeps_rows=not where,
+        inputs=(join,),
+    )
 
 
 def partitions(node: Node, settings: Settings) -> int:
@@ -203,7 +227,9 @@ def _partitioned(
     columns = ", ".join(quote(name) for name in needed) or "1 AS _unused"
     upstream = lower(node.input, settings)
     if not keys or fits_one_task(node.input, settings.gather_rows):
-        prepare = BatchSqlStage(sql=f"SELECT {columns} FROM batch", reason=f"{reason}: columns", inputs=(upstream,))
+        prepare = BatchSqlStage(
+            sql=f"SELECT {columns} FROM batch", reason=f"{reason}: columns", keeps_rows=True, inputs=(upstream,)
+        )
         return GatherSqlStage(sql=sql, input_columns=typed, reason=reason, inputs=(prepare,))
     count = partitions(node.input, settings)
     prepare = BatchSqlStage(
@@ -212,6 +238,7 @@ def _partitioned(
             "FROM batch"
         ),
         reason=f"{reason}: columns and partition",
+        keeps_rows=True,
         inputs=(upstream,),
     )
     return PartitionedSqlStage(
@@ -244,11 +271,11 @@ def lower_sort(node: Node, settings: Settings) -> Stage:
         columns += [f"_null{position}", key.column]
         descending += [False, key.descending]
     prepare = BatchSqlStage(
-        sql=f"SELECT *, {', '.join(flags)} FROM batch", reason="sort: null order", inputs=(upstream,)
+        sql=f"SELECT *, {', '.join(flags)} FROM batch", reason="sort: null order", keeps_rows=True, inputs=(upstream,)
     )
     sort = SortStage(columns=tuple(columns), descending=tuple(descending), inputs=(prepare,))
     keep = ", ".join(quote(name) for name in names)
-    return BatchSqlStage(sql=f"SELECT {keep} FROM batch", reason="sort: drop helpers", inputs=(sort,))
+    return BatchSqlStage(sql=f"SELECT {keep} FROM batch", reason="sort: drop helpers", keeps_rows=True, inputs=(sort,))
 
 
 def lower_limit(node: Node, settings: Settings) -> Stage:
@@ -265,6 +292,7 @@ def lower_union(node: Node, settings: Settings) -> Stage:
         BatchSqlStage(
             sql=f"SELECT 'u{position}:' || {ROW_ID} AS {ROW_ID}" + (f", {columns}" if columns else "") + " FROM batch",
             reason="union: branch row ids",
+            keeps_rows=True,
             inputs=(lower(child, settings),),
         )
         for position, child in enumerate(node.inputs)

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from dataclasses import dataclass
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import ray
-from ray.exceptions import RayError
 import ray.data as rd
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
+from ray.exceptions import RayError
 
 from semray.errors import ExecutionError, LoweringError, SemrayError, SourceError
 from semray.pipeline.batch_sql import empty_table, run_sql
 from semray.pipeline.lower import PARTITION
+from semray.pipeline.row_counts import RowCounts, count_rows, new_execution, take_counts
 from semray.pipeline.spec import (
     BatchSqlStage,
     BroadcastJoinStage,
@@ -39,12 +40,24 @@ from semray.transactions import BatchLedger
 
 @dataclass(frozen=True, slots=True)
 class ExecutionContext:
-    """What stages need beyond their own spec: model tiers and the run's batch ledger."""
+    """What stages need beyond their own spec: model tiers, the run's batch ledger, and where to
+    count each operator's rows (``row_counts``, set by ``counting``; None: nothing is counted)."""
 
     tiers: TierHandles | None = None
     ledger: BatchLedger | None = None
     actor_cpus: float = 0.25
     """CPUs each semantic actor reserves (see ``with_actor_budget``)."""
+    row_counts: RowCounts | None = None
+
+
+def counting(context: ExecutionContext) -> ExecutionContext:
+    """``context`` with its operators' rows counted; read them with ``counted_rows`` once it ran."""
+    return dataclasses.replace(context, row_counts=new_execution())
+
+
+def counted_rows(context: ExecutionContext) -> dict[str, int]:
+    """The rows each counted operator (by operator key) passed on in this execution, once."""
+    return take_counts(context.row_counts) if context.row_counts is not None else {}
 
 
 TASK_CPUS = 0.5
@@ -76,7 +89,21 @@ def materialize(stage: Stage, context: ExecutionContext | None = None) -> rd.Dat
     builder = BUILDERS.get(type(stage))
     if builder is None:
         raise LoweringError(f"no Ray Data builder for stage {type(stage).__name__}")
-    return builder(stage, context or ExecutionContext())
+    context = context or ExecutionContext()
+    dataset = builder(stage, context)
+    # A semantic stage's actors count their own output: one more step after the actor pool
+    # would let it run on while a LIMIT above waits for that step.
+    counted_inside = type(stage) is SemanticStage
+    if not stage.operators or context.row_counts is None or counted_inside:
+        return dataset
+    return dataset.map_batches(
+        count_rows,
+        fn_args=(context.row_counts, stage.operators),
+        batch_format="pyarrow",
+        batch_size=None,
+        zero_copy_batch=True,
+        num_cpus=TASK_CPUS,
+    )
 
 
 class SourceDatasource(Datasource):  # type: ignore[misc]
@@ -317,6 +344,7 @@ def build_semantic(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     return upstream.map_batches(
         SemanticBatchUDF,
         fn_constructor_args=(stage.task, stage.operator_key, context.tiers, context.ledger),
+        fn_constructor_kwargs={"row_counts": context.row_counts, "counted_as": stage.operators},
         compute=rd.ActorPoolStrategy(min_size=1, max_size=stage.actors, max_tasks_in_flight_per_actor=2),
         batch_size=stage.batch_rows,
         batch_format="pyarrow",

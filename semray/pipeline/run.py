@@ -84,6 +84,9 @@ class Result:
     """What the run measured before planning (``measure=True``), with what measuring cost."""
     plan: Node | None = None
     """The plan that ran (after the optimizer, when the run chose it from measured statistics)."""
+    operator_rows: dict[str, int] = field(default_factory=dict)
+    """Rows each operator passed on in this attempt, by operator key (``lower_semantic.operator_key``);
+    operators that keep every row are not counted (they pass on their input's count)."""
 
     @property
     def statistics(self) -> PlanStatistics | None:
@@ -108,6 +111,8 @@ class Written:
     simulated: bool = False
     attempt_usage: LLMUsage = field(default_factory=LLMUsage)
     measured: MeasuredRun | None = None
+    operator_rows: dict[str, int] = field(default_factory=dict)
+    """As ``Result.operator_rows``."""
 
     def usage_line(self) -> str:
         return _usage_line(self.run_id, self.usage, self.attempt_usage, self.simulated, self.measured)
@@ -134,20 +139,20 @@ def execute(
         started = time.perf_counter()
         with _measured_run(plan, settings, serving, planning, output=None) as (run, job, handles, measured):
             before = _paid(run)
-            table = materialize.collect(job.stages, _schema(job), _context(run, handles))
-        return _result(job, run, table, before, started, measured)
+            table, rows = _collect(job, _context(run, handles))
+        return _result(job, run, table, rows, before, started, measured)
     job = Job.prepare(plan, settings, serving)
     connect(settings)
     started = time.perf_counter()
     if not job.tiers:
-        table = materialize.collect(job.stages, _schema(job), materialize.ExecutionContext())
+        table, rows = _collect(job, materialize.ExecutionContext())
         log.info("query_finished", rows=table.num_rows, seconds=round(time.perf_counter() - started, 3))
-        return Result(table)
+        return Result(table, operator_rows=rows)
     tiers = _start_tiers(job)
     with _open(job, output=None) as run, _cancellable(run):
         before = _paid(run)
-        table = materialize.collect(job.stages, _schema(job), _context(run, tiers))
-    return _result(job, run, table, before, started)
+        table, rows = _collect(job, _context(run, tiers))
+    return _result(job, run, table, rows, before, started)
 
 
 def collect(
@@ -213,16 +218,16 @@ def publish_parquet(
         started = time.perf_counter()
         with _measured_run(plan, settings, serving, planning, output=target) as (run, job, handles, measured):
             before = _paid(run)
-            rows, version = _write_and_publish(run, job, handles)
-        return _written(job, run, target, rows, version, before, started, measured)
+            published = _write_and_publish(run, job, handles)
+        return _written(job, run, target, published, before, started, measured)
     job = Job.prepare(plan, settings, serving)
     connect(settings)
     started = time.perf_counter()
     tiers = _start_tiers(job)
     with _open(job, output=target) as run, _cancellable(run):
         before = _paid(run)
-        rows, version = _write_and_publish(run, job, tiers)
-    return _written(job, run, target, rows, version, before, started)
+        published = _write_and_publish(run, job, tiers)
+    return _written(job, run, target, published, before, started)
 
 
 def resume(settings: Settings, run_id: str, serving: ServingConfig | None = None) -> Result | Written:
@@ -247,12 +252,12 @@ def resume(settings: Settings, run_id: str, serving: ServingConfig | None = None
         before = _paid(run)
         target = run.output
         if target is None:
-            table = materialize.collect(job.stages, _schema(job), _context(run, tiers))
+            table, rows = _collect(job, _context(run, tiers))
         else:
-            rows, version = _write_and_publish(run, job, tiers)
+            published = _write_and_publish(run, job, tiers)
     if target is None:
-        return _result(job, run, table, before, started)
-    return _written(job, run, target, rows, version, before, started)
+        return _result(job, run, table, rows, before, started)
+    return _written(job, run, target, published, before, started)
 
 
 # internals ------------------------------------------------------------------------------
@@ -342,10 +347,25 @@ def _context(run: Run, tiers: TierHandles | None) -> materialize.ExecutionContex
     return materialize.ExecutionContext(tiers=tiers, ledger=_ledger(run))
 
 
-def _write_and_publish(run: Run, job: Job, tiers: TierHandles | None) -> tuple[int, str]:
-    """Stream the pipeline into the run's staging file, then publish it; (rows, version)."""
+def _collect(job: Job, context: materialize.ExecutionContext) -> tuple[pa.Table, dict[str, int]]:
+    """Run the pipeline to a table; with the rows each operator passed on (when counted)."""
+    context = materialize.counting(context) if job.settings.count_rows else context
+    table = materialize.collect(job.stages, _schema(job), context)
+    return table, materialize.counted_rows(context)
+
+
+@dataclass(frozen=True, slots=True)
+class _Published:
+    rows: int
+    version: str
+    operator_rows: dict[str, int]
+
+
+def _write_and_publish(run: Run, job: Job, tiers: TierHandles | None) -> _Published:
+    """Stream the pipeline into the run's staging file, then publish it."""
     schema = _schema(job)
     context = _context(run, tiers) if tiers is not None else materialize.ExecutionContext()
+    context = materialize.counting(context) if job.settings.count_rows else context
     rows = 0
     with pq.ParquetWriter(run.staging_path(), schema) as writer:
         for batch in materialize.iter_batches(job.stages, schema, job.settings.batch_size, context):
@@ -353,7 +373,7 @@ def _write_and_publish(run: Run, job: Job, tiers: TierHandles | None) -> tuple[i
             writer.write_table(batch)
             rows += batch.num_rows
     run.raise_if_cancelled()
-    return rows, run.publish()
+    return _Published(rows, run.publish(), materialize.counted_rows(context))
 
 
 def _paid(run: Run) -> LLMUsage:
@@ -361,7 +381,13 @@ def _paid(run: Run) -> LLMUsage:
 
 
 def _result(
-    job: Job, run: Run, table: pa.Table, before: LLMUsage, started: float, measured: MeasuredRun | None = None
+    job: Job,
+    run: Run,
+    table: pa.Table,
+    operator_rows: dict[str, int],
+    before: LLMUsage,
+    started: float,
+    measured: MeasuredRun | None = None,
 ) -> Result:
     usage = show_run(job.settings, run.run_id).usage
     attempt = _minus(usage, before)
@@ -374,15 +400,14 @@ def _result(
         calls=attempt.calls,
         dollars=attempt.dollars,
     )
-    return Result(table, run.run_id, usage, job.simulated, attempt, measured, job.plan)
+    return Result(table, run.run_id, usage, job.simulated, attempt, measured, job.plan, operator_rows)
 
 
 def _written(
     job: Job,
     run: Run,
     target: OutputTarget,
-    rows: int,
-    version: str,
+    published: _Published,
     before: LLMUsage,
     started: float,
     measured: MeasuredRun | None = None,
@@ -392,14 +417,24 @@ def _written(
     log.info(
         "parquet_published",
         path=target.path,
-        rows=rows,
-        version=version,
+        rows=published.rows,
+        version=published.version,
         seconds=round(time.perf_counter() - started, 3),
         run_id=run.run_id,
         attempt=run.attempt,
         calls=attempt.calls,
     )
-    return Written(Path(target.path), rows, run.run_id, version, usage, job.simulated, attempt, measured)
+    return Written(
+        Path(target.path),
+        published.rows,
+        run.run_id,
+        published.version,
+        usage,
+        job.simulated,
+        attempt,
+        measured,
+        published.operator_rows,
+    )
 
 
 def _minus(total: LLMUsage, before: LLMUsage) -> LLMUsage:

@@ -15,9 +15,11 @@ from semray.operators.relational import SourceSpec
 
 @dataclass(frozen=True, slots=True)
 class Stage:
-    """Base of physical stages; ``inputs`` are the upstream stages."""
+    """Base of physical stages; ``inputs`` are the upstream stages; ``operators`` the keys of the
+    logical operators whose output is this stage's output (their rows are counted for EXPLAIN)."""
 
     inputs: tuple[Stage, ...] = field(default=(), kw_only=True)
+    operators: tuple[str, ...] = field(default=(), kw_only=True)
 
     def describe(self) -> str:
         return type(self).__name__
@@ -39,6 +41,9 @@ class BatchSqlStage(Stage):
 
     sql: str
     reason: str = ""
+    keeps_rows: bool = False
+    """Every input row yields one output row (a projection, helper columns): a stage over it may
+    fuse with it without hiding a row count."""
 
     def describe(self) -> str:
         return f"BatchSql[{self.reason}] {self.sql}"

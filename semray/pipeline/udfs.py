@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from semray.errors import ExecutionError
 from semray.log import get_logger
 from semray.operators.schema import ROW_ID
+from semray.pipeline.row_counts import RowCounts, count_rows
 from semray.pipeline.spec import SemanticTask, estimation_key
 from semray.serving.contract import ModelResponse
 from semray.serving.deployments import TierHandles
@@ -38,14 +39,29 @@ ARROW_TYPES = {"text": pa.string(), "int": pa.int64(), "float": pa.float64(), "b
 class SemanticBatchUDF:
     """Callable class for ``map_batches(compute=ActorPoolStrategy(...))``."""
 
-    def __init__(self, task: SemanticTask, operator_key: str, tiers: TierHandles, ledger: BatchLedger | None) -> None:
+    def __init__(
+        self,
+        task: SemanticTask,
+        operator_key: str,
+        tiers: TierHandles,
+        ledger: BatchLedger | None,
+        *,
+        row_counts: RowCounts | None = None,
+        counted_as: tuple[str, ...] = (),
+    ) -> None:
+        """``row_counts``/``counted_as``: report each output batch as the rows of these operators."""
         self.task = task
         self.operator_key = operator_key
         self.tiers = tiers
         self.ledger = ledger
+        self.row_counts = row_counts
+        self.counted_as = counted_as
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return self.apply(batch, self.answers(batch))
+        output = self.apply(batch, self.answers(batch))
+        if self.row_counts is not None and self.counted_as:
+            count_rows(output, self.row_counts, self.counted_as)
+        return output
 
     def answers(self, batch: pa.Table) -> pa.Table:
         """One answer row per row of ``batch`` (any order): committed ones reused, the rest asked."""

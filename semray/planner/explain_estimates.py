@@ -142,7 +142,7 @@ def _share(share: IntervalLike) -> str:
 def describe_actual(actual: Actual) -> str:
     parts = []
     if actual.rows is not None:
-        parts.append(f"rows {_count(actual.rows)}")
+        parts.append(f"rows {actual.rows:,}")  # counted, so exact
     if actual.calls is not None:
         parts.append(f"calls {_count(actual.calls)}")
     if actual.input_tokens is not None and actual.output_tokens is not None:

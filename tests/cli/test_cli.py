@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -40,6 +41,10 @@ def test_run_and_explain_a_json_plan(tmp_path: Path, reviews_csv: Path, ray_sett
     assert main([*state(ray_settings), "explain", str(plan)]) == 0
     out = capsys.readouterr().out
     assert "Logical plan" in out and "Physical plan (Ray Data)" in out and "Filter rating >= 4" in out
+    # EXPLAIN ANALYZE: runs it, then each operator's actual rows beside its estimate.
+    assert main([*state(ray_settings), "explain", str(plan), "--analyze"]) == 0
+    analyzed = capsys.readouterr().out.split("Optimized plan")[1]
+    assert re.findall(r"actual: rows (\d+)", analyzed) == ["2", "2", "3"]  # project (as its input), filter, scan
 
 
 @pytest.mark.ray

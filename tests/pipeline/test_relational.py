@@ -141,3 +141,48 @@ def test_iter_batches_streams(tables: dict[str, pa.Table], ray_settings: Setting
 def test_runtime_failure_is_an_execution_error(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
     with pytest.raises(ExecutionError, match="pipeline failed"):
         q(tables, "reviews", ray_settings).select(x="CAST(text AS INTEGER)").collect()
+
+
+def test_explain_after_a_run_shows_the_rows_each_operator_passed_on(
+    tables: dict[str, pa.Table], ray_settings: Settings
+) -> None:
+    reviews = q(tables, "reviews", ray_settings).filter("rating >= 4")
+    products = q(tables, "products", ray_settings).filter("price > 3")
+    query = reviews.join(products, "l.product = r.product").aggregate(by="category", n="count(*)").sort("category")
+    result = query.limit(3).execute()
+    explained = query.limit(3).explain(result)
+    # Each operator line of the tree is followed by its actual line.
+    lines = [line.strip(" │├└─") for line in explained.split("Optimized plan")[1].splitlines()]
+    actual = {
+        lines[i].split("  rows ")[0]: int(lines[i + 1].removeprefix("actual: rows ").replace(",", ""))
+        for i in range(len(lines) - 1)
+        if lines[i + 1].startswith("actual: rows ")
+    }
+    joined = "FROM reviews r JOIN products p ON r.product = p.product WHERE r.rating >= 4 AND p.price > 3"
+    assert actual == {
+        "Scan memory:reviews": 1000,
+        "Filter rating >= 4": duck("SELECT count(*) FROM reviews WHERE rating >= 4", tables)[0][0],
+        "Scan memory:products": 16,
+        "Filter price > 3": duck("SELECT count(*) FROM products WHERE price > 3", tables)[0][0],
+        "Join inner on l.product = r.product": duck(f"SELECT count(*) {joined}", tables)[0][0],
+        "Aggregate by ['category']: count(*) AS n": duck(f"SELECT count(DISTINCT category) {joined}", tables)[0][0],
+        "Sort category": duck(f"SELECT count(DISTINCT category) {joined}", tables)[0][0],
+        "Limit 3": 3,
+    }, explained
+    uncounted = query.with_settings(ray_settings.model_copy(update={"count_rows": False})).execute()
+    assert uncounted.operator_rows == {} and uncounted.table.num_rows == 4
+
+
+def test_a_batch_counted_twice_counts_once(ray_settings: Settings) -> None:
+    from semray.pipeline.row_counts import count_rows, new_execution, take_counts
+
+    counts, other = new_execution(), new_execution()
+    batch = pa.table({"_rowid": ["a", "b", "c"]})
+    for _ in range(2):  # a retried task reports its batch again
+        count_rows(batch, counts, ("op",))
+    count_rows(pa.table({"_rowid": ["d"]}), counts, ("op", "other"))
+    count_rows(batch.slice(0, 0), counts, ("empty",))
+    count_rows(batch, other, ("op",))
+    assert take_counts(counts) == {"op": 4, "other": 1, "empty": 0}
+    assert take_counts(counts) == {}, "an execution's counts are taken once"
+    assert take_counts(other) == {"op": 3}, "executions are counted apart"
