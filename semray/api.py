@@ -324,6 +324,11 @@ class Query:
         text = "Logical plan\n" + render_tree(self._plan)
         text += f"\n\n{heading} with estimates (defaults where nothing was measured)\n"
         text += render_estimates(runs, estimate, actuals)
+        if result is not None and not getattr(result, "operator_rows", None):
+            text += (
+                "\nOperators' rows were not counted in this run (count_rows is auto and the plan calls no model, "
+                "or off): Settings(count_rows='on') or `semray explain --analyze` counts them."
+            )
         return text + "\n\n" + explain_physical(runs, self.settings) + tier_lines(self._plan, self._serving)
 
     def _runnable(self, optimize: bool) -> Node:

@@ -195,8 +195,9 @@ def _explain(query: Any, args: argparse.Namespace) -> int:
     if not args.analyze:
         sys.stdout.write(query.explain() + "\n")
         return 0
-    result = query.execute(**_planning(args))
-    sys.stdout.write(query.explain(result) + "\n")
+    counted = query.with_settings(query.settings.model_copy(update={"count_rows": "on"}))
+    result = counted.execute(**_planning(args))
+    sys.stdout.write(counted.explain(result) + "\n")
     _say(result.usage_line() + "\n")
     return 0
 

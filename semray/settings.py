@@ -6,6 +6,7 @@ Build it once at the edge (CLI, ``semray.connect``) and pass it down.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -39,9 +40,11 @@ class Settings(BaseSettings):
         description="rows per model round trip a semantic operator grows to over a large input with no LIMIT above it",
     )
     semantic_actors: int = Field(default=2, ge=1, description="actors per semantic operator (each holds Serve handles)")
-    count_rows: bool = Field(
-        default=True,
-        description="count the rows each operator passes on, for EXPLAIN after a run (one small step per operator)",
+    count_rows: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="count the rows each operator passes on, for EXPLAIN after a run: auto counts plans that call "
+        "models (a line written per batch, beside at least one model call per batch), on counts every plan, "
+        "off none",
     )
     log_format: str = Field(default="auto", description="auto | console | json")
     log_level: str = Field(default="info")

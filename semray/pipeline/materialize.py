@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -50,9 +51,10 @@ class ExecutionContext:
     row_counts: RowCounts | None = None
 
 
-def counting(context: ExecutionContext) -> ExecutionContext:
-    """``context`` with its operators' rows counted; read them with ``counted_rows`` once it ran."""
-    return dataclasses.replace(context, row_counts=new_execution())
+def counting(context: ExecutionContext, state_path: Path) -> ExecutionContext:
+    """``context`` with its operators' rows counted (in a file under ``state_path``); read them
+    with ``counted_rows`` once it ran."""
+    return dataclasses.replace(context, row_counts=new_execution(state_path))
 
 
 def counted_rows(context: ExecutionContext) -> dict[str, int]:

@@ -1,22 +1,24 @@
 """Counting the rows each logical operator passes on, for EXPLAIN after a run.
 
 Lowering tags the stage that produces an operator's output with the operator's key
-(``Stage.operators``); the pipeline reports each output batch of a tagged stage to one
-``RowCounter`` actor per driver, and the driver takes an execution's totals when its rows
-are in. Counting never fails a query: a counter that cannot be reached leaves EXPLAIN
-without actual rows.
+(``Stage.operators``); the pipeline appends one line per output batch of a tagged stage to
+the execution's count file under the state folder, and the driver sums the file once the
+rows are in. A line is written before the batch moves on, so every batch the driver
+received is counted. Tasks and actors must see the state folder, as they see a run's
+ledger. Counting never fails a query: a count that cannot be written or read is logged and
+EXPLAIN shows fewer actual rows (none when the file is unreadable).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import ray
-from ray.exceptions import RayError
 
 from semray.log import get_logger
 from semray.operators.schema import ROW_ID
@@ -24,65 +26,55 @@ from semray.operators.schema import ROW_ID
 log = get_logger(__name__)
 
 
-@ray.remote(num_cpus=0)
-class RowCounter:
-    """The rows each operator passed on, per execution. Counted per batch: a batch reported
-    again (a retried task, an input a cascade reads twice) replaces its first count."""
-
-    def __init__(self) -> None:
-        self._rows: dict[str, dict[tuple[str, str], int]] = {}
-
-    def add(self, execution: str, operators: tuple[str, ...], batch: str, rows: int) -> None:
-        counted = self._rows.setdefault(execution, {})
-        for operator in operators:
-            counted[(operator, batch)] = rows
-
-    def take(self, execution: str) -> dict[str, int]:
-        totals: dict[str, int] = {}
-        for (operator, _), rows in self._rows.pop(execution, {}).items():
-            totals[operator] = totals.get(operator, 0) + rows
-        return totals
-
-
 @dataclass(frozen=True, slots=True)
 class RowCounts:
-    """Where one execution's tasks and actors report their rows."""
+    """Where one execution's tasks and actors report their rows: a file of JSON lines."""
 
-    counter: Any
-    execution: str
-
-
-_counters: dict[tuple[str, str], Any] = {}
-"""This driver's counter per Ray cluster and job; held here, as an actor lives while a handle does."""
+    path: str
 
 
-def new_execution() -> RowCounts:
-    """Counts for one execution, on this driver's counter (started on first use)."""
-    context = ray.get_runtime_context()
-    owner = (context.get_node_id(), context.get_job_id())
-    if owner not in _counters:
-        _counters.clear()  # handles of an earlier cluster (ray.shutdown, then a new one)
-        _counters[owner] = RowCounter.remote()  # type: ignore[attr-defined]
-    return RowCounts(_counters[owner], uuid.uuid4().hex)
+def new_execution(state_path: Path) -> RowCounts:
+    folder = state_path / "row_counts"
+    folder.mkdir(parents=True, exist_ok=True)
+    return RowCounts(str(folder / f"{uuid.uuid4().hex}.jsonl"))
 
 
 def count_rows(batch: pa.Table, counts: RowCounts, operators: tuple[str, ...]) -> pa.Table:
-    """Report ``batch`` as output of ``operators`` and pass it on. Waits for the counter, so
-    every batch the driver receives has been counted."""
+    """Report ``batch`` as output of ``operators`` and pass it on."""
+    line = json.dumps([list(operators), batch_key(batch), batch.num_rows]) + "\n"
     try:
-        ray.get(counts.counter.add.remote(counts.execution, operators, batch_key(batch), batch.num_rows))
-    except RayError as error:
-        log.warning("row_count_lost", operators=list(operators), error=type(error).__name__)
+        # One write of one short line with O_APPEND: lines of concurrent writers do not interleave.
+        descriptor = os.open(counts.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(descriptor, line.encode())
+        finally:
+            os.close(descriptor)
+    except OSError as error:
+        log.warning("row_count_lost", operators=list(operators), error=str(error))
     return batch
 
 
 def take_counts(counts: RowCounts) -> dict[str, int]:
-    """The rows each counted operator passed on in this execution (once: the counts are dropped)."""
+    """The rows each counted operator passed on in this execution; the file is removed.
+
+    A batch reported twice (a retried task, an input a cascade reads twice) counts once.
+    """
+    path = Path(counts.path)
     try:
-        return dict(ray.get(counts.counter.take.remote(counts.execution)))
-    except RayError as error:
-        log.warning("row_counts_lost", error=type(error).__name__, note="EXPLAIN shows no actual rows")
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        path.unlink(missing_ok=True)
+    except OSError as error:
+        log.warning("row_counts_lost", error=str(error), note="EXPLAIN shows no actual rows")
         return {}
+    by_batch: dict[tuple[str, str], int] = {}
+    for line in text.splitlines():
+        operators, key, rows = json.loads(line)
+        for operator in operators:
+            by_batch[(operator, key)] = rows
+    totals: dict[str, int] = {}
+    for (operator, _), rows in by_batch.items():
+        totals[operator] = totals.get(operator, 0) + rows
+    return totals
 
 
 def batch_key(batch: pa.Table) -> str:

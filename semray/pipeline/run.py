@@ -349,9 +349,14 @@ def _context(run: Run, tiers: TierHandles | None) -> materialize.ExecutionContex
 
 def _collect(job: Job, context: materialize.ExecutionContext) -> tuple[pa.Table, dict[str, int]]:
     """Run the pipeline to a table; with the rows each operator passed on (when counted)."""
-    context = materialize.counting(context) if job.settings.count_rows else context
+    context = materialize.counting(context, job.settings.state_path) if _counts_rows(job) else context
     table = materialize.collect(job.stages, _schema(job), context)
     return table, materialize.counted_rows(context)
+
+
+def _counts_rows(job: Job) -> bool:
+    """Count each operator's rows: ``count_rows`` on, or auto and the plan calls models."""
+    return job.settings.count_rows == "on" or (job.settings.count_rows == "auto" and bool(job.tiers))
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,7 +370,7 @@ def _write_and_publish(run: Run, job: Job, tiers: TierHandles | None) -> _Publis
     """Stream the pipeline into the run's staging file, then publish it."""
     schema = _schema(job)
     context = _context(run, tiers) if tiers is not None else materialize.ExecutionContext()
-    context = materialize.counting(context) if job.settings.count_rows else context
+    context = materialize.counting(context, job.settings.state_path) if _counts_rows(job) else context
     rows = 0
     with pq.ParquetWriter(run.staging_path(), schema) as writer:
         for batch in materialize.iter_batches(job.stages, schema, job.settings.batch_size, context):
