@@ -350,8 +350,11 @@ def _context(run: Run, tiers: TierHandles | None) -> materialize.ExecutionContex
 def _collect(job: Job, context: materialize.ExecutionContext) -> tuple[pa.Table, dict[str, int]]:
     """Run the pipeline to a table; with the rows each operator passed on (when counted)."""
     context = materialize.counting(context, job.settings.state_path) if _counts_rows(job) else context
-    table = materialize.collect(job.stages, _schema(job), context)
-    return table, materialize.counted_rows(context)
+    try:
+        table = materialize.collect(job.stages, _schema(job), context)
+    finally:
+        rows = materialize.counted_rows(context)  # taken on failure too: no count file is left behind
+    return table, rows
 
 
 def _counts_rows(job: Job) -> bool:
@@ -372,13 +375,16 @@ def _write_and_publish(run: Run, job: Job, tiers: TierHandles | None) -> _Publis
     context = _context(run, tiers) if tiers is not None else materialize.ExecutionContext()
     context = materialize.counting(context, job.settings.state_path) if _counts_rows(job) else context
     rows = 0
-    with pq.ParquetWriter(run.staging_path(), schema) as writer:
-        for batch in materialize.iter_batches(job.stages, schema, job.settings.batch_size, context):
-            run.raise_if_cancelled()
-            writer.write_table(batch)
-            rows += batch.num_rows
+    try:
+        with pq.ParquetWriter(run.staging_path(), schema) as writer:
+            for batch in materialize.iter_batches(job.stages, schema, job.settings.batch_size, context):
+                run.raise_if_cancelled()
+                writer.write_table(batch)
+                rows += batch.num_rows
+    finally:
+        counted = materialize.counted_rows(context)
     run.raise_if_cancelled()
-    return _Published(rows, run.publish(), materialize.counted_rows(context))
+    return _Published(rows, run.publish(), counted)
 
 
 def _paid(run: Run) -> LLMUsage:

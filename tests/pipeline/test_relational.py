@@ -139,8 +139,10 @@ def test_iter_batches_streams(tables: dict[str, pa.Table], ray_settings: Setting
 
 
 def test_runtime_failure_is_an_execution_error(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
+    counted = ray_settings.model_copy(update={"count_rows": "on"})
     with pytest.raises(ExecutionError, match="pipeline failed"):
-        q(tables, "reviews", ray_settings).select(x="CAST(text AS INTEGER)").collect()
+        q(tables, "reviews", counted).select(x="CAST(text AS INTEGER)").collect()
+    assert not list((counted.state_path / "row_counts").glob("*")), "a failed run leaves no count file"
 
 
 def test_explain_after_a_run_shows_the_rows_each_operator_passed_on(
