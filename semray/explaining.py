@@ -51,9 +51,8 @@ def run_actuals(plan: Node, settings: Settings, result: Any) -> dict[str, Any]:
             rows[key] = min(node.count, max(0, inner - node.offset))
     found = actuals_by_path(plan, paid, operator_key, rows)
     table = getattr(result, "table", None)
-    returned = table.num_rows if table is not None else getattr(result, "rows", None)  # a Result, a Written
-    if returned is not None:
-        found[""] = dataclasses.replace(found.get("", Actual()), rows=returned)
+    if table is not None:
+        found[""] = dataclasses.replace(found.get("", Actual()), rows=table.num_rows)
     return found
 
 

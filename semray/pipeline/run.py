@@ -111,8 +111,6 @@ class Written:
     simulated: bool = False
     attempt_usage: LLMUsage = field(default_factory=LLMUsage)
     measured: MeasuredRun | None = None
-    operator_rows: dict[str, int] = field(default_factory=dict)
-    """As ``Result.operator_rows``."""
 
     def usage_line(self) -> str:
         return _usage_line(self.run_id, self.usage, self.attempt_usage, self.simulated, self.measured)
@@ -218,16 +216,16 @@ def publish_parquet(
         started = time.perf_counter()
         with _measured_run(plan, settings, serving, planning, output=target) as (run, job, handles, measured):
             before = _paid(run)
-            published = _write_and_publish(run, job, handles)
-        return _written(job, run, target, published, before, started, measured)
+            rows, version = _write_and_publish(run, job, handles)
+        return _written(job, run, target, rows, version, before, started, measured)
     job = Job.prepare(plan, settings, serving)
     connect(settings)
     started = time.perf_counter()
     tiers = _start_tiers(job)
     with _open(job, output=target) as run, _cancellable(run):
         before = _paid(run)
-        published = _write_and_publish(run, job, tiers)
-    return _written(job, run, target, published, before, started)
+        rows, version = _write_and_publish(run, job, tiers)
+    return _written(job, run, target, rows, version, before, started)
 
 
 def resume(settings: Settings, run_id: str, serving: ServingConfig | None = None) -> Result | Written:
@@ -254,10 +252,10 @@ def resume(settings: Settings, run_id: str, serving: ServingConfig | None = None
         if target is None:
             table, rows = _collect(job, _context(run, tiers))
         else:
-            published = _write_and_publish(run, job, tiers)
+            written, version = _write_and_publish(run, job, tiers)
     if target is None:
         return _result(job, run, table, rows, before, started)
-    return _written(job, run, target, published, before, started)
+    return _written(job, run, target, written, version, before, started)
 
 
 # internals ------------------------------------------------------------------------------
@@ -362,29 +360,19 @@ def _counts_rows(job: Job) -> bool:
     return job.settings.count_rows == "on" or (job.settings.count_rows == "auto" and bool(job.tiers))
 
 
-@dataclass(frozen=True, slots=True)
-class _Published:
-    rows: int
-    version: str
-    operator_rows: dict[str, int]
-
-
-def _write_and_publish(run: Run, job: Job, tiers: TierHandles | None) -> _Published:
-    """Stream the pipeline into the run's staging file, then publish it."""
+def _write_and_publish(run: Run, job: Job, tiers: TierHandles | None) -> tuple[int, str]:
+    """Stream the pipeline into the run's staging file, then publish it; (rows, version).
+    Operators' rows are not counted: nothing explains a published run."""
     schema = _schema(job)
     context = _context(run, tiers) if tiers is not None else materialize.ExecutionContext()
-    context = materialize.counting(context, job.settings.state_path) if _counts_rows(job) else context
     rows = 0
-    try:
-        with pq.ParquetWriter(run.staging_path(), schema) as writer:
-            for batch in materialize.iter_batches(job.stages, schema, job.settings.batch_size, context):
-                run.raise_if_cancelled()
-                writer.write_table(batch)
-                rows += batch.num_rows
-    finally:
-        counted = materialize.counted_rows(context)
+    with pq.ParquetWriter(run.staging_path(), schema) as writer:
+        for batch in materialize.iter_batches(job.stages, schema, job.settings.batch_size, context):
+            run.raise_if_cancelled()
+            writer.write_table(batch)
+            rows += batch.num_rows
     run.raise_if_cancelled()
-    return _Published(rows, run.publish(), counted)
+    return rows, run.publish()
 
 
 def _paid(run: Run) -> LLMUsage:
@@ -418,7 +406,8 @@ def _written(
     job: Job,
     run: Run,
     target: OutputTarget,
-    published: _Published,
+    rows: int,
+    version: str,
     before: LLMUsage,
     started: float,
     measured: MeasuredRun | None = None,
@@ -428,24 +417,14 @@ def _written(
     log.info(
         "parquet_published",
         path=target.path,
-        rows=published.rows,
-        version=published.version,
+        rows=rows,
+        version=version,
         seconds=round(time.perf_counter() - started, 3),
         run_id=run.run_id,
         attempt=run.attempt,
         calls=attempt.calls,
     )
-    return Written(
-        Path(target.path),
-        published.rows,
-        run.run_id,
-        published.version,
-        usage,
-        job.simulated,
-        attempt,
-        measured,
-        published.operator_rows,
-    )
+    return Written(Path(target.path), rows, run.run_id, version, usage, job.simulated, attempt, measured)
 
 
 def _minus(total: LLMUsage, before: LLMUsage) -> LLMUsage:

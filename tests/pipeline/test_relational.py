@@ -173,7 +173,8 @@ def test_explain_after_a_run_shows_the_rows_each_operator_passed_on(
         "Limit 3": 3,
     }, explained
     # By default a plan that calls no model is not counted (counting costs ~1 ms per batch and operator).
-    assert query.execute().operator_rows == {}
+    plain = query.execute()
+    assert plain.operator_rows == {} and "rows were not counted in this run" in query.explain(plain)
     uncounted = query.with_settings(ray_settings.model_copy(update={"count_rows": "off"})).execute()
     assert uncounted.operator_rows == {} and uncounted.table.num_rows == 4
 
