@@ -45,6 +45,11 @@ class ExpressionError(PlanError):
     """A SQL expression does not parse or does not type-check against its input."""
 
 
+class UnsafeExpressionError(ExpressionError):
+    """A plan expression is not one scalar expression over its input (a subquery, a table
+    function, a setting, ...): plans may not read files or the session through SQL."""
+
+
 class PlanFormatError(PlanError):
     """A JSON plan is malformed or of an unsupported version."""
 

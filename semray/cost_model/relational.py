@@ -19,7 +19,6 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -28,6 +27,7 @@ from semray.cost_model.sampling import Estimate, SamplingError, wilson_interval
 from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
 from semray.operators.base import Node, walk
 from semray.operators.relational import Filter, Scan
+from semray.operators.safe_sql import isolated_connection
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -92,9 +92,9 @@ def filter_selectivity(node: Filter, sample: SourceSample, confidence: float = 0
     n = table.num_rows
     if n == 0:
         raise SamplingError("cannot measure a selectivity on an empty sample; sample more rows")
-    connection = duckdb.connect()
+    connection = isolated_connection()
     connection.register("sample", table)
-    ((kept,),) = connection.sql(f"SELECT count(*) FROM sample WHERE {node.predicate}").fetchall()
+    ((kept,),) = connection.sql(f"SELECT count(*) FROM sample WHERE ({node.predicate})").fetchall()
     connection.close()
     proportion = float(kept) / n
     population = max(sample.population, n)

@@ -19,17 +19,26 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from semray.errors import ColumnNotFoundError, ExpressionError
+from semray.operators.safe_sql import Context, check_safe_expression, isolated_connection
 from semray.operators.schema import Schema, quote
 
 DIALECT = "duckdb"
 
 
-def parse_expression(sql: str, where: str) -> exp.Expression:
-    """Parse one SQL expression, e.g. ``parse_expression("rating >= 4", "Filter")``."""
+def parse_expression(sql: str, where: str, context: Context = "scalar") -> exp.Expression:
+    """Parse one SQL expression, e.g. ``parse_expression("rating >= 4", "Filter")``.
+
+    Every plan expression comes through here, from every surface, so this is where one is
+    checked to be safe to run (``safe_sql``): no subqueries, table functions or settings.
+    """
     if not sql or not sql.strip():
         raise ExpressionError(f"{where}: empty expression")
     try:
         tree = sqlglot.parse_one(sql, read=DIALECT, into=exp.Condition)
+    except RecursionError:
+        raise ExpressionError(
+            f"{where}: {sql[:80]!r}... is nested too deeply to parse; simplify it or split it into several steps"
+        ) from None
     except ParseError as error:
         detail = error.errors[0] if error.errors else {}
         column = detail.get("col")
@@ -38,6 +47,7 @@ def parse_expression(sql: str, where: str) -> exp.Expression:
         raise ExpressionError(f"{where}: cannot parse {sql!r}{position}: {description}") from None
     if isinstance(tree, exp.Select | exp.Query):
         raise ExpressionError(f"{where}: expected an expression, got a query: {sql!r}")
+    check_safe_expression(sql, where, context)
     return tree
 
 
@@ -71,7 +81,7 @@ def expression_type(sql: str, schema: Schema, where: str) -> str:
 
 def aggregate_type(sql: str, keys: tuple[str, ...], schema: Schema, where: str) -> str:
     """DuckDB type of an aggregate expression grouped by ``keys``."""
-    tree = parse_expression(sql, where)
+    tree = parse_expression(sql, where, "aggregate")
     if not any(isinstance(node, exp.AggFunc) for node in tree.walk()):
         raise ExpressionError(f"{where}: {sql!r} is not an aggregate (use count, sum, avg, min, max, ...)")
     for name in referenced_columns(tree):
@@ -111,7 +121,7 @@ def _scratch(tables: dict[str, tuple[tuple[str, str], ...]], where: str, sql: st
     a cursor ~1 ms."""
     database = getattr(_local, "database", None)
     if database is None:
-        database = _local.database = duckdb.connect()
+        database = _local.database = isolated_connection()
     cursor = database.cursor()
     try:
         for name, schema_key in tables.items():

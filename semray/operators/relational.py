@@ -212,7 +212,7 @@ class Aggregate(Unary):
     def columns_read(self) -> frozenset[str]:
         read = set(self.keys)
         for item in self.aggs:
-            read.update(referenced_columns(parse_expression(item.expr, "Aggregate")))
+            read.update(referenced_columns(parse_expression(item.expr, "Aggregate", "aggregate")))
         return frozenset(read)
 
     def label(self) -> str:

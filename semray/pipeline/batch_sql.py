@@ -7,6 +7,7 @@ import threading
 import duckdb
 import pyarrow as pa
 
+from semray.operators.safe_sql import isolated_connection
 from semray.operators.schema import quote
 
 _local = threading.local()
@@ -15,9 +16,9 @@ _local = threading.local()
 def _connection() -> duckdb.DuckDBPyConnection:
     connection = getattr(_local, "connection", None)
     if connection is None:
-        connection = duckdb.connect()
-        # One thread per batch: Ray already runs one task per CPU.
-        connection.execute("SET threads TO 1")
+        # One thread per batch: Ray already runs one task per CPU. Isolated: the SQL it runs
+        # comes from plans, which may not read files (operators/safe_sql.py).
+        connection = isolated_connection(threads=1)
         _local.connection = connection
     return connection
 

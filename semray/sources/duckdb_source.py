@@ -31,8 +31,10 @@ OPTIONS = frozenset({"table", "query", "task_rows"})
 
 
 def connect(path: Path) -> duckdb.DuckDBPyConnection:
+    """The database, read-only; a source's ``query`` comes from the plan and may not reach any
+    other file (``read_text``, ``ATTACH``, extensions): external access is off."""
     try:
-        return duckdb.connect(str(path), read_only=True)
+        return duckdb.connect(str(path), read_only=True, config={"enable_external_access": False})
     except duckdb.Error as error:
         raise SourceError(f"cannot open duckdb database {str(path)!r}: {error}") from error
 

@@ -36,13 +36,32 @@ OPTIONS = frozenset({"table", "query", "task_rows", "infer_rows"})
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """A read-only connection whose text values decode leniently (bad bytes -> U+FFFD)."""
+    """A read-only connection whose text values decode leniently (bad bytes -> U+FFFD).
+
+    A source's ``query`` comes from the plan, which may not reach other files: the
+    authorizer allows reading this database only (``ATTACH`` would open or even create any
+    file, ``VACUUM INTO`` write one).
+    """
     try:
         connection = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
     except sqlite3.Error as error:
         raise SourceError(f"cannot open sqlite database {str(path)!r}: {error}") from error
     connection.text_factory = SqliteText.decode
+    connection.set_authorizer(_read_only)
     return connection
+
+
+_READ_ACTIONS = frozenset(
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+)
+_READ_PRAGMAS = frozenset({"table_info", "table_xinfo"})
+
+
+def _read_only(action: int, first: str | None, _second: str | None, _database: str | None, _trigger: str | None) -> int:
+    """sqlite3 authorizer: reads of the opened database, nothing else."""
+    if action in _READ_ACTIONS or (action == sqlite3.SQLITE_PRAGMA and (first or "").lower() in _READ_PRAGMAS):
+        return sqlite3.SQLITE_OK
+    return sqlite3.SQLITE_DENY
 
 
 @dataclass(frozen=True, slots=True)
