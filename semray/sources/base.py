@@ -65,7 +65,11 @@ class Source(Protocol):
         ...
 
     def invalid_utf8_count(self) -> int:
-        """Rows (files, for text folders) whose bytes were not valid UTF-8 and got replacement characters."""
+        """Rows (files, for text folders) whose bytes were not valid UTF-8 and got replacement characters.
+
+        Text readers replace bad bytes only under ``encoding_errors="replace"``; by default such a
+        file fails its read with a SourceError (``semray.sources.encoding``), so the count is 0.
+        """
         ...
 
 

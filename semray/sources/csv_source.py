@@ -1,8 +1,16 @@
 """CSV files (one file, a folder or a glob): one read task per file, streamed in batches.
 
 Types are inferred on the driver from the first block of the first few files and
-given to ``pyarrow.csv.open_csv`` explicitly. String columns are read as binary and
-decoded leniently, so bad UTF-8 becomes U+FFFD instead of failing the read.
+given to ``pyarrow.csv.open_csv`` explicitly. Bytes go through ``CheckedInput``, which
+fails on bytes the ``encoding`` option cannot decode (UTF-8 by default) and transcodes
+other encodings; with ``encoding_errors="replace"``, UTF-8 string columns are read as
+binary and decoded leniently, so bad UTF-8 becomes U+FFFD, counted and logged.
+
+Nothing is dropped silently: a header with an empty or repeated name, a file with a
+column the schema lacks, a quote never closed, and a later value of another type
+each fail with a SourceError that names the file, the column or row, and the fix.
+Quoted values may span lines; a row longer than the block size is retried with
+larger blocks.
 """
 
 from __future__ import annotations
@@ -27,14 +35,28 @@ from semray.sources.base import (
     option_str,
     select_columns,
 )
-from semray.sources.inference import unify_schemas
+from semray.sources.checked_input import CheckedInput
+from semray.sources.csv_diagnosis import (
+    STRADDLING,
+    check_header,
+    check_known_columns,
+    explain_columns,
+    explain_conversion,
+    too_long,
+)
+from semray.sources.csv_quotes import find_unterminated_quote, unterminated_quote_error
+from semray.sources.encoding import ENCODING_OPTIONS, UTF8, TextEncoding, encoding_option
+from semray.sources.inference import InferenceWindow, unify_schemas
 from semray.sources.paths import FileSet, resolve_files
 from semray.sources.rowids import file_prefix, numbered_ids, rebatch, with_rowids
 from semray.sources.utf8 import binary_columns_to_string, counted_invalid_utf8, file_is_valid_utf8
 
-OPTIONS = frozenset({"delimiter", "quote_char", "header", "glob", "infer_bytes", "infer_files"})
+OPTIONS = frozenset({"delimiter", "quote_char", "header", "glob", "infer_bytes", "infer_files"}) | ENCODING_OPTIONS
 EXTENSIONS = (".csv", ".tsv", ".csv.gz", ".tsv.gz")
 _NULLS = [""]
+_HEADER_BLOCK = 64 << 10
+MAX_BLOCK = 1 << 30
+"""The largest block (so the longest row) the reader tries before it gives up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +66,15 @@ class CsvFormat:
     delimiter: str = ","
     quote_char: str = '"'
     header: bool = True
+    encoding: TextEncoding = UTF8
 
-    def read_options(self, block_size: int) -> pcsv.ReadOptions:
-        return pcsv.ReadOptions(block_size=block_size, autogenerate_column_names=not self.header)
+    def read_options(self, block_size: int, use_threads: bool = True) -> pcsv.ReadOptions:
+        return pcsv.ReadOptions(
+            block_size=block_size, autogenerate_column_names=not self.header, use_threads=use_threads
+        )
 
     def parse_options(self) -> pcsv.ParseOptions:
-        return pcsv.ParseOptions(delimiter=self.delimiter, quote_char=self.quote_char)
+        return pcsv.ParseOptions(delimiter=self.delimiter, quote_char=self.quote_char, newlines_in_values=True)
 
     def convert_options(self, types: pa.Schema | None, include: Sequence[str] | None) -> pcsv.ConvertOptions:
         return pcsv.ConvertOptions(
@@ -60,6 +85,43 @@ class CsvFormat:
             strings_can_be_null=True,
         )
 
+    def open(self, path: str, report: bool = False) -> CheckedInput:
+        """The file's bytes as UTF-8 for pyarrow, with its quotes counted; ``report`` logs replaced bytes."""
+        return CheckedInput(path, self.encoding, self.quote_char.encode("utf-8"), report)
+
+    def check_quotes(self, source: CheckedInput) -> None:
+        """After ``source`` was read to its end: raise if a quoted value is never closed."""
+        if source.at_end and source.quotes % 2:
+            line = find_unterminated_quote(source.path, self.delimiter, self.quote_char, self.encoding)
+            if line is not None:
+                raise unterminated_quote_error(source.path, line, self.quote_char)
+
+
+def header_names(path: str, fmt: CsvFormat, block_size: int = _HEADER_BLOCK) -> list[str]:
+    """The file's column names (``f0, f1, ...`` without a header); ``[]`` for an empty file."""
+    while True:
+        try:
+            with fmt.open(path) as source:
+                reader = pcsv.open_csv(
+                    source,
+                    read_options=fmt.read_options(block_size, use_threads=False),
+                    parse_options=fmt.parse_options(),
+                    convert_options=fmt.convert_options(None, None),
+                )
+                return list(reader.schema.names)
+        except pa.ArrowInvalid as error:
+            if "Empty CSV file" in str(error):
+                return []
+            if STRADDLING in str(error) and block_size < MAX_BLOCK:
+                block_size = min(block_size * 4, MAX_BLOCK)
+                continue
+            if STRADDLING in str(error):
+                raise too_long(path, block_size) from error
+            explained = explain_columns(str(error), path, fmt.header, fmt.delimiter)
+            raise explained or SourceError(
+                f"cannot parse CSV {path!r}: {error}; check the delimiter and quote_char options"
+            ) from error
+
 
 @dataclass(frozen=True, slots=True)
 class CsvFileRead:
@@ -69,11 +131,14 @@ class CsvFileRead:
     prefix: str
     fmt: CsvFormat
     read_types: pa.Schema
-    """Every column's type as read: string columns as binary, decoded afterwards."""
+    """Every column's type as read: with lenient UTF-8, string columns as binary, decoded afterwards."""
     columns: tuple[str, ...]
     text_columns: frozenset[str]
     block_size: int
     batch_rows: int
+    window: InferenceWindow
+    position: int
+    """The file's index in the source, to say how far ``infer_files`` must reach."""
 
     def __call__(self) -> Iterator[pa.Table]:
         return counted_invalid_utf8(self.path, self.decoded())
@@ -90,23 +155,68 @@ class CsvFileRead:
             row += raw.num_rows
 
     def _stream(self, include: list[str]) -> Iterator[pa.RecordBatch]:
-        try:
+        names = header_names(self.path, self.fmt)
+        if not names:
+            return
+        if self.fmt.header:
+            check_header(names, self.path)
+        check_known_columns(names, self.read_types.names, self.path, self.window.advice(self.position, None))
+        emitted = 0
+        block_size = self.block_size
+        while True:
+            try:
+                # After a retry with larger blocks, skip the rows already given out.
+                seen = 0
+                for batch in self._batches(include, block_size):
+                    start = max(emitted - seen, 0)
+                    seen += batch.num_rows
+                    if start < batch.num_rows:
+                        part = batch.slice(start) if start else batch
+                        emitted += part.num_rows
+                        yield part
+                return
+            except pa.ArrowInvalid as error:
+                if STRADDLING in str(error) and block_size < MAX_BLOCK:
+                    block_size = min(block_size * 4, MAX_BLOCK)
+                    continue
+                raise self._explain(error, names, include, block_size) from error
+            except OSError as error:
+                raise SourceError(f"cannot read CSV {self.path!r}: {error}") from error
+
+    def _batches(self, include: list[str], block_size: int, diagnosis: bool = False) -> Iterator[pa.RecordBatch]:
+        """The file's record batches; a ``diagnosis`` pass runs on one thread (so errors number rows), unlogged."""
+        with self.fmt.open(self.path, report=not diagnosis) as source:
             reader = pcsv.open_csv(
-                self.path,
-                read_options=self.fmt.read_options(self.block_size),
+                source,
+                read_options=self.fmt.read_options(block_size, use_threads=not diagnosis),
                 parse_options=self.fmt.parse_options(),
                 convert_options=self.fmt.convert_options(self.read_types, include),
             )
             yield from reader
+            self.fmt.check_quotes(source)
+
+    def _explain(self, error: pa.ArrowInvalid, names: list[str], include: list[str], block_size: int) -> SourceError:
+        message = str(error)
+        if STRADDLING in message:
+            return too_long(self.path, block_size)
+        if "Row #" not in message:
+            # Only a single-threaded read numbers the rows in its errors.
+            message = self._single_threaded_error(include, block_size) or message
+        advice = self.window.advice(self.position, _content_size(self.path))
+        explained = explain_conversion(
+            message, self.path, names, self.fmt.header, self.prefix, self.window, advice
+        ) or explain_columns(message, self.path, self.fmt.header, self.fmt.delimiter)
+        if explained is not None:
+            return explained
+        return SourceError(f"cannot read CSV {self.path!r}: {message}; check the delimiter and quote_char options")
+
+    def _single_threaded_error(self, include: list[str], block_size: int) -> str | None:
+        try:
+            for _ in self._batches(include, block_size, diagnosis=True):
+                pass
         except pa.ArrowInvalid as error:
-            if "Empty CSV file" in str(error):
-                return
-            raise SourceError(
-                f"cannot read CSV {self.path!r}: {error}; column types were inferred from the first rows, "
-                "so raise the infer_bytes option if a later value has another type"
-            ) from error
-        except OSError as error:
-            raise SourceError(f"cannot read CSV {self.path!r}: {error}") from error
+            return str(error)
+        return None
 
 
 @dataclass(frozen=True)
@@ -117,6 +227,7 @@ class CsvSource:
     fmt: CsvFormat
     arrow_schema: pa.Schema
     bytes_per_row: float
+    window: InferenceWindow
     kind: str = "csv"
 
     @classmethod
@@ -127,11 +238,14 @@ class CsvSource:
             delimiter=option_str(options, "delimiter", _default_delimiter(files)) or ",",
             quote_char=option_str(options, "quote_char", '"') or '"',
             header=option_bool(options, "header", True),
+            encoding=encoding_option(options),
         )
-        infer_bytes = option_int(options, "infer_bytes", 1 << 20)
-        schema, bytes_per_row = _infer(files, fmt, infer_bytes, option_int(options, "infer_files", 8))
+        window = InferenceWindow(
+            "infer_bytes", "bytes", option_int(options, "infer_bytes", 1 << 20), option_int(options, "infer_files", 8)
+        )
+        schema, bytes_per_row = _infer(files, fmt, window)
         check_no_rowid(schema, f"CSV {files.path!r}")
-        return cls(files=files, fmt=fmt, arrow_schema=schema, bytes_per_row=bytes_per_row)
+        return cls(files=files, fmt=fmt, arrow_schema=schema, bytes_per_row=bytes_per_row, window=window)
 
     def schema(self) -> pa.Schema:
         return self.arrow_schema
@@ -145,93 +259,122 @@ class CsvSource:
         block_size = int(min(max(self.bytes_per_row * batch_rows, 64 << 10), 16 << 20))
         return [
             ReadTask(
-                read=self._file_read(file, tuple(names), batch_rows, block_size),
+                read=self._file_read(position, tuple(names), batch_rows, block_size),
                 estimated_rows=round(_size(file) / self.bytes_per_row),
                 estimated_bytes=_size(file),
                 input_files=(str(file),),
             )
-            for file in self.files.files
+            for position, file in enumerate(self.files.files)
         ]
 
     def invalid_utf8_count(self) -> int:
+        """Rows whose bad UTF-8 became U+FFFD; always 0 unless ``encoding_errors="replace"``."""
         return self._invalid_utf8
 
     @cached_property
     def _invalid_utf8(self) -> int:
+        if not self.fmt.encoding.lenient_utf8:
+            return 0
         text = tuple(f.name for f in self.arrow_schema if pa.types.is_string(f.type))
         total = 0
-        for file in self.files.files:
+        for position, file in enumerate(self.files.files):
             if not text or file_is_valid_utf8(file):
                 continue
-            read = self._file_read(file, text, 1 << 16, 16 << 20)
+            read = self._file_read(position, text, 1 << 16, 16 << 20)
             total += sum(hit for _, hit in read.decoded())
         return total
 
-    def _file_read(self, file: Path, names: tuple[str, ...], batch_rows: int, block_size: int) -> CsvFileRead:
-        read_types = pa.schema(
-            [pa.field(f.name, pa.binary()) if pa.types.is_string(f.type) else f for f in self.arrow_schema]
-        )
+    def _file_read(self, position: int, names: tuple[str, ...], batch_rows: int, block_size: int) -> CsvFileRead:
+        file = self.files.files[position]
+        lenient = self.fmt.encoding.lenient_utf8
+        text = frozenset(f.name for f in self.arrow_schema if lenient and pa.types.is_string(f.type))
+        read_types = pa.schema([pa.field(f.name, pa.binary()) if f.name in text else f for f in self.arrow_schema])
         return CsvFileRead(
             path=str(file),
             prefix=file_prefix(self.files.prefix(file)),
             fmt=self.fmt,
             read_types=read_types,
             columns=names,
-            text_columns=frozenset(f.name for f in self.arrow_schema if pa.types.is_string(f.type)),
+            text_columns=text,
             block_size=block_size,
             batch_rows=batch_rows,
+            window=self.window,
+            position=position,
         )
 
 
-def _infer(files: FileSet, fmt: CsvFormat, infer_bytes: int, infer_files: int) -> tuple[pa.Schema, float]:
+def _infer(files: FileSet, fmt: CsvFormat, window: InferenceWindow) -> tuple[pa.Schema, float]:
     """Types from the first block of up to ``infer_files`` non-empty files, and bytes per row."""
     schemas: list[pa.Schema] = []
     sampled_bytes = 0
     sampled_rows = 0
     for file in files.files:
-        if len(schemas) >= infer_files:
+        if len(schemas) >= window.files:
             break
         if _size(file) == 0:
             continue
-        schema, rows = _infer_file(file, fmt, infer_bytes)
+        schema, rows = _infer_file(str(file), fmt, window.amount)
         schemas.append(schema)
         if rows:
             sampled_rows += rows
-            sampled_bytes += min(_size(file), infer_bytes)
+            sampled_bytes += min(_size(file), window.amount)
     if not schemas or sampled_rows == 0:
         what = f"CSV file {files.path!r} is empty" if not files.multi else f"every CSV file in {files.path!r} is empty"
-        raise SourceError(f"{what} (no data rows); give a source with at least one row")
+        raise SourceError(f"{what} (no data rows, at most a header); give a source with at least one row")
     schema = unify_schemas(schemas)
-    # Binary is how pyarrow infers a column with bad UTF-8; it is text to us.
+    # Binary is how pyarrow infers a column with bad UTF-8 (read leniently); it is text to us.
     schema = pa.schema([pa.field(f.name, pa.string()) if pa.types.is_binary(f.type) else f for f in schema])
     return schema, max(sampled_bytes / sampled_rows, 1.0)
 
 
-def _infer_file(file: Path, fmt: CsvFormat, infer_bytes: int) -> tuple[pa.Schema, int]:
-    try:
-        reader = pcsv.open_csv(
-            str(file),
-            read_options=fmt.read_options(infer_bytes),
-            parse_options=fmt.parse_options(),
-            convert_options=fmt.convert_options(None, None),
-        )
-        first = next(iter(reader), None)
-    except pa.ArrowInvalid as error:
-        if "Empty CSV file" in str(error):
-            return pa.schema([]), 0
-        raise SourceError(
-            f"cannot parse CSV {str(file)!r}: {error}; check the delimiter and quote_char options"
-        ) from error
-    except PermissionError as error:
-        raise SourceError(f"cannot read {str(file)!r}: permission denied; check the file's permissions") from error
-    except OSError as error:
-        raise SourceError(f"cannot read CSV {str(file)!r}: {error}") from error
+def _infer_file(path: str, fmt: CsvFormat, infer_bytes: int) -> tuple[pa.Schema, int]:
+    """The types pyarrow infers from the file's first block, and that block's row count."""
+    block_size = infer_bytes
+    while True:
+        try:
+            with fmt.open(path) as source:
+                reader = pcsv.open_csv(
+                    source,
+                    read_options=fmt.read_options(block_size, use_threads=False),
+                    parse_options=fmt.parse_options(),
+                    convert_options=fmt.convert_options(None, None),
+                )
+                first = next(iter(reader), None)
+                fmt.check_quotes(source)
+            break
+        except pa.ArrowInvalid as error:
+            if "Empty CSV file" in str(error):
+                return pa.schema([]), 0
+            if STRADDLING in str(error) and block_size < MAX_BLOCK:
+                # The first row is longer than the sample: widen the block until it fits.
+                block_size = min(block_size * 4, MAX_BLOCK)
+                continue
+            if STRADDLING in str(error):
+                raise too_long(path, block_size) from error
+            explained = explain_columns(str(error), path, fmt.header, fmt.delimiter)
+            raise explained or SourceError(
+                f"cannot parse CSV {path!r}: {error}; check the delimiter and quote_char options"
+            ) from error
+        except OSError as error:
+            raise SourceError(f"cannot read CSV {path!r}: {error}") from error
+    if fmt.header:
+        check_header(reader.schema.names, path)
     return reader.schema, 0 if first is None else first.num_rows
 
 
 def _default_delimiter(files: FileSet) -> str:
     """Tab for ``.tsv`` files, else comma; the ``delimiter`` option overrides it."""
     return "\t" if all(file.name.lower().endswith((".tsv", ".tsv.gz")) for file in files.files) else ","
+
+
+def _content_size(path: str) -> int:
+    """The file's size once decompressed: what ``infer_bytes`` must cover to sample all of it."""
+    size = _size(Path(path))
+    if not path.lower().endswith(".gz") or size < 4:
+        return size
+    with open(path, "rb") as stream:
+        stream.seek(-4, 2)
+        return max(int.from_bytes(stream.read(4), "little"), size)  # gzip's trailer: the size mod 2**32
 
 
 def _size(file: Path) -> int:

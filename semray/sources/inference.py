@@ -1,14 +1,48 @@
 """Schema inference helpers for text formats (CSV, JSON) that infer types from a sample.
 
 Types are fixed once on the driver and given to every read task explicitly, so a
-stream never changes a column's type halfway through a file.
+stream never changes a column's type halfway through a file. A later value that does
+not fit (or, in JSON, a key the sample never showed) fails its read task with a
+SourceError that says which option widens the sample (``InferenceWindow.advice``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
+
+
+@dataclass(frozen=True, slots=True)
+class InferenceWindow:
+    """How much of a source inference saw: the first ``amount`` bytes or rows of the first ``files`` files.
+
+    >>> InferenceWindow("infer_rows", "rows", 1000, 8).advice(position=0, needed=2001)
+    'set the infer_rows option to at least 2001 so that inference sees it'
+    """
+
+    option: str
+    """``infer_bytes`` (CSV) or ``infer_rows`` (JSON)."""
+    unit: str
+    amount: int
+    files: int
+
+    @property
+    def seen(self) -> str:
+        """What inference read, e.g. ``"the first 1000 rows of the first 8 files"``."""
+        return f"the first {self.amount} {self.unit} of the first {self.files} file(s)"
+
+    def advice(self, position: int, needed: int | None) -> str:
+        """How to make inference see a value ``needed`` units into the file at ``position`` of the source."""
+        steps = []
+        if needed is not None and needed > self.amount:
+            steps.append(f"the {self.option} option to at least {needed}")
+        if position >= self.files:
+            steps.append(f"the infer_files option to at least {position + 1}")
+        if not steps:
+            return "check the file: its values do not match the types inferred for the source"
+        return f"set {' and '.join(steps)} so that inference sees it"
 
 
 def unify_schemas(schemas: Sequence[pa.Schema]) -> pa.Schema:

@@ -140,6 +140,13 @@ def _file_info(file: Path) -> ParquetFileInfo:
         raise SourceError(f"cannot read {str(file)!r}: permission denied; check the file's permissions") from error
     except (pa.ArrowInvalid, OSError) as error:
         raise SourceError(f"{str(file)!r} is not a readable parquet file: {error}") from error
+    names = parquet.schema_arrow.names
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise SourceError(
+            f"parquet file {str(file)!r} has more than one column named {', '.join(map(repr, repeated))}; semray "
+            "could read only one of them, so rewrite the file with distinct column names"
+        )
     meta = parquet.metadata
     groups = []
     first = 0

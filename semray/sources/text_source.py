@@ -1,8 +1,11 @@
 """A folder of text files: one row per file with columns ``path`` (relative) and ``text``.
 
 The row id is the relative path. Read tasks cover chunks of the sorted file list;
-reading only ``path`` never opens a file. Bad UTF-8 becomes U+FFFD and is reported
-once per affected file.
+reading only ``path`` never opens a file. ``text`` is the whole file decoded with the
+``encoding`` option (UTF-8 by default) without a leading byte-order mark; NUL bytes and
+CRLF line ends are kept as they are. A file that does not decode fails the read with a
+SourceError naming the byte offset, unless ``encoding_errors="replace"``, which turns
+bad bytes into U+FFFD and reports each affected file once.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ from semray.sources.base import (
     option_str,
     select_columns,
 )
+from semray.sources.encoding import ENCODING_OPTIONS, UTF8, TextEncoding, encoding_option
 from semray.sources.paths import FileSet, read_bytes, resolve_files
 from semray.sources.rowids import with_rowids
-from semray.sources.utf8 import decode_lenient, file_is_valid_utf8, report_invalid_utf8
+from semray.sources.utf8 import file_is_valid_utf8, report_invalid_utf8
 
-OPTIONS = frozenset({"glob", "files_per_task"})
+OPTIONS = frozenset({"glob", "files_per_task"}) | ENCODING_OPTIONS
 SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("text", pa.string())])
 
 
@@ -40,6 +44,7 @@ class TextFilesRead:
     paths: tuple[str, ...]
     columns: tuple[str, ...]
     batch_rows: int
+    encoding: TextEncoding = UTF8
 
     def __call__(self) -> Iterator[pa.Table]:
         for start in range(0, len(self.paths), self.batch_rows):
@@ -55,7 +60,7 @@ class TextFilesRead:
 
     def _text(self, relative: str) -> str:
         file = Path(self.root) / relative
-        text, replaced = decode_lenient(read_bytes(file))
+        text, replaced = self.encoding.decode(read_bytes(file), str(file))
         if replaced:
             report_invalid_utf8(str(file), 1)
         return text
@@ -67,6 +72,7 @@ class TextFolderSource:
 
     files: FileSet
     files_per_task: int
+    encoding: TextEncoding = UTF8
     kind: str = "text"
 
     @classmethod
@@ -76,7 +82,9 @@ class TextFolderSource:
         if not files.multi:
             # One file is a folder of one: its row id is its name.
             files = FileSet(path=files.path, root=files.root, files=files.files, multi=True)
-        return cls(files=files, files_per_task=option_int(options, "files_per_task", 1024))
+        return cls(
+            files=files, files_per_task=option_int(options, "files_per_task", 1024), encoding=encoding_option(options)
+        )
 
     def schema(self) -> pa.Schema:
         return SCHEMA
@@ -96,6 +104,7 @@ class TextFolderSource:
                 paths=tuple(relative[start : start + self.files_per_task]),
                 columns=names,
                 batch_rows=batch_rows,
+                encoding=self.encoding,
             )
             size = sum(_size(file) for file in chunk) if "text" in names else 0
             tasks.append(
@@ -108,7 +117,9 @@ class TextFolderSource:
 
     @cached_property
     def _invalid_utf8(self) -> int:
-        """Files with bad UTF-8; reads every file once, so it is computed only when asked."""
+        """Files with bad UTF-8 (0 unless ``encoding_errors="replace"``); reads every file once, so only when asked."""
+        if not self.encoding.lenient_utf8:
+            return 0
         return sum(not file_is_valid_utf8(file) for file in self.files.files)
 
 

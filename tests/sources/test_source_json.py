@@ -79,7 +79,9 @@ def test_invalid_utf8(tmp_path, read_all, kind):
     path = tmp_path / ("bad.jsonl" if kind == "lines" else "bad.json")
     records = [b'{"t": "caf\xe9"}', b'{"t": "ok"}', b'{"t": "\xff", "u": "\xfe"}']
     path.write_bytes(b"\n".join(records) if kind == "lines" else b"[" + b",".join(records) + b"]")
-    source = open_source("json", str(path), {})
+    with pytest.raises(SourceError, match=r"byte 0xe9 at byte offset \d+ \(line 1\).*encoding option"):
+        open_source("json", str(path), {})
+    source = open_source("json", str(path), {"encoding_errors": "replace"})
     with capture_logs() as logs:
         table = read_all(source)
     assert table.column("t").to_pylist() == ["caf\ufffd", "ok", "\ufffd"]

@@ -22,8 +22,15 @@ def docs(tmp_path: Path) -> Path:
     return root
 
 
-def test_one_row_per_file(docs, read_all):
+def test_bad_utf8_fails_by_default_naming_file_and_offset(docs, read_all):
     source = open_source("text", str(docs), {})
+    with pytest.raises(SourceError, match=r"d\.txt' is not valid utf-8: byte 0xff at byte offset 4 \(line 1\)"):
+        read_all(source)
+    assert source.invalid_utf8_count() == 0
+
+
+def test_one_row_per_file(docs, read_all):
+    source = open_source("text", str(docs), {"encoding_errors": "replace"})
     assert source.schema() == pa.schema([("path", pa.string()), ("text", pa.string())])
     assert source.estimated_rows() == 4
     with capture_logs() as logs:
@@ -42,13 +49,13 @@ def test_one_row_per_file(docs, read_all):
 
 @pytest.mark.parametrize(("batch_rows", "files_per_task"), [(1, 1), (2, 3), (10, 1024)])
 def test_rowids_independent_of_tasks(docs, rowids, batch_rows, files_per_task):
-    source = open_source("text", str(docs), {"files_per_task": files_per_task})
+    source = open_source("text", str(docs), {"files_per_task": files_per_task, "encoding_errors": "replace"})
     assert len(source.read_tasks(None, batch_rows)) == -(-4 // files_per_task)
     assert rowids(source, batch_rows) == ["a.txt", "b/c.md", "b/d.txt", "empty.txt"]
 
 
 def test_glob_option(docs, read_all):
-    table = read_all(open_source("text", str(docs), {"glob": "**/*.txt"}))
+    table = read_all(open_source("text", str(docs), {"glob": "**/*.txt", "encoding_errors": "replace"}))
     assert table.column("path").to_pylist() == ["a.txt", "b/d.txt", "empty.txt"]
 
 
