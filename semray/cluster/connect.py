@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import sys
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -33,12 +33,17 @@ def connect(settings: Settings) -> None:
         return
     if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0":
         log.warning("ray_may_bind_all_interfaces", hint="import semray before ray, or set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0")
-    if settings.ray_address:
-        log.info("ray_connect", address=settings.ray_address)
+    address = settings.ray_address or os.environ.get("RAY_ADDRESS") or None
+    if address:
+        # An existing cluster (given, or the one a Ray job runs in: Ray sets RAY_ADDRESS there)
+        # owns its resources: no num_cpus, temp dir or object store size may be passed.
+        log.info("ray_connect", address=address)
         try:
-            ray.init(address=settings.ray_address, log_to_driver=True)
-        except (ConnectionError, RuntimeError) as error:
-            raise ClusterError(f"cannot reach the Ray cluster at {settings.ray_address}: {error}") from None
+            ray.init(address=address, log_to_driver=True, configure_logging=False)
+        except (ConnectionError, RuntimeError, ray.exceptions.AuthenticationError) as error:
+            reason = str(error).split(". ")[0]
+            raise ClusterError(f"cannot reach the Ray cluster at {address}: {reason}{_auth_hint()}") from None
+        _configure_data_context()
         return
     # Worker processes inherit this; Serve replicas then bind their gRPC server to loopback.
     os.environ[LOOPBACK_ENV] = "1"
@@ -56,6 +61,22 @@ def connect(settings: Settings) -> None:
     except (ConnectionError, RuntimeError, ValueError) as error:
         raise ClusterError(f"cannot start a local Ray cluster: {error}") from None
     _configure_data_context()
+
+
+def _auth_hint() -> str:
+    """What to set when the failure may be token authentication (on by default since Ray 2.59)."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        if not (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")):
+            return (
+                "; RAY_AUTH_MODE=token is set but no token is: set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the "
+                "cluster's token (`ray get-auth-token` on its head node prints it)"
+            )
+        return "; if the cluster uses token authentication, check that RAY_AUTH_TOKEN is the cluster's token"
+    return (
+        "; if the cluster uses token authentication (Ray's default for clusters it starts since 2.59), set "
+        "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to its token (`ray get-auth-token` on the "
+        "head node prints it)"
+    )
 
 
 def ray_temp_dir(settings: Settings) -> Path:
