@@ -13,6 +13,10 @@ from __future__ import annotations
 from semray.serving.config import Prices, ServingConfig, TierConfig
 from semray.serving.contract import ModelRequest, ModelResponse, OutputConstraint, Usage
 from semray.serving.errors import (
+    EndpointAuthError,
+    EndpointError,
+    EndpointModelError,
+    EndpointResponseError,
     EndpointUnavailableError,
     ServingConfigError,
     ServingError,
@@ -22,6 +26,10 @@ from semray.serving.errors import (
 from semray.serving.usage import UsageLedger, UsageSummary, UsageTotals
 
 __all__ = [
+    "EndpointAuthError",
+    "EndpointError",
+    "EndpointModelError",
+    "EndpointResponseError",
     "EndpointUnavailableError",
     "ModelRequest",
     "ModelResponse",

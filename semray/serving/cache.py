@@ -8,8 +8,10 @@ columnar scans and vectors, appends a fragment and a manifest version per write,
 concurrent writers by optimistic commit retries, which is the wrong shape for this traffic.
 
 Keys hash (model identity, rendered messages, decoding parameters, constraint, prompt-template
-version), so any change to what is asked misses. Values are the parsed ``ModelResponse`` as
-JSON; a hit is returned with ``cache_hit=True`` and zero usage.
+version), so any change to what is asked misses; the model identity (``tier.tier_identity``)
+covers the backend kind, model, base URL or weights fingerprint, and the simulator's tables and
+seed. Values are the parsed ``ModelResponse`` as JSON; a hit is returned with ``cache_hit=True``
+and zero usage. A cache that cannot be used degrades to misses, logged once, never a failure.
 
 >>> cache = ResponseCache(Path("/tmp/c/responses.sqlite"))  # doctest: +SKIP
 >>> cache.get_many(["k"])  # doctest: +SKIP
@@ -27,7 +29,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from semray.errors import SemrayError
 from semray.log import get_logger
 from semray.serving.contract import ModelResponse
 
@@ -41,12 +42,9 @@ CREATE TABLE IF NOT EXISTS responses (
     response TEXT NOT NULL
 ) WITHOUT ROWID
 """
-_BUSY_TIMEOUT_S = 60.0
+DEFAULT_TIMEOUT_S = 10.0
+"""Seconds a writer waits for another process's write lock before the cache turns itself off."""
 _CHUNK = 500  # SQLite's default limit on bound parameters is far above this
-
-
-class CacheError(SemrayError):
-    """The response cache file cannot be opened or written."""
 
 
 def cache_key(model_identity: str, payload: Mapping[str, Any]) -> str:
@@ -63,79 +61,141 @@ class ResponseCache:
     """Responses by content address in a WAL-mode SQLite file; safe under concurrent writers.
 
     Each thread gets its own connection (SQLite connections are not shared across threads);
-    writers wait up to a minute for the write lock, and a key written twice keeps the first value.
+    writers wait up to ``timeout_s`` for the write lock, and a key written twice keeps the first
+    value. A cache that cannot be opened, read or written (a corrupt or locked file, a read-only
+    file, a folder in its place) never fails a batch: the first failure is logged once as a
+    ``response_cache_unavailable`` warning with the path and the cause, and from then on every
+    lookup is a miss and every write is skipped (``failure`` says why).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.path = path.expanduser().resolve()
+        self.timeout_s = timeout_s
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._failure: str | None = None
+        self._bad_entry_logged = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise CacheError(f"cannot create the response cache folder {self.path.parent}: {error}") from error
-        self._local = threading.local()
-        with self._connection() as connection:
-            connection.execute(_SCHEMA)
+            self._connection().execute(_SCHEMA)
+        except (OSError, sqlite3.Error) as error:
+            self._degrade("open", error)
+
+    @property
+    def failure(self) -> str | None:
+        """Why the cache is off in this process (None while it works)."""
+        return self._failure
+
+    @property
+    def available(self) -> bool:
+        return self._failure is None
 
     def _connection(self) -> sqlite3.Connection:
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if connection is None:
-            try:
-                connection = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
-                connection.execute("PRAGMA journal_mode=WAL")
-                connection.execute("PRAGMA synchronous=NORMAL")
-            except sqlite3.Error as error:
-                raise CacheError(f"cannot open the response cache {self.path}: {error}") from error
+            connection = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
             self._local.connection = connection
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
         return connection
+
+    def _degrade(self, operation: str, error: BaseException) -> None:
+        """Turn the cache off for this process, logging the cause once."""
+        with self._lock:
+            first = self._failure is None
+            if first:
+                self._failure = f"{operation} failed: {type(error).__name__}: {error}"
+        if first:
+            log.warning(
+                "response_cache_unavailable",
+                path=str(self.path),
+                operation=operation,
+                error=f"{type(error).__name__}: {error}",
+                hint=f"answers are neither cached nor reused in this process; fix or delete {self.path}",
+            )
+        self.close()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, ModelResponse]:
         """Cached responses for the keys present (missing keys are absent from the result)."""
         found: dict[str, ModelResponse] = {}
-        connection = self._connection()
-        for start in range(0, len(keys), _CHUNK):
-            chunk = list(keys[start : start + _CHUNK])
-            marks = ",".join("?" * len(chunk))
-            try:
+        if self._failure is not None or not keys:
+            return found
+        try:
+            connection = self._connection()
+            for start in range(0, len(keys), _CHUNK):
+                chunk = list(keys[start : start + _CHUNK])
+                marks = ",".join("?" * len(chunk))
                 rows = connection.execute(f"SELECT key, response FROM responses WHERE key IN ({marks})", chunk)
                 for key, blob in rows.fetchall():
-                    found[key] = ModelResponse.model_validate_json(blob)
-            except sqlite3.Error as error:
-                # A cache that cannot be read is a miss, never a failed batch.
-                log.warning("response_cache_read_failed", path=str(self.path), error=str(error))
+                    response = self._decoded(key, blob)
+                    if response is not None:
+                        found[key] = response
+        except (OSError, sqlite3.Error) as error:
+            # A cache that cannot be read is a miss, never a failed batch.
+            self._degrade("read", error)
+            return {}
         return found
+
+    def _decoded(self, key: str, blob: object) -> ModelResponse | None:
+        """A stored response, or None (a miss) for an entry that no longer validates."""
+        try:
+            return ModelResponse.model_validate_json(blob if isinstance(blob, str | bytes) else str(blob))
+        except ValueError as error:
+            if not self._bad_entry_logged:
+                self._bad_entry_logged = True
+                log.warning("response_cache_entry_unreadable", path=str(self.path), key=key, error=str(error)[:200])
+            return None
 
     def put_many(self, items: Iterable[tuple[str, ModelResponse]]) -> int:
         """Store responses (first write of a key wins); returns how many were new."""
         rows = [(key, response.model, time.time(), response.model_dump_json()) for key, response in items]
-        if not rows:
+        if not rows or self._failure is not None:
             return 0
-        connection = self._connection()
+        connection: sqlite3.Connection | None = None
         try:
+            connection = self._connection()
             connection.execute("BEGIN IMMEDIATE")
             before = connection.total_changes
             connection.executemany("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?)", rows)
             added = connection.total_changes - before
             connection.execute("COMMIT")
-        except sqlite3.Error as error:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            log.warning("response_cache_write_failed", path=str(self.path), error=str(error), rows=len(rows))
+        except (OSError, sqlite3.Error) as error:
+            if connection is not None and connection.in_transaction:
+                try:
+                    connection.execute("ROLLBACK")
+                except sqlite3.Error as rollback_error:
+                    # The connection is closed by _degrade just below either way.
+                    log.debug("response_cache_rollback_failed", path=str(self.path), error=str(rollback_error))
+            self._degrade("write", error)
             return 0
         return added
 
     def __len__(self) -> int:
-        (count,) = self._connection().execute("SELECT COUNT(*) FROM responses").fetchone()
+        if self._failure is not None:
+            return 0
+        try:
+            (count,) = self._connection().execute("SELECT COUNT(*) FROM responses").fetchone()
+        except (OSError, sqlite3.Error) as error:
+            self._degrade("read", error)
+            return 0
         return int(count)
 
     def close(self) -> None:
         connection = getattr(self._local, "connection", None)
         if connection is not None:
-            connection.close()
             self._local.connection = None
+            try:
+                connection.close()
+            except sqlite3.Error:
+                log.debug("response_cache_close_failed", path=str(self.path))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path}
+        return {"path": self.path, "timeout_s": self.timeout_s}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = state["path"]
+        self.timeout_s = state.get("timeout_s", DEFAULT_TIMEOUT_S)
         self._local = threading.local()
+        self._lock = threading.Lock()
+        self._failure = None
+        self._bad_entry_logged = False

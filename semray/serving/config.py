@@ -115,9 +115,18 @@ class ServingConfig(BaseModel):
     large: TierConfig = Field(default_factory=_default_large)
     cache_dir: Path | None = None
     cache_enabled: bool = True
+    cache_timeout_s: float = Field(
+        default=10.0, gt=0, description="seconds to wait for the cache's write lock before degrading to misses"
+    )
     simulator: SimulatorConfig | None = None
     app_prefix: str = Field(default="semray", description="Serve apps are named <prefix>-<tier>")
     handle_retries: int = Field(default=2, ge=0, description="batch retries when a replica dies mid-batch")
+    deploy_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="seconds start_tiers waits for deployed tier apps to be RUNNING (loading a real model "
+        "can take minutes) before failing with what Serve says",
+    )
     vllm_http_port: int = Field(default=8000, description="vllm tiers: Serve's HTTP proxy port on 127.0.0.1")
 
     @property

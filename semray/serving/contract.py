@@ -12,7 +12,7 @@ problems never raise: they come back as a response with ``error`` set and ``valu
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -21,9 +21,35 @@ ErrorCode = Literal[
     "non_string_input",
     "prompt_too_long",
     "unparseable",
+    "empty",
+    "truncated",
+    "too_long",
+    "http_400",
     "model_error",
+    "invalid_logprobs",
+    "invalid_usage",
+    "no_label",
 ]
-"""Per-row error codes; ``ModelResponse.error`` starts with one of them followed by ': ' and details."""
+"""Per-row error codes; ``ModelResponse.error`` starts with one of them followed by ': ' and details.
+
+Input: ``empty_input``, ``non_string_input``, ``prompt_too_long``. Reply: ``unparseable`` (off
+format after the repair re-ask), ``empty`` (blank or null content), ``truncated`` (the reply hit
+``max_tokens``, ``finish_reason="length"``), ``too_long`` (far longer than ``max_tokens`` allows).
+Engine: ``http_400`` (the server rejected this request), ``model_error`` (another refusal).
+Impossible values: ``invalid_logprobs`` (a logprob > 0, NaN or infinite), ``invalid_usage``
+(negative or absurd token counts); their tokens are never charged. Simulator: ``no_label`` (the
+simulated tier has no label for the row; no call is charged).
+"""
+ERROR_CODES: tuple[str, ...] = get_args(ErrorCode)
+
+
+def row_error(code: ErrorCode, detail: str) -> str:
+    """The ``ModelResponse.error`` text for a per-row failure, e.g. ``row_error("empty", "no text")``.
+
+    >>> row_error("truncated", "hit max_tokens=4")
+    'truncated: hit max_tokens=4'
+    """
+    return f"{code}: {detail}"
 
 
 class OutputConstraint(BaseModel):
@@ -89,10 +115,10 @@ class Usage(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    dollars: float = 0.0
-    gpu_seconds: float = 0.0
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    dollars: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    gpu_seconds: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -113,7 +139,7 @@ class ModelResponse(BaseModel):
 
     text: str
     value: ResponseValue
-    confidence: float | None
+    confidence: float | None = Field(ge=0.0, le=1.0, description="exp(mean token logprob), within [0, 1]")
     token_logprobs: tuple[float, ...] = ()
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0

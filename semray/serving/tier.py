@@ -8,6 +8,7 @@ one repair re-ask, and pricing. Deployments (``deployments.py``) wrap this; test
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,12 +24,19 @@ from semray.serving.contract import (
     Usage,
     confidence_from_logprobs,
     error_response,
+    row_error,
 )
+from semray.serving.errors import ServingError
 from semray.serving.parsing import ReplyParseError, parse_reply
 from semray.serving.prompts import PROMPT_VERSION, format_instruction, repair_prompt
 from semray.serving.truncation import fit_prompt
+from semray.serving.validation import check_completion, token_bound
 
 log = get_logger(__name__)
+CACHE_KEY_VERSION = 2
+"""Bumped when what a cache key covers changes, so older entries are never served under new rules."""
+REPAIRABLE = frozenset({"truncated", "empty"})
+"""Row error codes (besides an off-format reply) worth the one repair re-ask."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +59,8 @@ class ModelTier:
         self.backend = backend
         self.cache = cache
         self.prices: Prices = config.prices or backend.default_prices
-        self._identity = ":".join(
-            part for part in (config.backend, config.model, config.base_url, str(config.model_path or "")) if part
-        )
+        self._identity = tier_identity(config, backend)
+        self._token_bound = token_bound(backend.context_length)
 
     async def generate(self, requests: Sequence[ModelRequest]) -> list[ModelResponse]:
         """Answer every request, in order; per-row problems are error responses, never exceptions."""
@@ -126,6 +133,7 @@ class ModelTier:
                 "json_schema": schema,
                 "constraint": request.constraint.model_dump(mode="json"),
                 "prompts": PROMPT_VERSION,
+                "key_version": CACHE_KEY_VERSION,
             },
         )
         return _Prepared(index, request, call, key, truncated)
@@ -139,27 +147,46 @@ class ModelTier:
         if not items:
             return []
         started = time.perf_counter()
-        raw = await self.backend.complete([item.call for item in items])
+        raw = self._checked(items, await self.backend.complete([item.call for item in items]))
         elapsed = time.perf_counter() - started
         parsed = [self._parse(item, completion) for item, completion in zip(items, raw, strict=True)]
-        retry = [i for i, (value, reason) in enumerate(parsed) if reason is not None and raw[i].error is None]
+        retry = [i for i, (_, _, reason) in enumerate(parsed) if reason is not None]
         repaired: dict[int, RawCompletion] = {}
         if retry:
-            calls = [self._repair_call(items[i], raw[i].text, parsed[i][1] or "") for i in retry]
-            again = await self.backend.complete(calls)
+            calls = [self._repair_call(items[i], raw[i].text, parsed[i][2] or "") for i in retry]
+            again = self._checked([items[i] for i in retry], await self.backend.complete(calls))
             elapsed = time.perf_counter() - started
             for i, completion in zip(retry, again, strict=True):
                 repaired[i] = completion
                 parsed[i] = self._parse(items[i], completion)
         return [self._response(items[i], raw[i], repaired.get(i), parsed[i], elapsed) for i in range(len(items))]
 
-    def _parse(self, item: _Prepared, completion: RawCompletion) -> tuple[ResponseValue, str | None]:
+    def _checked(self, items: Sequence[_Prepared], raw: Sequence[RawCompletion]) -> list[RawCompletion]:
+        """The engine's completions after the boundary checks (impossible values become row errors)."""
+        if len(raw) != len(items):
+            raise ServingError(
+                f"backend {type(self.backend).__name__} of tier {self.name!r} answered {len(raw)} calls "
+                f"for {len(items)} requests; every call needs exactly one completion"
+            )
+        checked = [
+            check_completion(completion, max_tokens=item.call.max_tokens, bound=self._token_bound)
+            for item, completion in zip(items, raw, strict=True)
+        ]
+        for completion in checked:
+            code = completion.error.split(":", 1)[0] if completion.error else None
+            if code in ("invalid_logprobs", "invalid_usage", "too_long"):
+                log.warning("tier_reply_rejected", tier=self.name, model=self.config.model, error=completion.error)
+        return checked
+
+    def _parse(self, item: _Prepared, completion: RawCompletion) -> tuple[ResponseValue, str | None, str | None]:
+        """(value, row error, repair reason): the reason is set when the one re-ask may help."""
         if completion.error is not None:
-            return None, completion.error
+            code = completion.error.split(":", 1)[0]
+            return None, completion.error, _repair_reason(code, item.call.max_tokens)
         try:
-            return parse_reply(completion.text, item.request.constraint), None
+            return parse_reply(completion.text, item.request.constraint), None, None
         except ReplyParseError as error:
-            return None, str(error)
+            return None, row_error("unparseable", str(error)), str(error)
 
     def _repair_call(self, item: _Prepared, reply: str, reason: str) -> Call:
         prompt = repair_prompt(item.call.messages[-1][1], reply, reason, item.request.constraint)
@@ -171,7 +198,7 @@ class ModelTier:
         item: _Prepared,
         first: RawCompletion,
         second: RawCompletion | None,
-        parsed: tuple[ResponseValue, str | None],
+        parsed: tuple[ResponseValue, str | None, str | None],
         elapsed: float,
     ) -> ModelResponse:
         completions = [first] if second is None else [first, second]
@@ -185,10 +212,7 @@ class ModelTier:
             gpu_seconds=gpu_seconds,
             dollars=self.prices.dollars(input_tokens, output_tokens, gpu_seconds),
         )
-        value, reason = parsed
-        error = None
-        if reason is not None:
-            error = reason if final.error is not None else f"unparseable: {reason}"
+        value, error, _ = parsed
         return ModelResponse(
             text=final.text,
             value=None if error else value,
@@ -202,13 +226,44 @@ class ModelTier:
             request_id=item.request.request_id,
             truncated=item.truncated,
             repaired=second is not None,
-            calls=len(completions),
+            calls=sum(1 for completion in completions if not completion.extra.get("unpaid")),
         )
 
     async def aclose(self) -> None:
         await self.backend.aclose()
         if self.cache is not None:
             self.cache.close()
+
+
+def tier_identity(config: TierConfig, backend: Backend) -> str:
+    """Everything about a tier that can change an answer, for its cache keys: backend kind,
+    model, base URL, weights path, engine options, and the backend's own identity (the
+    simulator's tables and seed, a weights fingerprint). The tier's name is left out, so two
+    tiers on the same model share answers.
+    """
+    # getattr: a backend written before `identity` existed (a test fake) still gets a key.
+    engine = str(getattr(backend, "identity", ""))
+    return json.dumps(
+        [
+            config.backend,
+            config.model,
+            config.base_url or "",
+            str(config.model_path or ""),
+            config.engine_kwargs,
+            engine,
+        ],
+        sort_keys=True,
+        default=str,
+    )
+
+
+def _repair_reason(code: str, max_tokens: int) -> str | None:
+    """What the repair re-ask tells the model, for the row errors worth one more try."""
+    if code not in REPAIRABLE:
+        return None
+    if code == "truncated":
+        return f"the reply was cut off at the limit of {max_tokens} tokens; answer much more briefly"
+    return "the reply was empty"
 
 
 def _as_hit(response: ModelResponse, item: _Prepared, latency_s: float, tier: str) -> ModelResponse:

@@ -76,7 +76,12 @@ def test_hf_tier_returns_typed_errors_for_a_model_that_cannot_follow_formats(tin
         )
     )
     assert choice.calls == 2 and (choice.error is None) == (choice.value in ("yes", "no"))
-    assert text.confidence is not None and 0 < text.confidence <= 1
+    # A random model rarely stops within 4 tokens: a reply cut at max_tokens is a `truncated`
+    # row error (after the one re-ask), never a silently valid answer.
+    if text.error is None:
+        assert text.confidence is not None and 0 < text.confidence <= 1
+    else:
+        assert text.error_code == "truncated" and text.value is None and text.confidence is None
 
 
 def test_missing_model_folder_is_a_config_error(tmp_path: Path) -> None:

@@ -147,7 +147,8 @@ def test_simulated_context_limit_is_a_row_error_or_a_truncation() -> None:
     tier, _ = _simulated_tier(context_length=64)
     prompt = "Is this review positive? " + "very " * 200
     (cut,) = run(tier, [ModelRequest(prompt=prompt, constraint=YES_NO, max_tokens=8)])
-    assert cut.truncated and cut.error is None
+    # Cut to fit, then sent: the text quotes no labelled row, so the simulator answers no_label.
+    assert cut.truncated and cut.error_code == "no_label"
     strict = ModelTier("large", tier.config.model_copy(update={"truncation": "error"}), tier.backend)
     (refused,) = run(strict, [ModelRequest(prompt=prompt, constraint=YES_NO, max_tokens=8)])
     assert refused.error_code == "prompt_too_long" and refused.value is None

@@ -2,8 +2,9 @@
 
 Everything shared (input checks, truncation, cache, parsing, the repair re-ask, pricing) lives
 in ``semray.serving.tier``; a backend only talks to its engine. Per-call problems the engine
-reports (a prompt it rejects as too long, a refusal) are ``RawCompletion.error``; an engine that
-cannot serve at all raises a ``ServingError``.
+reports (a prompt it rejects as too long, a refusal) are ``RawCompletion.error`` (a per-row error
+text, ``"<code>: <detail>"``); an engine that cannot serve at all raises a ``ServingError``. What
+the engine reports is checked by the tier (``semray.serving.validation``) before it is parsed.
 """
 
 from __future__ import annotations
@@ -46,12 +47,18 @@ class RawCompletion:
 
 
 class Backend(Protocol):
-    """A generative engine serving one model."""
+    """A generative engine serving one model.
+
+    ``identity`` names what, beyond the tier config, can change its answers (the simulator's
+    tables and seed, a weights folder's fingerprint, the endpoint URL); it is part of every
+    response-cache key.
+    """
 
     model: str
     context_length: int | None
     default_prices: Prices
     native_json: bool
+    identity: str
 
     async def complete(self, calls: Sequence[Call]) -> list[RawCompletion]:
         """Answer every call (same order); raise only when the engine cannot serve at all."""

@@ -22,6 +22,7 @@ from semray.log import get_logger
 from semray.serving.backends.base import Call, RawCompletion
 from semray.serving.config import Prices, TierConfig
 from semray.serving.errors import ServingConfigError
+from semray.serving.identity import path_fingerprint
 
 log = get_logger(__name__)
 
@@ -62,6 +63,7 @@ class HFBackend:
             or getattr(config, "n_positions", None)
         )
         self.default_prices = Prices()
+        self.identity = f"hf:{path.resolve()}:{path_fingerprint(path)}"
         log.info("hf_model_loaded", model=tier.model, path=str(path), device=tier.device)
 
     async def complete(self, calls: Sequence[Call]) -> list[RawCompletion]:
