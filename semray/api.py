@@ -15,7 +15,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from semray.errors import PlanError, SourceError
-from semray.explaining import run_actuals, source_statistics, tier_lines
+from semray.explaining import failure_lines, run_actuals, source_statistics, tier_lines
 from semray.operators import (
     Aggregate,
     Distinct,
@@ -298,11 +298,19 @@ class Query:
             return self._then(optimize(self._plan, statistics))
         return self._then(optimize(self._plan, statistics, self._profiles(), policy))
 
+    def _tiers(self) -> Any:
+        """The tiers this query runs on: those of ``with_serving``, else the settings' model
+        profile (``Settings.models``, ``./semray.toml``), else the defaults."""
+        if self._serving is not None:
+            return self._serving
+        from semray.serving.profiles import resolve_serving
+
+        return resolve_serving(self.settings.models)
+
     def _profiles(self) -> dict[str, Any]:
         from semray.cost_model.prices import profiles_from_serving
-        from semray.serving.config import ServingConfig
 
-        return profiles_from_serving(self._serving or ServingConfig())
+        return profiles_from_serving(self._tiers())
 
     def explain(self, result: Any = None, optimize: bool = True) -> str:
         """The logical plan, the plan that runs with the cost model's estimates per operator, the
@@ -323,13 +331,13 @@ class Query:
         heading = "Optimized plan" if optimize else "Plan"
         text = "Logical plan\n" + render_tree(self._plan)
         text += f"\n\n{heading} with estimates (defaults where nothing was measured)\n"
-        text += render_estimates(runs, estimate, actuals)
+        text += render_estimates(runs, estimate, actuals) + failure_lines(result)
         if result is not None and not getattr(result, "operator_rows", None):
             text += (
                 "\nOperators' rows were not counted in this run (count_rows is auto and the plan calls no model, "
                 "or off): Settings(count_rows='on') or `semray explain --analyze` counts them."
             )
-        return text + "\n\n" + explain_physical(runs, self.settings) + tier_lines(self._plan, self._serving)
+        return text + "\n\n" + explain_physical(runs, self.settings) + tier_lines(self._plan, self._tiers())
 
     def _runnable(self, optimize: bool) -> Node:
         return self.optimized().plan if optimize else self._plan
@@ -356,7 +364,7 @@ class Query:
         """
         from semray.pipeline.run import execute
 
-        return execute(*self._to_run(optimize, policy, measure), self._serving, self._planning(policy, measure))
+        return execute(*self._to_run(optimize, policy, measure), self._tiers(), self._planning(policy, measure))
 
     def to_pandas(self) -> Any:
         return self.collect().to_pandas()
@@ -368,16 +376,22 @@ class Query:
         from semray.pipeline.run import iter_batches
 
         plan, settings = self._to_run(optimize, policy, measure)
-        return iter_batches(plan, settings, batch_rows, self._serving, self._planning(policy, measure))
+        return iter_batches(plan, settings, batch_rows, self._tiers(), self._planning(policy, measure))
 
     def write_parquet(
         self, path: str | Path, optimize: bool = True, *, policy: Any = None, measure: Any = False
     ) -> int:
         """Write results to one Parquet file, published atomically; returns the row count (options as `execute`)."""
-        from semray.pipeline.run import write_parquet
+        return int(self.publish_parquet(path, optimize, policy=policy, measure=measure).rows)
+
+    def publish_parquet(
+        self, path: str | Path, optimize: bool = True, *, policy: Any = None, measure: Any = False
+    ) -> Any:
+        """`write_parquet`, returning the ``Written`` (rows, run id, version, usage, failed rows)."""
+        from semray.pipeline.run import publish_parquet
 
         plan, settings = self._to_run(optimize, policy, measure)
-        return write_parquet(plan, settings, Path(path), self._serving, self._planning(policy, measure))
+        return publish_parquet(plan, settings, Path(path), self._tiers(), self._planning(policy, measure))
 
     def _to_run(self, optimize: bool, policy: Any, measure: Any) -> tuple[Node, Settings]:
         """The plan a run starts from: with ``measure``, the plan statistics are measured on."""

@@ -21,7 +21,19 @@ if TYPE_CHECKING:
 
 WIDTH = 160
 MESSAGE_CHARS = 240
-RUN_COLUMNS = ("run", "status", "att.", "started", "output", "progress", "calls", "dollars", "errors", "last activity")
+RUN_COLUMNS = (
+    "run",
+    "status",
+    "att.",
+    "started",
+    "output",
+    "progress",
+    "calls",
+    "dollars",
+    "errors",
+    "failed rows",
+    "last activity",
+)
 
 
 def add_runs_commands(subparsers: Any) -> None:
@@ -93,6 +105,8 @@ def resume_command(args: argparse.Namespace, settings: Settings) -> int:
             table = table.drop_columns(["_rowid"])
         render(table, args.format, args.output)
     _say(result.usage_line() + "\n")
+    if line := result.failed_line():
+        _say(line + "\n")
     return 0
 
 
@@ -131,6 +145,7 @@ def render_runs(summaries: list[RunSummary]) -> str:
             str(summary.usage.calls),
             f"{summary.usage.dollars:.4f}",
             str(summary.error_count),
+            str(summary.rows_failed),
             _ago(summary.last_activity_at),
         )
     return _print(view) + f"({len(summaries)} runs)\n"
@@ -147,20 +162,40 @@ def render_detail(detail: RunDetail) -> str:
         facts.add_row(field, value)
     parts = [_print(facts)]
 
+    labels = _operator_labels(detail)
     operators = Table(title="operators (committed work)", show_lines=False)
-    for name in ("operator", "batches", "rows in", "rows out", "calls", "tokens in/out", "dollars"):
+    columns = ("operator", "batches", "rows in", "rows failed", "rows out", "calls", "tokens in/out", "dollars")
+    for name in columns:
         operators.add_column(name, overflow="fold")
     for operator in detail.operators:
+        key = operator.operator_key
         operators.add_row(
-            operator.operator_key,
+            f"{labels[key]} ({key})" if key in labels else key,
             str(operator.batches),
             str(operator.rows_in),
+            str(operator.rows_failed),
             str(operator.rows_out),
             str(operator.usage.calls),
             f"{operator.usage.tokens_in}/{operator.usage.tokens_out}",
             f"{operator.usage.dollars:.4f}",
         )
     parts.append(_print(operators) if detail.operators else "no committed batches\n")
+    failing = [operator for operator in detail.operators if operator.rows_failed]
+    if failing:
+        failed = Table(title="failed rows (no answer), by reason", show_lines=False)
+        for name in ("operator", "reason", "rows", "of rows asked", "example"):
+            failed.add_column(name, overflow="fold")
+        for operator in failing:
+            for reason in operator.failures:
+                example = reason.example if len(reason.example) <= MESSAGE_CHARS else reason.example[:MESSAGE_CHARS]
+                failed.add_row(
+                    labels.get(operator.operator_key, operator.operator_key),
+                    reason.reason,
+                    str(reason.rows),
+                    str(operator.rows_attempted),
+                    example,
+                )
+        parts.append(_print(failed))
 
     if detail.errors:
         errors = Table(title="errors", show_lines=False)
@@ -192,6 +227,9 @@ def _facts(detail: RunDetail) -> list[tuple[str, str]]:
     if detail.expected_dollars is not None:
         facts.append(("expected dollars", f"{detail.expected_dollars:.4f}"))
     facts.append(("errors", str(detail.error_count)))
+    if detail.rows_failed:
+        asked = sum(operator.rows_attempted for operator in detail.operators if operator.rows_failed)
+        facts.append(("FAILED ROWS", f"{detail.rows_failed} of {asked} rows got no answer (see below)"))
     if detail.final_message:
         facts.append(("final message", detail.final_message))
     if isinstance(detail.config, dict) and detail.config.get("memory_sources"):
@@ -200,6 +238,12 @@ def _facts(detail: RunDetail) -> list[tuple[str, str]]:
         facts.append(("journal", f"{detail.skipped_journal_lines} torn line(s) skipped"))
     facts.append(("plan fingerprint", detail.plan_fingerprint[:16]))
     return facts
+
+
+def _operator_labels(detail: RunDetail) -> dict[str, str]:
+    """Operator key -> its label, as the pipeline journaled them (empty for older runs)."""
+    labels = detail.config.get("operator_labels") if isinstance(detail.config, dict) else None
+    return {str(key): str(label) for key, label in labels.items()} if isinstance(labels, dict) else {}
 
 
 def _progress(summary: RunSummary) -> str:

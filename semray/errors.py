@@ -4,10 +4,25 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 
 class SemrayError(Exception):
-    """Base of every error semray raises on purpose."""
+    """Base of every error semray raises on purpose.
+
+    Every one pickles, whatever its constructor takes (Ray carries errors between processes):
+    it is rebuilt from its message and attributes without calling ``__init__`` again.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_error, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild_error(cls: type[SemrayError], args: tuple[Any, ...], state: dict[str, Any]) -> SemrayError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class PlanError(SemrayError):
@@ -64,6 +79,26 @@ class LoweringError(SemrayError):
 
 class ExecutionError(SemrayError):
     """A pipeline failed while running."""
+
+
+class FailedRowsError(ExecutionError):
+    """Rows of a semantic operator got no answer: more than ``Settings.max_error_rate`` of them,
+    or one under ``on_error="fail"``. ``reasons`` counts the failed rows by per-row error code."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operator: str = "",
+        failed: int = 0,
+        attempted: int = 0,
+        reasons: dict[str, int] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.operator = operator
+        self.failed = failed
+        self.attempted = attempted
+        self.reasons = dict(reasons or {})
 
 
 class ClusterError(SemrayError):

@@ -1,5 +1,6 @@
 """What EXPLAIN knows of a query besides its plan: the row counts its sources state, a finished
-run's actual figures per operator, and the model tiers it would call."""
+run's actual figures per operator, the rows each semantic operator got no answer for, and the
+model tiers it would call."""
 
 from __future__ import annotations
 
@@ -54,6 +55,20 @@ def run_actuals(plan: Node, settings: Settings, result: Any) -> dict[str, Any]:
     if table is not None:
         found[""] = dataclasses.replace(found.get("", Actual()), rows=table.num_rows)
     return found
+
+
+def failure_lines(result: Any) -> str:
+    """After a run: each semantic operator's rows attempted and failed, by reason with an example
+    (``Result.failures``); empty before a run or for a plan that calls no model."""
+    failures = getattr(result, "failures", None)
+    operators = getattr(failures, "operators", ())
+    if not operators:
+        return ""
+    lines = ["", "", "Failed rows (no answer from the model tier; over all of the run's attempts)"]
+    for operator in operators:
+        lines.append(f"  {operator.describe()}")
+        lines.extend(f"    {reason.reason}: {reason.rows} rows, e.g. {reason.example!r}" for reason in operator.reasons)
+    return "\n".join(lines)
 
 
 def tier_lines(plan: Node, serving: Any) -> str:

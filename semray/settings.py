@@ -19,6 +19,11 @@ class Settings(BaseSettings):
 
     state_dir: Path = Field(default=Path(".semray"), description="runs, journals, caches, Ray temp files")
     ray_address: str | None = Field(default=None, description="connect to this Ray cluster instead of starting one")
+    models: Path | None = Field(
+        default=None,
+        description="model profile (TOML) naming the tiers; default ./semray.toml when present, else the packaged "
+        "embedder and the simulated small and large tiers (serving/profiles.py)",
+    )
     num_cpus: int = Field(default=2, ge=1, description="CPUs of the embedded local Ray")
     object_store_bytes: int | None = Field(default=None, description="object store size of the embedded Ray")
     batch_size: int = Field(default=65_536, ge=1, description="rows per batch for relational operators")
@@ -40,6 +45,14 @@ class Settings(BaseSettings):
         description="rows per model round trip a semantic operator grows to over a large input with no LIMIT above it",
     )
     semantic_actors: int = Field(default=2, ge=1, description="actors per semantic operator (each holds Serve handles)")
+    max_error_rate: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="a run fails when more than this share of a semantic operator's rows got no answer (a model "
+        "error, an off-format or empty reply, a simulator row without a label), whatever its on_error; 1.0 never "
+        "fails for it. Below it the run succeeds and says how many rows failed",
+    )
     count_rows: Literal["auto", "on", "off"] = Field(
         default="auto",
         description="count the rows each operator passes on, for EXPLAIN after a run: auto counts plans that call "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +16,7 @@ import ray
 import ray.data as rd
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
-from ray.exceptions import RayError
+from ray.exceptions import RayError, RayTaskError
 
 from semray.errors import ExecutionError, LoweringError, SemrayError, SourceError
 from semray.pipeline.batch_sql import empty_table, run_sql
@@ -173,8 +175,15 @@ DEFAULT_BLOCK_BYTES = rd.DataContext().target_max_block_size
 
 
 def _reset_block_size() -> None:
-    """Each query sizes its blocks from its own reads (see _size_blocks_like_batches)."""
-    rd.DataContext.get_current().target_max_block_size = DEFAULT_BLOCK_BYTES
+    """Each query sizes its blocks from its own reads (see _size_blocks_like_batches).
+
+    Also: a task's own exception, not Ray Data's ``UserCodeException`` around it, crosses to
+    the driver. The wrapper's ``__cause__`` does not survive pickling, so with it the driver
+    would see only "UDF failed to process a data block" (see ``reported_failures``).
+    """
+    context = rd.DataContext.get_current()
+    context.target_max_block_size = DEFAULT_BLOCK_BYTES
+    context.raise_original_map_exception = True
 
 
 def _size_blocks_like_batches(datasource: SourceDatasource, batch_rows: int) -> None:
@@ -319,21 +328,74 @@ def iter_batches(
 
 @contextlib.contextmanager
 def reported_failures() -> Iterator[None]:
-    """Turn a failed Ray task into an ExecutionError carrying the root cause's message."""
+    """A failed Ray task or actor raises its own error: the first ``SemrayError`` in the cause
+    chain, as itself (a ``SourceError`` from a read task, an endpoint's error with its URL and
+    status); otherwise an ``ExecutionError`` naming the innermost cause's type and message."""
     try:
         yield
     except RayError as error:
-        cause: BaseException = error
-        while not isinstance(cause, SemrayError):
-            # Ray keeps a task's exception on .cause (RayTaskError) and chains the rest.
-            inner = getattr(cause, "cause", None) or cause.__cause__
-            if not isinstance(inner, BaseException) or inner is cause:
-                break
-            cause = inner
+        raise unwrapped(error) from None
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+RETRY_NOTE = re.compile(r"\n?Failed to [^\n]* after \d+/\d+ attempts \(total backoff [0-9.]+s\)\.[\s\S]*\Z")
+"""What Ray Data appends to the message of a task's last failure (``iterate_with_retry``)."""
+
+
+class _TaskErrorsAreNotRayBugs(logging.Filter):
+    """Ray Data logs a task's own exception (``raise_original_map_exception``) as a bug in Ray,
+    with its whole stack: drop that notice and the stack of a task's error, which the caller
+    gets as a semray error anyway (see ``unwrapped``). Ray's own failures still log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith("Exception occurred in Ray Data or Ray Core internal code"):
+            return False
+        failed = record.exc_info[1] if record.exc_info else None
+        return not (message.startswith("Full stack trace") and isinstance(failed, RayTaskError))
+
+
+logging.getLogger("ray.data.exceptions").addFilter(_TaskErrorsAreNotRayBugs())
+
+
+def unwrapped(error: BaseException) -> SemrayError:
+    """The error to show for a failure Ray reports (see ``reported_failures``)."""
+    innermost = error
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, RayTaskError):
+            # A RayTaskError may also be an instance of its cause's class (as_instanceof_cause):
+            # its message is Ray's traceback text, so take the cause it carries instead.
+            inner = cause.cause
+            cause = inner if isinstance(inner, BaseException) else None
+            continue
+        innermost = cause
         if isinstance(cause, SemrayError):
-            raise cause from None
-        lines = [line for line in str(cause).strip().splitlines() if line.strip()]
-        raise ExecutionError(f"the pipeline failed: {lines[-1] if lines else type(cause).__name__}") from error
+            return _without_ray_notes(cause)
+        cause = getattr(cause, "cause", None) or cause.__cause__ or cause.__context__
+    message = _clean(str(innermost))
+    if isinstance(innermost, RayTaskError | RayError) and not message:
+        message = type(innermost).__name__
+    elif isinstance(innermost, RayError):
+        # Ray's own error (an actor that died, a lost object): its last line says what happened.
+        lines = [line for line in message.splitlines() if line.strip()]
+        message = lines[-1] if lines else type(innermost).__name__
+    return ExecutionError(f"the pipeline failed: {type(innermost).__name__}: {message}")
+
+
+def _clean(text: str) -> str:
+    return RETRY_NOTE.sub("", ANSI.sub("", text)).strip()
+
+
+def _without_ray_notes(error: SemrayError) -> SemrayError:
+    """``error`` with the retry note Ray Data appended to its message removed (and no ANSI codes)."""
+    if error.args and isinstance(error.args[0], str):
+        error.args = (_clean(error.args[0]), *error.args[1:])
+    elif error.args and isinstance(error.args[-1], str) and RETRY_NOTE.search("\n" + error.args[-1]):
+        error.args = error.args[:-1]
+    return error
 
 
 def build_semantic(stage: Stage, context: ExecutionContext) -> rd.Dataset:

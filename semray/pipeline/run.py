@@ -13,6 +13,10 @@ Given a ``Planning`` (``Query.execute(policy=..., measure=True)``), a run with m
 measures its statistics (``semray.pipeline.measure_run``: labels journaled in the run's ledger),
 then lets the optimizer choose the plan with them and executes that plan in the same run; the
 labels bought while measuring are reused, not asked again.
+
+Rows that got no answer are counted per operator in the run's journal. Past
+``Settings.max_error_rate`` of an operator's rows, the run fails with ``FailedRowsError`` (and
+publishes nothing); below it, ``Result.failures`` and ``Result.failed_line()`` say how many failed.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,6 +37,7 @@ from semray.errors import LoweringError, SemrayError
 from semray.log import get_logger
 from semray.operators.base import Node
 from semray.pipeline import materialize
+from semray.pipeline.failed_rows import FailedRows, check_failed_rows, failed_rows, operator_labels
 from semray.pipeline.journaled import CancellableLedger, Job, job_to_resume, model_tiers
 from semray.pipeline.lower import lower
 from semray.pipeline.measure_run import MeasuredRun, Planning, measure_plan, seed_of
@@ -87,16 +93,27 @@ class Result:
     operator_rows: dict[str, int] = field(default_factory=dict)
     """Rows each operator passed on in this attempt, by operator key (``lower_semantic.operator_key``);
     operators that keep every row are not counted (they pass on their input's count)."""
+    failures: FailedRows = field(default_factory=FailedRows)
+    """Rows each semantic operator asked about and how many got no answer (over all attempts)."""
 
     @property
     def statistics(self) -> PlanStatistics | None:
         """The statistics the optimizer used, when the run measured them."""
         return self.measured.statistics if self.measured is not None else None
 
+    @property
+    def failed_rows(self) -> int:
+        """Rows that got no answer, all operators together (0 for a clean run)."""
+        return self.failures.total
+
     def usage_line(self) -> str:
         if self.run_id is None:
             return "no model calls"
         return _usage_line(self.run_id, self.usage, self.attempt_usage, self.simulated, self.measured)
+
+    def failed_line(self) -> str:
+        """``WARNING: 12 rows failed: ...`` when rows got no answer, else ""."""
+        return _failed_line(self.failures, self.run_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +128,17 @@ class Written:
     simulated: bool = False
     attempt_usage: LLMUsage = field(default_factory=LLMUsage)
     measured: MeasuredRun | None = None
+    failures: FailedRows = field(default_factory=FailedRows)
+
+    @property
+    def failed_rows(self) -> int:
+        return self.failures.total
 
     def usage_line(self) -> str:
         return _usage_line(self.run_id, self.usage, self.attempt_usage, self.simulated, self.measured)
+
+    def failed_line(self) -> str:
+        return _failed_line(self.failures, self.run_id)
 
 
 def explain_physical(plan: Node, settings: Settings) -> str:
@@ -138,7 +163,8 @@ def execute(
         with _measured_run(plan, settings, serving, planning, output=None) as (run, job, handles, measured):
             before = _paid(run)
             table, rows = _collect(job, _context(run, handles))
-        return _result(job, run, table, rows, before, started, measured)
+            failures = _failures(run, job)
+        return _result(job, run, table, rows, before, started, failures, measured)
     job = Job.prepare(plan, settings, serving)
     connect(settings)
     started = time.perf_counter()
@@ -150,7 +176,8 @@ def execute(
     with _open(job, output=None) as run, _cancellable(run):
         before = _paid(run)
         table, rows = _collect(job, _context(run, tiers))
-    return _result(job, run, table, rows, before, started)
+        failures = _failures(run, job)
+    return _result(job, run, table, rows, before, started, failures)
 
 
 def collect(
@@ -188,6 +215,7 @@ def _stream(run: Run, job: Job, tiers: TierHandles | None, size: int) -> Iterato
         for batch in materialize.iter_batches(job.stages, _schema(job), size, _context(run, tiers)):
             run.raise_if_cancelled()
             yield batch
+        _failures(run, job)  # the batches are out; past max_error_rate the run still ends failed
     except GeneratorExit:
         run.finish("cancelled", "the reader stopped before the last batch")
         raise
@@ -216,16 +244,16 @@ def publish_parquet(
         started = time.perf_counter()
         with _measured_run(plan, settings, serving, planning, output=target) as (run, job, handles, measured):
             before = _paid(run)
-            rows, version = _write_and_publish(run, job, handles)
-        return _written(job, run, target, rows, version, before, started, measured)
+            rows, version, failures = _write_and_publish(run, job, handles)
+        return _written(job, run, target, rows, version, before, started, failures, measured)
     job = Job.prepare(plan, settings, serving)
     connect(settings)
     started = time.perf_counter()
     tiers = _start_tiers(job)
     with _open(job, output=target) as run, _cancellable(run):
         before = _paid(run)
-        rows, version = _write_and_publish(run, job, tiers)
-    return _written(job, run, target, rows, version, before, started)
+        rows, version, failures = _write_and_publish(run, job, tiers)
+    return _written(job, run, target, rows, version, before, started, failures)
 
 
 def resume(settings: Settings, run_id: str, serving: ServingConfig | None = None) -> Result | Written:
@@ -251,11 +279,12 @@ def resume(settings: Settings, run_id: str, serving: ServingConfig | None = None
         target = run.output
         if target is None:
             table, rows = _collect(job, _context(run, tiers))
+            failures = _failures(run, job)
         else:
-            written, version = _write_and_publish(run, job, tiers)
+            written, version, failures = _write_and_publish(run, job, tiers)
     if target is None:
-        return _result(job, run, table, rows, before, started)
-    return _written(job, run, target, written, version, before, started)
+        return _result(job, run, table, rows, before, started, failures)
+    return _written(job, run, target, written, version, before, started, failures)
 
 
 # internals ------------------------------------------------------------------------------
@@ -286,7 +315,7 @@ def _measured_run(
         log.warning("simulated_model_tier", tiers=wanted, note="answers come from labels, not a model")
     tiers = start_tiers(written.serving, settings, tiers=wanted)
     identity = fingerprint({"plan": written.fingerprint(), "measure": planning.to_json()})
-    config = {**written.journal_config(), "measure": planning.to_json()}
+    config = {**_journal_config(written), "measure": planning.to_json()}
     run = open_run(
         settings, written.document, output, config=config, plan_fingerprint=identity, resume=not written.reads_memory
     )
@@ -319,10 +348,34 @@ def _open(job: Job, output: OutputTarget | None) -> Run:
         job.settings,
         job.document,
         output,
-        config=job.journal_config(),
+        config=_journal_config(job),
         plan_fingerprint=job.fingerprint(),
         resume=not job.reads_memory,
     )
+
+
+def _journal_config(job: Job) -> dict[str, Any]:
+    """What the run journals about the job, with each model-calling operator's label, by key, for
+    ``semray runs show`` (which reads the journal only)."""
+    labels = {key: label for key, (label, _) in operator_labels(job.plan, job.stages).items()}
+    return {**job.journal_config(), "operator_labels": labels}
+
+
+def _failures(run: Run, job: Job) -> FailedRows:
+    """The failed rows of the plan's operators as the journal counts them (all attempts);
+    raises ``FailedRowsError`` when an operator's share is over ``max_error_rate``."""
+    failures = failed_rows(run.state().operators.values(), operator_labels(job.plan, job.stages))
+    for operator in failures.failing:
+        log.warning(
+            "operator_rows_failed",
+            run_id=run.run_id,
+            operator=operator.operator,
+            failed=operator.failed,
+            attempted=operator.attempted,
+            reasons={reason.reason: reason.rows for reason in operator.reasons},
+        )
+    check_failed_rows(failures, job.settings.max_error_rate)
+    return failures
 
 
 @contextlib.contextmanager
@@ -360,9 +413,10 @@ def _counts_rows(job: Job) -> bool:
     return job.settings.count_rows == "on" or (job.settings.count_rows == "auto" and bool(job.tiers))
 
 
-def _write_and_publish(run: Run, job: Job, tiers: TierHandles | None) -> tuple[int, str]:
-    """Stream the pipeline into the run's staging file, then publish it; (rows, version).
-    Operators' rows are not counted: nothing explains a published run."""
+def _write_and_publish(run: Run, job: Job, tiers: TierHandles | None) -> tuple[int, str, FailedRows]:
+    """Stream the pipeline into the run's staging file, then publish it unless too many rows
+    failed; (rows, version, failed rows). Operators' rows are not counted: nothing explains a
+    published run."""
     schema = _schema(job)
     context = _context(run, tiers) if tiers is not None else materialize.ExecutionContext()
     rows = 0
@@ -372,7 +426,8 @@ def _write_and_publish(run: Run, job: Job, tiers: TierHandles | None) -> tuple[i
             writer.write_table(batch)
             rows += batch.num_rows
     run.raise_if_cancelled()
-    return rows, run.publish()
+    failures = _failures(run, job)
+    return rows, run.publish(), failures
 
 
 def _paid(run: Run) -> LLMUsage:
@@ -386,6 +441,7 @@ def _result(
     operator_rows: dict[str, int],
     before: LLMUsage,
     started: float,
+    failures: FailedRows,
     measured: MeasuredRun | None = None,
 ) -> Result:
     usage = show_run(job.settings, run.run_id).usage
@@ -398,8 +454,9 @@ def _result(
         attempt=run.attempt,
         calls=attempt.calls,
         dollars=attempt.dollars,
+        failed_rows=failures.total,
     )
-    return Result(table, run.run_id, usage, job.simulated, attempt, measured, job.plan, operator_rows)
+    return Result(table, run.run_id, usage, job.simulated, attempt, measured, job.plan, operator_rows, failures)
 
 
 def _written(
@@ -410,6 +467,7 @@ def _written(
     version: str,
     before: LLMUsage,
     started: float,
+    failures: FailedRows,
     measured: MeasuredRun | None = None,
 ) -> Written:
     usage = show_run(job.settings, run.run_id).usage
@@ -423,8 +481,9 @@ def _written(
         run_id=run.run_id,
         attempt=run.attempt,
         calls=attempt.calls,
+        failed_rows=failures.total,
     )
-    return Written(Path(target.path), rows, run.run_id, version, usage, job.simulated, attempt, measured)
+    return Written(Path(target.path), rows, run.run_id, version, usage, job.simulated, attempt, measured, failures)
 
 
 def _minus(total: LLMUsage, before: LLMUsage) -> LLMUsage:
@@ -452,3 +511,11 @@ def _usage_line(
         f"model calls: {usage.calls}, tokens in/out: {usage.tokens_in}/{usage.tokens_out}, "
         f"dollars: {usage.dollars:.4f}{resumed}{measuring}{tag}; run {run_id}"
     )
+
+
+def _failed_line(failures: FailedRows, run_id: str | None) -> str:
+    line = failures.line()
+    if not line:
+        return ""
+    where = f"; semray runs show {run_id}" if run_id else ""
+    return f"WARNING: {line} (rows without an answer are nulls, or dropped by a filter or on_error='skip'{where})"

@@ -2,7 +2,8 @@
 
 Each question has a stable id (a comparison ``a>b``, an aggregation leaf ``g:...:leaf:3``);
 answers are committed to the run's batch ledger under the operator's key with what the calls
-cost, and looked up there first. Failed answers are not committed (a resume asks them again).
+cost, and looked up there first. Failed answers are not stored (a resume asks them again), but
+the questions that failed are committed with their reasons, so the run counts them.
 
 >>> asker = JournaledAsker(tiers, "large", ledger, "op1")  # doctest: +SKIP
 >>> asker.ask([request])  # doctest: +SKIP
@@ -18,6 +19,7 @@ import pyarrow as pa
 
 from semray.log import get_logger
 from semray.operators.schema import ROW_ID
+from semray.pipeline.failed_rows import row_failures
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.deployments import TierHandles
 from semray.transactions import BatchLedger, LLMUsage, batch_key
@@ -73,8 +75,13 @@ class JournaledAsker:
             fresh = {
                 request.request_id: answer_text(response) for request, response in zip(chunk, responses, strict=True)
             }
-            self.failures += sum(1 for value in fresh.values() if value is None)
-            self._commit(fresh, usage_of(responses))
+            errors = {
+                request.request_id: response.error or "empty: the tier gave no value"
+                for request, response in zip(chunk, responses, strict=True)
+                if fresh[request.request_id] is None
+            }
+            self.failures += len(errors)
+            self._commit(fresh, usage_of(responses), errors)
             answers.update(fresh)
         return answers
 
@@ -87,13 +94,15 @@ class JournaledAsker:
         rows = found.table.to_pydict()
         return dict(zip((str(i) for i in rows[ROW_ID]), rows[ANSWER], strict=True))
 
-    def _commit(self, answers: dict[str, str | None], usage: LLMUsage) -> None:
+    def _commit(self, answers: dict[str, str | None], usage: LLMUsage, errors: dict[str, str]) -> None:
         self.usage = self.usage + usage
         if self.ledger is None:
             return
         answered = {key: value for key, value in answers.items() if value is not None}
-        if not answered and not usage.calls:
+        if not answered and not errors and not usage.calls:
             return
         ids = list(answered)
         table = pa.table({ROW_ID: pa.array(ids, pa.string()), ANSWER: pa.array(list(answered.values()), pa.string())})
-        self.ledger.commit(self.operator_key, batch_key(self.operator_key, ids or list(answers)), ids, table, usage)
+        failed = row_failures(list(errors), list(errors.values()))
+        key = batch_key(self.operator_key, ids or list(answers))
+        self.ledger.commit(self.operator_key, key, ids, table, usage, failed=failed)

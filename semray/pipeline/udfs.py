@@ -5,20 +5,23 @@ takes already-committed answers from the ledger (a resumed run never pays twice)
 answers this tier gave the same question while the run measured its statistics (journaled
 under ``estimation_key``; see ``semray.pipeline.measure_run``), asks the tier about the
 remaining rows in one call, commits those answers, and applies them: a filter keeps rows,
-the other operators add typed columns.
+the other operators add typed columns. The rows that got no answer are committed with the
+batch too, by reason (``semray.pipeline.failed_rows``), so the run counts them per operator.
 """
 
 from __future__ import annotations
 
 import datetime
+from collections import Counter
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from semray.errors import ExecutionError
+from semray.errors import FailedRowsError
 from semray.log import get_logger
 from semray.operators.schema import ROW_ID
+from semray.pipeline.failed_rows import failure_reason, first_row_failed, row_failures
 from semray.pipeline.row_counts import RowCounts, count_rows
 from semray.pipeline.spec import SemanticTask, estimation_key
 from semray.serving.contract import ModelResponse
@@ -134,19 +137,27 @@ class SemanticBatchUDF:
         return answers
 
     def _commit(self, answers: pa.Table, usage: LLMUsage) -> None:
-        """Journal the answered rows of a batch with what the whole batch paid.
+        """Journal the answered rows of a batch with what the whole batch paid, and which rows
+        failed and why.
 
-        Failed rows (an empty cell, an unparseable reply, a model error) are not committed:
-        a resumed run asks them again instead of finding the same failure forever (a run
-        stopped by ``on_error="fail"`` could otherwise never succeed on resume).
+        Failed rows (an empty cell, an unparseable reply, a model error, a row the simulator has
+        no label for) are counted but not stored as answers: a resumed run asks them again
+        instead of finding the same failure forever (a run stopped by ``on_error="fail"`` could
+        otherwise never succeed on resume).
         """
         assert self.ledger is not None
-        answered = answers.filter(pc.is_null(answers.column(ERROR)))
-        if not answered.num_rows and not usage.calls:
+        failed_mask = pc.is_valid(answers.column(ERROR))
+        answered = answers.filter(pc.invert(failed_mask))
+        failed = answers.filter(failed_mask)
+        if not answered.num_rows and not failed.num_rows and not usage.calls:
             return
         ids = [str(value) for value in answered.column(ROW_ID).to_pylist()]
+        failures = row_failures(
+            [str(value) for value in failed.column(ROW_ID).to_pylist()], failed.column(ERROR).to_pylist()
+        )
+        key = batch_key(self.operator_key, ids or [str(value) for value in answers.column(ROW_ID).to_pylist()])
         kept = int(pc.sum(answered.column(KEEP)).as_py() or 0) if self.task.kind == "filter" else None
-        self.ledger.commit(self.operator_key, batch_key(self.operator_key, ids), ids, answered, usage, kept)
+        self.ledger.commit(self.operator_key, key, ids, answered, usage, kept, failed=failures)
 
     def answers_schema(self) -> pa.Schema:
         fields = [
@@ -179,7 +190,7 @@ class SemanticBatchUDF:
         if task.kind == "filter":
             empty[KEEP] = None
         if response.error is not None or response.value is None:
-            return empty, response.error or "empty answer"
+            return empty, response.error or "empty: the tier gave no value"
         try:
             if task.kind == "filter":
                 return {KEEP: _as_bool(response.value)}, None
@@ -203,8 +214,17 @@ class SemanticBatchUDF:
         if count:
             first = next(error for error in errors.to_pylist() if error is not None)
             if self.task.on_error == "fail":
-                raise ExecutionError(f"{count} row(s) could not be answered ({self.task.kind}); first: {first}")
-            log.warning("semantic_rows_failed", kind=self.task.kind, rows=count, policy=self.task.on_error, first=first)
+                label = task_label(self.task)
+                raise FailedRowsError(
+                    first_row_failed(label, count, first),
+                    operator=label,
+                    failed=count,
+                    attempted=batch.num_rows,
+                    reasons=dict(Counter(failure_reason(error) for error in errors.to_pylist() if error is not None)),
+                )
+            # Counted in the journal with the batch; the run totals them, fails past max_error_rate
+            # and otherwise says how many failed (so one line per batch is only for debugging).
+            log.info("semantic_rows_failed", kind=self.task.kind, rows=count, policy=self.task.on_error, first=first)
         result = batch
         for name, _ in self.task.outputs:
             result = result.append_column(name, aligned.column(name))
@@ -216,6 +236,14 @@ class SemanticBatchUDF:
         if self.task.on_error == "skip" and count:
             result = result.filter(pc.invert(failed))
         return result
+
+
+OPERATOR_NAMES = {"filter": "SemFilter", "map": "SemMap", "score": "SemMap", "classify": "SemClassify"}
+
+
+def task_label(task: SemanticTask) -> str:
+    """How an error names the operator a task belongs to, e.g. ``SemFilter [large] '{t} is urgent'``."""
+    return f"{OPERATOR_NAMES.get(task.kind, 'SemExtract')} [{task.tier}] {task.instruction!r}"
 
 
 def _usage(responses: list[ModelResponse]) -> LLMUsage:

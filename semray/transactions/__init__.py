@@ -19,7 +19,7 @@ from semray.transactions.errors import (
 from semray.transactions.journal import JournalRead, JournalWriter, read_journal
 from semray.transactions.keys import batch_key, fingerprint, new_run_id
 from semray.transactions.publish import current_version, read_output
-from semray.transactions.records import LLMUsage, OutputTarget
+from semray.transactions.records import LLMUsage, OutputTarget, RowFailures
 from semray.transactions.registry import (
     RunDetail,
     RunStatus,
@@ -31,16 +31,18 @@ from semray.transactions.registry import (
     show_run,
 )
 from semray.transactions.run import Run, begin_run, open_run, resume_run
-from semray.transactions.state import OperatorProgress, RunState
+from semray.transactions.state import FailureCount, OperatorProgress, RunState
 
 __all__ = [
     "BatchLedger",
+    "FailureCount",
     "JournalRead",
     "JournalWriter",
     "LLMUsage",
     "OperatorProgress",
     "OutputTarget",
     "OutputTargetError",
+    "RowFailures",
     "RowLookup",
     "Run",
     "RunCancelledError",

@@ -22,7 +22,7 @@ from semray.transactions.durability import fsync_directory, fsync_file, make_dir
 from semray.transactions.errors import TransactionError
 from semray.transactions.journal import JOURNAL_NAME, JournalWriter, read_journal
 from semray.transactions.keys import file_safe
-from semray.transactions.records import BatchCommitted, LLMUsage
+from semray.transactions.records import BatchCommitted, LLMUsage, RowFailures
 
 ROW_ID = "_rowid"
 """The plan's row-id column (``semray.operators.schema.ROW_ID``); not imported, as transactions
@@ -62,11 +62,13 @@ class BatchLedger:
         table: pa.Table,
         usage: LLMUsage | None = None,
         rows_out: int | None = None,
+        failed: Sequence[RowFailures] = (),
     ) -> BatchCommitted:
         """Store ``table`` as the output of this batch, then journal the batch; durable on return.
 
         ``rows_out``: the rows the operator passes on for this batch (a filter: the kept ones);
-        by default the table's rows.
+        by default the table's rows. ``failed``: rows of the batch that got no answer, by reason
+        (not in ``row_ids`` nor ``table``; the run's state counts them per operator).
         """
         # A name of its own per commit: a batch committed twice (a retried actor) never
         # overwrites the table its first record points to.
@@ -81,6 +83,7 @@ class BatchLedger:
             rows_out=table.num_rows if rows_out is None else rows_out,
             file=str(relative),
             usage=usage or LLMUsage(),
+            failed=tuple(failed),
         )
         self._journal.append(record)
         self._remember(record)

@@ -106,8 +106,25 @@ class CalibrationRecorded(Record):
     payload: Any
 
 
+class RowFailures(Frozen):
+    """Rows of a batch that got no answer, for one reason, e.g.
+    ``RowFailures(reason="no_label", row_ids=("r7",), example="no_label: ...")``.
+
+    ``reason`` is the per-row error code (``semray.serving.contract.ErrorCode``); ``example`` the
+    whole error text of the first such row.
+    """
+
+    reason: str
+    row_ids: tuple[str, ...]
+    example: str = ""
+
+
 class BatchCommitted(Record):
-    """One batch of one operator is done: its output is stored and will not be paid for again."""
+    """One batch of one operator is done: its output is stored and will not be paid for again.
+
+    ``row_ids`` are the rows answered (stored in ``file``); ``failed`` the rows of the batch that
+    got no answer, by reason. Failed rows are not stored: a resume asks them again.
+    """
 
     kind: Literal["batch_committed"] = "batch_committed"
     operator_key: str
@@ -117,6 +134,7 @@ class BatchCommitted(Record):
     file: str
     """Stored output table (parquet), relative to the run folder."""
     usage: LLMUsage = Field(default_factory=LLMUsage)
+    failed: tuple[RowFailures, ...] = ()
 
 
 class ErrorRecorded(Record):

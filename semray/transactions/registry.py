@@ -45,6 +45,8 @@ class RunSummary(Frozen):
     usage: LLMUsage
     """Everything paid so far, over all attempts (cost so far is ``usage.dollars``)."""
     error_count: int
+    rows_failed: int = 0
+    """Rows of semantic operators that got no answer (per operator in ``RunDetail.operators``)."""
 
 
 class RunDetail(RunSummary):
@@ -196,4 +198,5 @@ def _summary(state: RunState, status: RunStatus) -> RunSummary:
         expected_rows=state.estimates.expected_rows if state.estimates else None,
         usage=state.usage,
         error_count=len(state.errors),
+        rows_failed=state.rows_failed,
     )

@@ -32,14 +32,34 @@ JournalStatus = Literal["running", "succeeded", "failed", "cancelled"]
 """Status as the journal alone tells it; ``running`` means no final record after the last attempt began."""
 
 
+class FailureCount(Frozen):
+    """Failed rows of one operator for one reason (a per-row error code), with one example message."""
+
+    reason: str
+    rows: int
+    example: str = ""
+
+
 class OperatorProgress(Frozen):
-    """Committed work of one operator: distinct batches and rows, and everything paid (retries included)."""
+    """Committed work of one operator: distinct batches and rows, everything paid (retries
+    included), and the rows that got no answer.
+
+    ``rows_failed`` counts distinct rows that failed in some attempt and were not answered in a
+    later one (a resume asks failed rows again); ``failures`` splits them by reason, most first.
+    """
 
     operator_key: str
     batches: int = 0
     rows_in: int = 0
     rows_out: int = 0
     usage: LLMUsage = LLMUsage()
+    rows_failed: int = 0
+    failures: tuple[FailureCount, ...] = ()
+
+    @property
+    def rows_attempted(self) -> int:
+        """Rows answered plus rows failed."""
+        return self.rows_in + self.rows_failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +100,10 @@ class RunState:
     def rows_committed(self) -> int:
         return sum(progress.rows_in for progress in self.operators.values())
 
+    @property
+    def rows_failed(self) -> int:
+        return sum(progress.rows_failed for progress in self.operators.values())
+
 
 def fold_records(records: Iterable[JournalRecord], skipped_lines: int = 0) -> RunState:
     """Reconstruct a run's state from its records, in journal order."""
@@ -98,6 +122,7 @@ def fold_records(records: Iterable[JournalRecord], skipped_lines: int = 0) -> Ru
     calibration: dict[str, Any] = {}
     pending: str | None = None
     published: str | None = None
+    failed: dict[str, _Failed] = {}
     for record in iterator:
         last_at = max(last_at, record.at)
         match record:
@@ -109,6 +134,8 @@ def fold_records(records: Iterable[JournalRecord], skipped_lines: int = 0) -> Ru
                 usage = usage + record.usage
                 operators[record.operator_key] = _progress(operators.get(record.operator_key), record, committed)
                 committed.setdefault((record.operator_key, record.batch_key), record)
+                for group in record.failed:
+                    failed.setdefault(record.operator_key, _Failed()).add(group.reason, group.row_ids, group.example)
             case ErrorRecorded():
                 errors.append(record)
             case EstimatesRecorded():
@@ -123,6 +150,9 @@ def fold_records(records: Iterable[JournalRecord], skipped_lines: int = 0) -> Ru
                 status, ended_at, final_message = record.status, record.at, record.message
             case RunStarted():
                 raise TransactionError("journal holds two run_started records; the run folder is damaged")
+    for operator_key, tally in failed.items():
+        answered = {row for (key, _), record in committed.items() if key == operator_key for row in record.row_ids}
+        operators[operator_key] = tally.apply(operators[operator_key], answered)
     return RunState(
         started=first,
         status=status,
@@ -156,3 +186,29 @@ def _progress(
         rows_out=progress.rows_out + (0 if duplicate else record.rows_out),
         usage=progress.usage + record.usage,
     )
+
+
+class _Failed:
+    """Failed rows of one operator while the journal is folded: the latest reason per row."""
+
+    def __init__(self) -> None:
+        self.reasons: dict[str, str] = {}
+        self.examples: dict[str, str] = {}
+
+    def add(self, reason: str, row_ids: Iterable[str], example: str) -> None:
+        for row_id in row_ids:
+            self.reasons.pop(row_id, None)  # re-inserted: the latest failure of a row wins
+            self.reasons[row_id] = reason
+        self.examples.setdefault(reason, example)
+
+    def apply(self, progress: OperatorProgress, answered: set[str]) -> OperatorProgress:
+        """``progress`` with the rows that failed and were never answered."""
+        counts: dict[str, int] = {}
+        for row_id, reason in self.reasons.items():
+            if row_id not in answered:
+                counts[reason] = counts.get(reason, 0) + 1
+        failures = tuple(
+            FailureCount(reason=reason, rows=rows, example=self.examples.get(reason, ""))
+            for reason, rows in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        )
+        return progress.model_copy(update={"rows_failed": sum(counts.values()), "failures": failures})

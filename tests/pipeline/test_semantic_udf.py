@@ -169,3 +169,39 @@ def test_score_prompts_offer_whole_steps_or_free_numbers() -> None:
     fractional = build_request("score", "rate {x}", request_id="1", lo=0.0, hi=1.0)
     assert fractional.constraint.kind == "text"  # not a choice of "0" or "1"
     assert "from 0 to 1" in fractional.prompt
+
+
+def test_failed_rows_are_committed_with_their_reasons_and_counted_once(run: Run) -> None:
+    texts = ["a", "", "c", "d"]  # r1: an empty cell; r3: an unparseable reply
+    udf = SemanticBatchUDF(filter_task(), "op", FakeTiers({"r0": "Yes", "r2": "No", "r3": None}), run.ledger)  # type: ignore[arg-type]
+    assert udf(rows(texts)).column("_rowid").to_pylist() == ["r0"]
+    (progress,) = run.state().operators.values()
+    assert (progress.rows_in, progress.rows_failed, progress.rows_attempted) == (2, 2, 4)
+    assert {reason.reason: reason.rows for reason in progress.failures} == {"empty_input": 1, "unparseable": 1}
+    assert next(r for r in progress.failures if r.reason == "unparseable").example == "unparseable: no answer"
+    # A resume asks the failed rows again; a row answered now no longer counts as failed.
+    ledger = BatchLedger(run.path, run.attempt + 1)
+    again = SemanticBatchUDF(filter_task(), "op", FakeTiers({"r1": "Yes", "r3": None}), ledger)  # type: ignore[arg-type]
+    again(rows(["a", "b", "c", "d"]))
+    (progress,) = run.state().operators.values()
+    assert (progress.rows_in, progress.rows_failed) == (3, 1)
+    assert [(reason.reason, reason.rows) for reason in progress.failures] == [("unparseable", 1)]
+
+
+def test_a_batch_of_only_unpaid_failures_is_still_recorded(run: Run) -> None:
+    tiers = FakeTiers({})
+    SemanticBatchUDF(filter_task(), "op", tiers, run.ledger)(rows([None, ""]))  # type: ignore[arg-type]
+    (progress,) = run.state().operators.values()
+    assert (progress.rows_in, progress.rows_failed, progress.usage.calls) == (0, 2, 0)
+
+
+def test_on_error_fail_names_the_operator_the_reason_and_what_to_do() -> None:
+    from semray.errors import FailedRowsError
+
+    tiers = FakeTiers({"r0": "Yes"})
+    with pytest.raises(FailedRowsError) as failed:
+        SemanticBatchUDF(filter_task("fail"), "op", tiers, None)(rows(["a", None]))  # type: ignore[arg-type]
+    message = str(failed.value)
+    assert message.startswith("SemFilter [large] '{text} is urgent': a row got no answer")
+    assert "empty_input" in message and "on_error='default'" in message
+    assert failed.value.reasons == {"empty_input": 1} and failed.value.attempted == 2

@@ -160,12 +160,21 @@ def test_logprobs_carry_confidence_on_the_answer_token(simulator: Simulator, rev
     assert response.system_fingerprint == "semray-simulator"
 
 
-def test_no_match_is_counted_and_answered(simulator: Simulator) -> None:
-    assert _ask(simulator, "Is the sky green? Answer yes or no.") == "No"
+def test_no_match_is_counted_and_refused_unless_configured_to_answer(
+    simulator: Simulator, review_config: SimulatorConfig
+) -> None:
+    from semray.serving.simulator import NoLabelError
+
+    with pytest.raises(NoLabelError, match="no_match") as refused:
+        _ask(simulator, "Is the sky green? Answer yes or no.")
+    assert refused.value.reason == "no_match"
     stats = simulator.stats()
-    assert stats.no_match == 1
-    assert stats.no_match_rate == 1.0
+    assert (stats.no_match, stats.no_match_rate, stats.no_label) == (1, 1.0, 1)
     assert stats.no_match_samples == ["Is the sky green? Answer yes or no."]
+    assert stats.models["sim-large"].calls == 0 and stats.models["sim-large"].prompt_tokens == 0  # not charged
+    answering = Simulator(review_config.model_copy(update={"unlabelled": "answer"}))
+    assert _ask(answering, "Is the sky green? Answer yes or no.") == "No"  # the old uninformed answer
+    assert answering.stats().no_label == 0 and answering.stats().models["sim-large"].calls == 1
 
 
 def test_over_context_is_rejected(simulator: Simulator, reviews: pa.Table) -> None:

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from semray.serving.simulator import ChatCompletionRequest, CompletionRequest, Simulator, SimulatorConfig
-from semray.serving.simulator.errors import SimulatorError
+from semray.serving.simulator.errors import NoLabelError, SimulatorError
 from semray.serving.simulator.server import _require_loopback, build_app
 
 
@@ -32,8 +32,10 @@ def _prompts(reviews: pa.Table) -> list[tuple[str, dict[str, Any]]]:
             {"response_format": {"type": "json_schema", "json_schema": {"name": "b", "schema": schema}}},
         ),
         (f"Same city?\n{rows[4]['review']}\n{rows[5]['review']}", {}),
-        ("Something unrelated to any review.", {}),
     ]
+
+
+UNRELATED = "Something unrelated to any review."
 
 
 def test_http_and_in_process_answers_are_identical(
@@ -56,6 +58,11 @@ def test_http_and_in_process_answers_are_identical(
         assert remote["usage"] == in_process["usage"]
         assert remote["simulator"] == in_process["simulator"]
         assert remote["system_fingerprint"] == "semray-simulator"
+    # A prompt the labels do not answer: refused the same way in both (HTTP 422, NoLabelError).
+    body = {"model": "sim-small", "messages": [{"role": "user", "content": UNRELATED}]}
+    assert client.post("/v1/chat/completions", json=body).json()["error"]["code"] == "no_label"
+    with pytest.raises(NoLabelError):
+        local.complete_sync(ChatCompletionRequest.model_validate(body))
 
 
 def test_async_and_sync_calls_agree(review_config: SimulatorConfig, reviews: pa.Table) -> None:
@@ -121,8 +128,9 @@ def test_stats_count_calls_tokens_and_no_matches(client: TestClient, reviews: pa
     assert stats["calls"] == 3
     assert stats["no_match"] == 1
     assert stats["no_match_rate"] == pytest.approx(1 / 3)
+    assert stats["no_label"] == 1  # refused with 422, not charged
     usage = stats["models"]["sim-large"]
-    assert usage["calls"] == 3
+    assert (usage["calls"], usage["no_label"]) == (2, 1)
     assert usage["prompt_tokens"] > usage["completion_tokens"] > 0
 
 

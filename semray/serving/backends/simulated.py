@@ -1,6 +1,8 @@
 """The simulated tier: the in-process label-driven ``Simulator`` behind the backend interface.
 
 Announced as simulated by the simulator itself (a ``simulated_model_tier`` warning on start).
+A prompt the simulator has no label for comes back as the per-row error ``no_label``, with no
+tokens and marked unpaid (``extra["unpaid"]``), so the tier charges no call for it.
 
 >>> backend = SimulatedBackend(TierConfig(backend="simulated", model="sim-small"), None)  # doctest: +SKIP
 """
@@ -14,11 +16,13 @@ from typing import Any
 from semray.serving.backends.base import Call, RawCompletion
 from semray.serving.config import Prices, TierConfig
 from semray.serving.errors import UnknownModelError
+from semray.serving.identity import fingerprint_json, path_fingerprint, table_fingerprint
 from semray.serving.simulator import (
     ChatCompletionRequest,
     ChatMessage,
     ContextLengthExceededError,
     InvalidRequestError,
+    NoLabelError,
     ResponseFormat,
     Simulator,
     SimulatorConfig,
@@ -41,6 +45,7 @@ class SimulatedBackend:
         self.default_prices = Prices(
             input_per_million=profile.price_in_per_million, output_per_million=profile.price_out_per_million
         )
+        self.identity = simulator_identity(self._simulator.config, tier.model)
 
     @property
     def simulator(self) -> Simulator:
@@ -62,6 +67,8 @@ class SimulatedBackend:
             response = await self._simulator.complete(request)
         except ContextLengthExceededError as error:
             return RawCompletion(text="", error=f"prompt_too_long: {error}")
+        except NoLabelError as error:
+            return RawCompletion(text="", error=f"no_label: {error}", extra={"simulated": True, "unpaid": True})
         except InvalidRequestError as error:
             return RawCompletion(text="", error=f"model_error: {error}")
         choice = response.choices[0]
@@ -77,6 +84,38 @@ class SimulatedBackend:
 
     async def aclose(self) -> None:
         return None
+
+
+def simulator_identity(config: SimulatorConfig, model: str) -> str:
+    """What can change this simulated model's answers: the seed, its profile's quality and
+    confidence, the context length, tasks, matching, and the datasets (files and in-process
+    tables by content). Latency, concurrency and prices are left out: they change no answer.
+
+    >>> seeds = {simulator_identity(SimulatorConfig(seed=seed), "sim-small") for seed in (1, 2)}
+    >>> len(seeds)
+    2
+    """
+    profile = config.models[model]
+    datasets: dict[str, object] = {}
+    for name, spec in sorted(config.datasets.items()):
+        datasets[name] = {
+            "spec": spec.model_dump(mode="json"),
+            "documents": path_fingerprint(spec.path) if spec.table is None else table_fingerprint(spec.table),
+            "labels": (
+                table_fingerprint(spec.labels_table)
+                if spec.labels_table is not None
+                else path_fingerprint(spec.labels_path)
+            ),
+        }
+    described = {
+        "seed": config.seed,
+        "model": model,
+        "profile": profile.model_dump(mode="json", include={"error_rate", "confidence", "context_length"}),
+        "tasks": [task.model_dump(mode="json") for task in config.tasks],
+        "matching": config.matching.model_dump(mode="json"),
+        "datasets": datasets,
+    }
+    return f"simulator:{fingerprint_json(described)}"
 
 
 def _response_format(schema: dict[str, Any] | None) -> ResponseFormat | None:

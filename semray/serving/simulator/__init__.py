@@ -17,6 +17,7 @@ from semray.serving.simulator.config import (
 from semray.serving.simulator.errors import (
     ContextLengthExceededError,
     InvalidRequestError,
+    NoLabelError,
     SimulatorConfigError,
     SimulatorError,
     UnknownModelError,
@@ -46,6 +47,7 @@ __all__ = [
     "InvalidRequestError",
     "MatchingConfig",
     "ModelProfile",
+    "NoLabelError",
     "ResponseFormat",
     "Simulator",
     "SimulatorConfig",

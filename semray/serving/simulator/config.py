@@ -188,6 +188,12 @@ class SimulatorConfig(BaseModel):
     datasets: dict[str, DatasetSpec] = Field(default_factory=dict)
     tasks: tuple[TaskSpec, ...] = ()
     matching: MatchingConfig = Field(default_factory=MatchingConfig)
+    unlabelled: Literal["error", "answer"] = Field(
+        default="error",
+        description="a prompt without a label (no row matched, no task, a null label): error answers it with "
+        "NoLabelError (per-row code no_label, HTTP 422, nothing charged); answer gives the old fixed, uninformed "
+        "answer, charged like any call",
+    )
 
     @model_validator(mode="before")
     @classmethod

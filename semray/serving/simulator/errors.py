@@ -6,6 +6,8 @@ unchanged (they only depend on ``SemrayError``).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from semray.errors import SemrayError
 
 
@@ -48,3 +50,23 @@ class InvalidRequestError(SimulatorError):
     def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
+
+
+NoLabelReason = Literal["no_match", "no_task", "null_label"]
+
+
+class NoLabelError(SimulatorError):
+    """The simulator has no label to answer a prompt from (HTTP 422, per-row code ``no_label``).
+
+    ``reason``: ``no_match`` (the prompt quotes no row of its datasets), ``no_task`` (no
+    configured task fits the instruction, or a pair task found one row), ``null_label`` (the
+    row's label is null). Nothing is charged for it.
+    """
+
+    def __init__(self, reason: NoLabelReason, detail: str) -> None:
+        super().__init__(
+            f"the simulator has no label for this prompt ({reason}: {detail}); it answers only rows its "
+            "datasets and tasks label (docs/simulator.md)"
+        )
+        self.reason: NoLabelReason = reason
+        self.detail = detail

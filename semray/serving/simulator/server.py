@@ -2,7 +2,8 @@
 
 Routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``,
 ``GET /stats``, ``GET /health``. Errors use OpenAI's shape:
-``{"error": {"message", "type", "param", "code"}}`` (400 for over-long prompts, 404 for unknown models).
+``{"error": {"message", "type", "param", "code"}}`` (400 for over-long prompts, 404 for unknown models,
+422 with code ``no_label`` for a prompt the labels do not answer: nothing is charged for it).
 
 >>> app = build_app(Simulator(config))  # doctest: +SKIP
 >>> serve(Path("sim.json"), port=8765)  # doctest: +SKIP  (blocks)
@@ -23,6 +24,7 @@ from semray.serving.simulator.config import SimulatorConfig
 from semray.serving.simulator.errors import (
     ContextLengthExceededError,
     InvalidRequestError,
+    NoLabelError,
     SimulatorError,
     UnknownModelError,
 )
@@ -55,6 +57,10 @@ def build_app(simulator: Simulator) -> FastAPI:
     @app.exception_handler(UnknownModelError)
     async def _unknown_model(_: Request, error: UnknownModelError) -> JSONResponse:
         return _error(404, str(error), "invalid_request_error", "model_not_found", "model")
+
+    @app.exception_handler(NoLabelError)
+    async def _no_label(_: Request, error: NoLabelError) -> JSONResponse:
+        return _error(422, str(error), "invalid_request_error", "no_label", error.reason)
 
     @app.exception_handler(InvalidRequestError)
     async def _invalid(_: Request, error: InvalidRequestError) -> JSONResponse:
@@ -106,7 +112,7 @@ def serve(config_path: Path | None, host: str = "127.0.0.1", port: int = 8765) -
     """Run the simulator endpoint until interrupted (blocking).
 
     Without ``config_path`` the simulator has its default models and no datasets, so every
-    prompt is a no-match (and ``/stats`` says so).
+    prompt is a no-match, refused with HTTP 422 ``no_label`` (and ``/stats`` says so).
     """
     import uvicorn
 

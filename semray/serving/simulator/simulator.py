@@ -3,6 +3,8 @@
 One code path serves in-process callers (``complete``/``complete_sync``) and HTTP (``server.py``):
 match the prompt's documents, classify the task, look up the truth, make it wrong when the
 question's hash falls under the model's error rate, draw a confidence, render the format asked for.
+A prompt it has no label for (no row matched, no task, a null label) raises ``NoLabelError``
+and costs nothing, unless the config's ``unlabelled`` is ``answer``.
 
 >>> simulator = Simulator(config)  # doctest: +SKIP
 >>> simulator.complete_sync(ChatCompletionRequest(model="sim-small", messages=[...]))  # doctest: +SKIP
@@ -30,7 +32,13 @@ from semray.serving.simulator.aggregates import (
 from semray.serving.simulator.answers import alternatives, default_answer, option_count, render, wrong_answer
 from semray.serving.simulator.config import ModelProfile, SimulatorConfig, TaskSpec
 from semray.serving.simulator.draws import confidence, is_wrong, question_key
-from semray.serving.simulator.errors import ContextLengthExceededError, InvalidRequestError, UnknownModelError
+from semray.serving.simulator.errors import (
+    ContextLengthExceededError,
+    InvalidRequestError,
+    NoLabelError,
+    NoLabelReason,
+    UnknownModelError,
+)
 from semray.serving.simulator.logprobs import ScoredToken, apply_stop, score_tokens, truncate
 from semray.serving.simulator.matching import PromptMatch, ShingleIndex
 from semray.serving.simulator.protocol import (
@@ -202,7 +210,11 @@ class Simulator:
         completion_limit: int | None = None,
         stop: str | Sequence[str] | None = None,
     ) -> Outcome:
-        """Simulate ``model`` answering ``prompt``: no waiting, but counted in ``stats``."""
+        """Simulate ``model`` answering ``prompt``: no waiting, but counted in ``stats``.
+
+        Raises ``NoLabelError`` (counted in ``stats().no_label``, nothing charged) for a prompt
+        the labels do not answer, unless the config's ``unlabelled`` is ``answer``.
+        """
         profile = self._profile(model)
         prompt_tokens = self._tokens.count(prompt) if prompt_tokens is None else prompt_tokens
         requested = completion_limit or 0
@@ -222,10 +234,21 @@ class Simulator:
         elif task is not None and rows:
             question = question_key(seed, model, task.name, [self._store.row_id(row) for row in rows])
             truth = self._store.true_answer(task, rows)
+            if self._label_missing(task, rows, truth):
+                row_id = self._store.row_id(rows[0])
+                self._refuse(model, task, match, prompt, "null_label", f"row {row_id} has no {task.name!r} label")
             wrong = is_wrong(question, profile.error_rate)
             value = wrong_answer(task, truth, self._store, question) if wrong else truth
             conf = confidence(question, not wrong, profile.confidence, options)
         else:
+            if not match.rows:
+                datasets = ", ".join(sorted(self.config.datasets)) or "none configured"
+                self._refuse(model, task, match, prompt, "no_match", f"it quotes no row of the datasets ({datasets})")
+            elif task is None:
+                names = ", ".join(t.name for t in self.config.tasks) or "none configured"
+                self._refuse(model, task, match, prompt, "no_task", f"no task fits the instruction (tasks: {names})")
+            else:
+                self._refuse(model, task, match, prompt, "no_task", f"task {task.name!r} needs rows the prompt lacks")
             digest = hashlib.blake2b(" ".join(match.instruction_words).encode(), digest_size=8).hexdigest()
             question = question_key(seed, model, task.name if task else "", [f"prompt:{digest}"])
             value = default_answer(task, self._store) if task is not None else default_answer(None, self._store)
@@ -251,6 +274,26 @@ class Simulator:
             cost,
             latency,
         )
+
+    def _label_missing(self, task: TaskSpec, rows: tuple[RowRef, ...], truth: Answer) -> bool:
+        """True when the labels do not answer ``task`` about ``rows``: a null label of a filter
+        (its raw label), a label, a score, or a free text with a label column. Extractions answer
+        null fields with nulls (a field may truly be absent) and pairs keep their rule (a null
+        label never relates)."""
+        if task.kind == "filter" and task.label_column is not None:
+            return bool(self._store.value(rows[0], task.label_column) is None)
+        if task.kind in ("label", "score") or (task.kind == "free_text" and task.label_column is not None):
+            return truth is None
+        return False
+
+    def _refuse(
+        self, model: str, task: TaskSpec | None, match: PromptMatch, prompt: str, reason: NoLabelReason, detail: str
+    ) -> None:
+        """Raise ``NoLabelError`` (counted, not charged); does nothing when the config answers anyway."""
+        if self.config.unlabelled == "answer":
+            return
+        self._stats.record_no_label(model, task.name if task else None, bool(match.rows), prompt)
+        raise NoLabelError(reason, detail)
 
     def _aggregate(
         self,

@@ -1,4 +1,9 @@
-"""Counters of what the simulator served: calls and tokens per model, and prompts it could not place."""
+"""Counters of what the simulator served: calls and tokens per model, and prompts it could not place.
+
+``calls`` counts every request; a model's ``calls`` only those it answered (and charged).
+A prompt without a label (``no_label``: no row matched, no task, a null label) is answered
+with an error and charged nothing, unless the config's ``unlabelled`` is ``answer``.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ class ModelUsage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     rejected: int = 0
+    no_label: int = 0
     cost_usd: float = 0.0
 
 
@@ -31,6 +37,8 @@ class SimulatorStats(BaseModel):
     no_match: int
     no_match_rate: float
     no_task: int
+    no_label: int = 0
+    """Requests refused for want of a label (HTTP 422, per-row code ``no_label``), not charged."""
     models: dict[str, ModelUsage]
     tasks: dict[str, int]
     no_match_samples: list[str]
@@ -45,6 +53,7 @@ class StatsRecorder:
     calls: int = 0
     no_match: int = 0
     no_task: int = 0
+    no_label: int = 0
     samples: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -69,14 +78,26 @@ class StatsRecorder:
                 }
             )
             self.calls += 1
-            if task is None:
-                self.no_task += 1
-            else:
-                self.tasks[task] = self.tasks.get(task, 0) + 1
-            if not matched:
-                self.no_match += 1
-                if len(self.samples) < MAX_SAMPLES:
-                    self.samples.append(" ".join(prompt.split())[:SAMPLE_CHARS])
+            self._count_place(task, matched, prompt)
+
+    def record_no_label(self, model: str, task: str | None, matched: bool, prompt: str) -> None:
+        """A request answered with ``NoLabelError``: counted, never charged."""
+        with self._lock:
+            usage = self.models.get(model, ModelUsage())
+            self.models[model] = usage.model_copy(update={"no_label": usage.no_label + 1})
+            self.calls += 1
+            self.no_label += 1
+            self._count_place(task, matched, prompt)
+
+    def _count_place(self, task: str | None, matched: bool, prompt: str) -> None:
+        if task is None:
+            self.no_task += 1
+        else:
+            self.tasks[task] = self.tasks.get(task, 0) + 1
+        if not matched:
+            self.no_match += 1
+            if len(self.samples) < MAX_SAMPLES:
+                self.samples.append(" ".join(prompt.split())[:SAMPLE_CHARS])
 
     def record_rejection(self, model: str) -> None:
         with self._lock:
@@ -90,6 +111,7 @@ class StatsRecorder:
                 no_match=self.no_match,
                 no_match_rate=self.no_match / self.calls if self.calls else 0.0,
                 no_task=self.no_task,
+                no_label=self.no_label,
                 models=dict(self.models),
                 tasks=dict(self.tasks),
                 no_match_samples=list(self.samples),
