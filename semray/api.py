@@ -40,7 +40,6 @@ from semray.operators import (
     SourceSpec,
     Union,
     parse_fields,
-    plan_from_json,
     plan_to_json,
     render_tree,
 )
@@ -492,15 +491,10 @@ def from_pandas(frame: Any, name: str | None = None, settings: Settings | None =
 
 
 def load_plan(path: str | Path, settings: Settings | None = None) -> Query:
-    """A query from a JSON plan file (``semray run plan.json``)."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SourceError(f"plan file {str(file)!r} not found") from None
-    except OSError as error:
-        raise SourceError(f"cannot read plan file {str(file)!r}: {error.strerror}") from None
-    return Query(plan_from_json(text), settings)
+    """A query from a JSON plan file (``semray run plan.json``); UTF-8 only, errors name the JSON path."""
+    from semray.operators.serialize import plan_from_file
+
+    return Query(plan_from_file(path), settings)
 
 
 SUFFIX_KINDS = {

@@ -53,14 +53,14 @@ class SourceSpec(Frozen):
 class NamedExpr(Frozen):
     """An output column defined by a SQL expression: ``NamedExpr(name="x2", expr="x * 2")``."""
 
-    name: str
+    name: str = Field(min_length=1)
     expr: str
 
 
 class SortKey(Frozen):
-    column: str
-    descending: bool = False
-    nulls_first: bool | None = None
+    column: str = Field(min_length=1)
+    descending: bool = Field(default=False, strict=True)
+    nulls_first: bool | None = Field(default=None, strict=True)
     """None means DuckDB's default: nulls last, ascending and descending alike."""
 
 
@@ -74,6 +74,8 @@ class Scan(Node):
     """Columns to read; None reads all (a pushed-down projection)."""
 
     def derive_schema(self) -> Schema:
+        if not self.source_schema.columns:
+            raise PlanError(f"Scan of {self.source.describe()}: source_schema has no columns; a source has at least one")
         if ROW_ID in self.source_schema:
             raise PlanError(f"source {self.source.describe()} already has a column named {ROW_ID!r}; rename it")
         if self.columns is None:
@@ -262,8 +264,8 @@ class Sort(Unary):
 
 class Limit(Unary):
     op: Literal["limit"] = "limit"
-    count: int = Field(ge=0)
-    offset: int = Field(default=0, ge=0)
+    count: int = Field(ge=0, strict=True)
+    offset: int = Field(default=0, ge=0, strict=True)
 
     def derive_schema(self) -> Schema:
         return self.input_schema

@@ -6,14 +6,16 @@ Their execution comes from later work; here they build, serialize and EXPLAIN.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+import math
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, StrictFloat, ValidationError
+from pydantic_core import PydanticCustomError
 
 from semray.errors import PlanError
-from semray.operators.base import Node
+from semray.operators.base import Node, NodeArgumentError
 from semray.operators.relational import ROW_ID_COLUMN, Frozen, Unary
-from semray.operators.schema import Column, Schema
+from semray.operators.schema import Column, Schema, argument_error
 from semray.operators.templates import check_template, split_side, template_columns
 
 if TYPE_CHECKING:
@@ -29,6 +31,19 @@ DIAGNOSTIC_COLUMNS = (
     Column(name="_error", type="VARCHAR"),
 )
 SQL_TYPES: dict[str, str] = {"text": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "date": "DATE"}
+MAX_SCORE_CHOICES = 1000
+"""The most whole numbers a score scale may offer: a whole-number range ``lo..hi`` is asked
+as a choice of every integer in it, so ``SEM_SCORE(..., 1, 10000000)`` is refused."""
+
+
+def _named(name: str) -> str:
+    if not name:
+        raise PydanticCustomError("output_name", "empty output column name; give the column a name")
+    return name
+
+
+OutputName = Annotated[str, AfterValidator(_named)]
+"""An output column name: not empty."""
 
 
 class QualityTarget(Frozen):
@@ -40,9 +55,9 @@ class QualityTarget(Frozen):
     """
 
     metric: Literal["accuracy", "precision", "recall"] = "accuracy"
-    level: float = Field(default=0.9, gt=0.0, lt=1.0)
-    delta: float = Field(default=0.05, gt=0.0, lt=1.0)
-    labels: int = Field(default=200, ge=20)
+    level: float = Field(default=0.9, gt=0.0, lt=1.0, strict=True)
+    delta: float = Field(default=0.05, gt=0.0, lt=1.0, strict=True)
+    labels: int = Field(default=200, ge=20, strict=True)
     """Calibration draws the large tier labels (rows drawn twice are labelled once)."""
 
 
@@ -57,7 +72,7 @@ class Semantic(Unary):
     tier: Tier = "auto"
     on_error: Literal["fail", "skip", "default"] = "default"
     """A row the model cannot answer: fail the run, drop the row, or give null (a filter drops it)."""
-    diagnostics: bool = False
+    diagnostics: bool = Field(default=False, strict=True)
     """Add ``_tier``, ``_confidence`` and ``_error`` columns (row-wise operators only)."""
     quality: QualityTarget | None = None
     """A cascade's target; setting it on a ``tier="auto"`` operator asks for a cascade."""
@@ -133,10 +148,10 @@ class SemMap(Semantic):
 
     op: Literal["sem_map"] = "sem_map"
     row_preserving: ClassVar[bool] = True
-    output: str
+    output: OutputName
     output_type: ValueType = "text"
-    lo: float | None = None
-    hi: float | None = None
+    lo: StrictFloat | None = None
+    hi: StrictFloat | None = None
 
     def derive_schema(self) -> Schema:
         self.template_columns()
@@ -146,15 +161,22 @@ class SemMap(Semantic):
         if self.lo is not None and self.hi is not None:
             if self.output_type not in ("int", "float"):
                 raise PlanError("SemMap: a score range needs output_type 'int' or 'float'")
-            if self.lo >= self.hi:
-                raise PlanError(f"SemMap: score range lo={self.lo} must be below hi={self.hi}")
+            check_score_range(self.lo, self.hi)
         return self.with_output(Column(name=self.output, type=SQL_TYPES[self.output_type]), *self.diagnostic_columns())
 
 
 class ExtractField(Frozen):
-    name: str
+    """One field to extract: ``ExtractField(name="sender", type="text")``."""
+
+    name: OutputName
     type: ValueType = "text"
     description: str = ""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            raise argument_error("ExtractField", error) from None
 
 
 class SemExtract(Semantic):
@@ -179,13 +201,16 @@ class SemClassify(Semantic):
     op: Literal["sem_classify"] = "sem_classify"
     row_preserving: ClassVar[bool] = True
     labels: tuple[str, ...]
-    output: str = "label"
+    output: OutputName = "label"
 
     def derive_schema(self) -> Schema:
         self.template_columns()
         self.check_quality()
         if len(self.labels) < 2:
             raise PlanError("SemClassify: give at least two labels")
+        for position, label in enumerate(self.labels):
+            if not label.strip():
+                raise NodeArgumentError("SemClassify", ("labels", str(position)), "empty label; every label needs text")
         if len(set(self.labels)) != len(self.labels):
             raise PlanError(f"SemClassify: labels must be unique, got {list(self.labels)}")
         return self.with_output(Column(name=self.output, type="VARCHAR"), *self.diagnostic_columns())
@@ -196,8 +221,8 @@ class SemTopK(Semantic):
 
     op: Literal["sem_topk"] = "sem_topk"
     row_wise: ClassVar[bool] = False
-    k: int = Field(ge=1)
-    output: str = "rank"
+    k: int = Field(ge=1, strict=True)
+    output: OutputName = "rank"
 
     def derive_schema(self) -> Schema:
         self.template_columns()
@@ -212,7 +237,7 @@ class SemAgg(Semantic):
     op: Literal["sem_agg"] = "sem_agg"
     row_wise: ClassVar[bool] = False
     keys: tuple[str, ...] = ()
-    output: str = "answer"
+    output: OutputName = "answer"
 
     def derive_schema(self) -> Schema:
         self.template_columns()
@@ -235,9 +260,9 @@ class SemSearch(Unary):
     op: Literal["sem_search"] = "sem_search"
     column: str
     query: str
-    k: int = Field(ge=1)
+    k: int = Field(ge=1, strict=True)
     mode: Literal["vector", "fts", "hybrid"] = "vector"
-    output: str = "score"
+    output: OutputName = "score"
 
     def derive_schema(self) -> Schema:
         self.input_schema.require([self.column], "SemSearch")
@@ -271,9 +296,9 @@ class SemJoin(Node):
     def derive_schema(self) -> Schema:
         references = template_columns(self.instruction, "SemJoin")
         sides = {split_side(reference, "SemJoin") for reference in references}
-        for side, column in sides:
+        for side, referenced in sides:
             schema = self.left.output_schema if side == "l" else self.right.output_schema
-            schema.require([column], f"SemJoin instruction ({'left' if side == 'l' else 'right'} input)")
+            schema.require([referenced], f"SemJoin instruction ({'left' if side == 'l' else 'right'} input)")
         if {side for side, _ in sides} != {"l", "r"}:
             raise PlanError("SemJoin: the instruction must reference both sides, e.g. {l.review} and {r.review}")
         left = self.left.output_schema
@@ -294,6 +319,36 @@ class SemJoin(Node):
         return f"SemJoin[{self.implementation}] {self.instruction!r}"
 
 
+def check_score_range(lo: float, hi: float) -> None:
+    """Refuse a score scale that is not finite, is empty, or offers more than MAX_SCORE_CHOICES
+    whole numbers (``1`` to ``10_000_000`` is refused; ``0.5`` to ``1e9`` asks for a free number).
+
+    >>> check_score_range(1, 5)
+    """
+    lo, hi = float(lo), float(hi)
+    for name, value in (("lo", lo), ("hi", hi)):
+        if not math.isfinite(value):
+            raise NodeArgumentError(
+                "SemMap", (name,), f"score bound {name}={value} is not a finite number; give e.g. 1 and 5"
+            )
+    if lo >= hi:
+        raise NodeArgumentError("SemMap", ("lo",), f"score range lo={_bound(lo)} must be below hi={_bound(hi)}")
+    count = hi - lo + 1
+    if lo.is_integer() and hi.is_integer() and count > MAX_SCORE_CHOICES:
+        spans = f"{count:,.0f}" if count < 1e16 else ("more than 1e308" if math.isinf(count) else f"{count:.3g}")
+        raise NodeArgumentError(
+            "SemMap",
+            ("hi",),
+            f"the score range {_bound(lo)} to {_bound(hi)} spans {spans} whole numbers, more than the "
+            f"{MAX_SCORE_CHOICES:,} a score may choose from; narrow it (e.g. 1 to 10), or ask for a free "
+            "number: output_type 'float' without lo and hi (in SQL, SEM_MAP('...', 'float'))",
+        )
+
+
+def _bound(value: float) -> str:
+    return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
+
+
 def parse_fields(spec: str) -> tuple[ExtractField, ...]:
     """Parse ``"sender: text, amount: float"`` into extraction fields (type defaults to text).
 
@@ -308,7 +363,7 @@ def parse_fields(spec: str) -> tuple[ExtractField, ...]:
         kind = kind or "text"
         if kind not in SQL_TYPES:
             raise PlanError(f"SemExtract: field {name!r} has type {kind!r}; use one of {', '.join(SQL_TYPES)}")
-        fields.append(ExtractField(name=name, type=kind))  # type: ignore[arg-type]
+        fields.append(ExtractField(name=name, type=kind))
     return tuple(fields)
 
 

@@ -5,6 +5,6 @@
 """
 
 from semray.sql.compiler import compile_sql
-from semray.sql.diagnostics import SqlSyntaxError, UnsupportedSqlError
+from semray.sql.diagnostics import SqlLimitError, SqlSyntaxError, UnsupportedSqlError
 
-__all__ = ["SqlSyntaxError", "UnsupportedSqlError", "compile_sql"]
+__all__ = ["SqlLimitError", "SqlSyntaxError", "UnsupportedSqlError", "compile_sql"]

@@ -16,6 +16,7 @@ from semray.operators import ROW_ID, Aggregate, NamedExpr, Node, Project
 from semray.sql.context import Context
 from semray.sql.diagnostics import UnsupportedSqlError
 from semray.sql.items import ExprScope, SelectItem, unique_name
+from semray.sql.literals import integer_literal, shown
 from semray.sql.rewrite import Replacement, is_aggregate, outermost, plan_column, plan_sql, semantic_name, to_sql
 from semray.sql.scope import Relation, ScopeColumn
 from semray.sql.semantic_calls import located, sem_agg
@@ -126,10 +127,10 @@ def group_expressions(
     expressions: list[exp.Expr] = []
     for expression in group.expressions:
         if isinstance(expression, exp.Literal) and not expression.is_string:
-            index = int(str(expression.this))
-            if not 1 <= index <= len(items) or items[index - 1].is_extract:
+            index = integer_literal(expression)
+            if index is None or not 1 <= index <= len(items) or items[index - 1].is_extract:
                 raise source.unsupported(
-                    expression, f"GROUP BY {index}", f"use a SELECT position between 1 and {len(items)}"
+                    expression, f"GROUP BY {shown(expression)}", f"use a SELECT position between 1 and {len(items)}"
                 )
             expressions.append(items[index - 1].expression)
         elif (

@@ -23,6 +23,8 @@ from semray.sql.aggregation import aggregate, needs_aggregation
 from semray.sql.context import Context
 from semray.sql.diagnostics import QueryText, UnsupportedSqlError
 from semray.sql.items import ExprScope, alias_expressions, select_items, substitute_aliases
+from semray.sql.limits import too_complex
+from semray.sql.literals import integer_literal
 from semray.sql.parse import parse_query
 from semray.sql.predicates import apply_predicates
 from semray.sql.projection import compile_items, finish_select, order_and_limit, sort_key
@@ -50,11 +52,17 @@ def compile_sql(query: str, tables: Mapping[str, Node]) -> Node:
 
     ``tables`` maps each table name the query may use to the plan producing it (a Scan,
     or any node); every node's schema starts with ``_rowid``. Raises SqlSyntaxError,
-    UnsupportedSqlError, TableNotFoundError, ColumnNotFoundError or another PlanError.
+    UnsupportedSqlError (SqlLimitError past a size limit), TableNotFoundError, ColumnNotFoundError
+    or another PlanError.
     """
-    tree = parse_query(query)
-    context = Context(source=QueryText(query), tables=dict(tables), compile_query=compile_query)
-    return compile_query(tree, context)
+    try:
+        tree = parse_query(query)
+        context = Context(source=QueryText(query), tables=dict(tables), compile_query=compile_query)
+        return compile_query(tree, context)
+    except RecursionError:
+        # The limits in semray.sql.limits keep queries shallow; this is the backstop for a caller
+        # that is already deep in its own stack.
+        raise too_complex() from None
 
 
 def compile_query(query: exp.Expr, context: Context) -> Node:
@@ -177,8 +185,9 @@ def _with_modifiers(node: Node, query: exp.Expr, context: Context) -> Node:
     order = query.args.get("order")
     for ordered in order.expressions if order is not None else []:
         key = ordered.this
-        if isinstance(key, exp.Literal) and not key.is_string and 1 <= int(str(key.this)) <= len(names):
-            keys.append(sort_key(names[int(str(key.this)) - 1], ordered))
+        position = integer_literal(key)
+        if position is not None and 1 <= position <= len(names):
+            keys.append(sort_key(names[position - 1], ordered))
             continue
         matches = [name for name in names if isinstance(key, exp.Column) and name.lower() == key.name.lower()]
         if len(matches) != 1:

@@ -21,6 +21,11 @@ class UnsupportedSqlError(PlanError):
     """The query parses but uses a construct the SQL surface does not compile; says what is supported."""
 
 
+class SqlLimitError(UnsupportedSqlError):
+    """The query passes one of the SQL surface's size limits (``semray.sql.limits``): its length,
+    how deeply its parentheses nest, or how deep one expression is; says the limit and what to do."""
+
+
 @dataclass(frozen=True, slots=True)
 class QueryText:
     """The query being compiled, for turning node offsets into line and column numbers.

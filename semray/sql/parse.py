@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 
-import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
 from semray.sql.diagnostics import QueryText, SqlSyntaxError, UnsupportedSqlError
+from semray.sql.limits import check_depth, check_length, check_nesting
 
 DIALECT = "duckdb"
 _MISSING = re.compile(r"Required keyword: '(?P<part>\w+)' missing for <class '[\w.]*\.(?P<kind>\w+)'>")
@@ -25,6 +26,17 @@ _STATEMENTS = {
     "Pragma",
     "Copy",
     "Describe",
+    "Attach",
+    "Detach",
+    "Install",
+    "Show",
+    "Summarize",
+    "Transaction",
+    "Commit",
+    "Rollback",
+    "Analyze",
+    "Export",
+    "Load",
 }
 
 _TOKEN = re.compile(r"<Token token_type: [\w.]+, text: (?P<text>.*?), line: \d+, col: \d+, start: (?P<start>\d+).*?>")
@@ -39,8 +51,12 @@ def parse_query(text: str) -> exp.Expr:
     source = QueryText(text)
     if not text.strip():
         raise SqlSyntaxError("empty query; write a SELECT, e.g. SELECT * FROM reviews")
+    check_length(text)
+    dialect = Dialect.get_or_raise(DIALECT)
     try:
-        statements = [statement for statement in sqlglot.parse(text, read=DIALECT) if statement is not None]
+        tokens = dialect.tokenize(text)
+        check_nesting(tokens, source)
+        statements = [statement for statement in dialect.parser().parse(tokens, text) if statement is not None]
     except ParseError as error:
         raise _syntax_error(error, source) from None
     except TokenError as error:
@@ -54,12 +70,15 @@ def parse_query(text: str) -> exp.Expr:
         statement = statement.unnest()
     if isinstance(statement, exp.Command | exp.DML | exp.DDL) or type(statement).__name__ in _STATEMENTS:
         kind = statement.key.upper()
+        if isinstance(statement, exp.Command):
+            kind = str(statement.this).split(maxsplit=1)[0].upper() if str(statement.this).strip() else "this"
         raise UnsupportedSqlError(f"{kind} statements are not supported; give a SELECT query")
     if not isinstance(statement, exp.Query):
         raise SqlSyntaxError(
             "syntax error at line 1, column 1: expected SELECT, WITH or a parenthesized query,"
             f" got {text.strip()[:40]!r}"
         )
+    check_depth(statement, source)
     return statement
 
 

@@ -8,7 +8,6 @@ Sort and Limit. A Project that would only repeat its input's columns is left out
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ from semray.operators import Distinct, Limit, NamedExpr, Node, Project, Sort, So
 from semray.sql.context import Context
 from semray.sql.diagnostics import QueryText
 from semray.sql.items import ExprScope, SelectItem, unique_name
+from semray.sql.literals import INT64_MAX, integer_literal, shown
 from semray.sql.rewrite import Replacement, outermost, plan_column, plan_sql, semantic_name, to_sql
 from semray.sql.semantic_calls import located, sem_column, sem_extract
 
@@ -126,9 +126,10 @@ def output_column(
 ) -> str | None:
     """The output column an ORDER BY key names by position (``1``) or by output name."""
     if isinstance(expression, exp.Literal) and not expression.is_string:
-        index = int(str(expression.this))
-        if not 1 <= index <= len(exprs):
-            raise source.unsupported(expression, f"ORDER BY {index}", f"use a position between 1 and {len(exprs)}")
+        index = integer_literal(expression)
+        if index is None or not 1 <= index <= len(exprs):
+            where = f"ORDER BY {shown(expression)}"
+            raise source.unsupported(expression, where, f"use a position between 1 and {len(exprs)}")
         return exprs[index - 1].name
     if isinstance(expression, exp.Column) and not expression.table:
         named = [e.name for e in exprs if e.name == expression.name] or [
@@ -164,8 +165,8 @@ def order_and_limit(node: Node, keys: Sequence[SortKey], query: exp.Expr, source
     count = _bound(query.args.get("limit"), source)
     offset = _bound(query.args.get("offset"), source)
     if count is not None or offset is not None:
-        # OFFSET alone: a count that keeps offset + count within a signed 64-bit integer.
-        count = sys.maxsize - (offset or 0) if count is None else count
+        # OFFSET alone, or a huge count: one that keeps offset + count within a signed 64-bit integer.
+        count = INT64_MAX - (offset or 0) if count is None else min(count, INT64_MAX - (offset or 0))
         node = Limit(input=node, count=count, offset=offset or 0)
     return node
 
@@ -176,8 +177,13 @@ def _bound(clause: exp.Expr | None, source: QueryText) -> int | None:
     if isinstance(clause, exp.Fetch):
         raise source.unsupported(clause, "FETCH FIRST", "use LIMIT n")
     value = clause.args.get("expression")
-    if isinstance(value, exp.Literal) and not value.is_string and str(value.this).isdigit():
-        return int(str(value.this))
+    bound = integer_literal(value)
+    if bound is not None:
+        return bound
+    text = to_sql(clause).strip()
+    text = text if len(text) <= 40 else text[:40] + "..."
     raise source.unsupported(
-        clause, f"the bound {to_sql(clause).strip()!r}", "use a non-negative integer literal, e.g. LIMIT 10 OFFSET 20"
+        clause,
+        f"the bound {text!r}",
+        f"use a non-negative integer literal of at most {INT64_MAX} (64 bits), e.g. LIMIT 10 OFFSET 20",
     )

@@ -32,6 +32,7 @@ from semray.operators import ExtractField, Node, SemAgg, SemClassify, SemExtract
 from semray.operators.semantic import ValueType
 from semray.operators.templates import template_columns
 from semray.sql.diagnostics import QueryText, UnsupportedSqlError, at_position, start_offset
+from semray.sql.literals import number_literal
 from semray.sql.rewrite import semantic_name
 from semray.sql.scope import Relation
 
@@ -253,10 +254,9 @@ def _string_argument(argument: exp.Expr, call: exp.Expr, source: QueryText) -> s
 def _number_argument(argument: exp.Expr, call: exp.Expr, source: QueryText) -> int | float:
     negative = isinstance(argument, exp.Neg)
     value = argument.this if negative else argument
-    if not (isinstance(value, exp.Literal) and not value.is_string):
-        raise source.unsupported(
-            argument, f"the non-numeric bound {argument.sql()!r} of SEM_SCORE", "pass number literals"
-        )
-    text = str(value.this)
-    number: int | float = int(text) if text.lstrip("-").isdigit() else float(text)
+    number = number_literal(value)
+    if number is None:
+        text = argument.sql()
+        text = text if len(text) <= 40 else text[:40] + "..."
+        raise source.unsupported(argument, f"the non-numeric bound {text!r} of SEM_SCORE", "pass number literals")
     return -number if negative else number

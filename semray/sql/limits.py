@@ -1,0 +1,80 @@
+"""Size limits of SQL queries, checked before and after parsing so that a huge or deeply nested
+query fails with a SqlLimitError instead of a RecursionError deep inside the parser or compiler.
+
+Parsing and compiling walk the query recursively: each level of parentheses costs the parser
+about twenty Python frames, each level of an expression a few. The limits keep a query well
+inside Python's recursion limit wherever it is compiled (CLI, notebook, Ray worker).
+"""
+
+from __future__ import annotations
+
+from sqlglot import Token, TokenType, exp
+
+from semray.sql.diagnostics import QueryText, SqlLimitError
+
+MAX_QUERY_CHARS = 1_000_000
+"""The longest query text, in characters."""
+MAX_PAREN_DEPTH = 24
+"""How deeply parentheses may nest: subqueries, function calls and grouping all count, and so do
+``CASE ... END`` and runs of prefix operators (``NOT NOT x``, ``- -x``), which the parser also
+descends into one level at a time."""
+MAX_EXPRESSION_DEPTH = 256
+"""How deep the parsed query may be: a chain of N ``OR``s, ``+``s or ``UNION``s is about N deep."""
+
+_OPENING = frozenset({TokenType.L_PAREN, TokenType.CASE})
+_CLOSING = frozenset({TokenType.R_PAREN, TokenType.END})
+_PREFIX = frozenset({TokenType.NOT, TokenType.DASH, TokenType.PLUS, TokenType.TILDE})
+
+
+def check_length(text: str) -> None:
+    """Refuse query text longer than MAX_QUERY_CHARS, before it is tokenized."""
+    if len(text) > MAX_QUERY_CHARS:
+        raise SqlLimitError(
+            f"the query is {len(text):,} characters long, more than the {MAX_QUERY_CHARS:,} the SQL surface reads; "
+            "put long value lists in a table and join it, or split the query"
+        )
+
+
+def check_nesting(tokens: list[Token], source: QueryText) -> None:
+    """Refuse parentheses nested more than MAX_PAREN_DEPTH deep, before parsing.
+
+    >>> from sqlglot.dialects.duckdb import DuckDB
+    >>> check_nesting(DuckDB().tokenize("SELECT ((1))"), QueryText("SELECT ((1))"))
+    """
+    depth = run = 0
+    for token in tokens:
+        kind = token.token_type
+        run = run + 1 if kind in _PREFIX else 0
+        if kind in _OPENING:
+            depth += 1
+        elif kind in _CLOSING:
+            depth = max(depth - 1, 0)
+        if depth + run > MAX_PAREN_DEPTH:
+            raise SqlLimitError(
+                f"the query nests more than {MAX_PAREN_DEPTH} levels deep (at {source.position(token.start)}), "
+                "more than the SQL surface compiles (parentheses, CASE ... END and repeated NOT or minus each "
+                "count); drop redundant parentheses and operators, or move nested subqueries into WITH clauses"
+            )
+
+
+def check_depth(tree: exp.Expr, source: QueryText) -> None:
+    """Refuse a parsed query deeper than MAX_EXPRESSION_DEPTH (walked without recursion)."""
+    stack: list[tuple[exp.Expr, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_EXPRESSION_DEPTH:
+            raise SqlLimitError(
+                f"the query nests more than {MAX_EXPRESSION_DEPTH} levels deep (at {source.locate(node)}), "
+                "more than the SQL surface compiles (a chain of OR, AND, +, || or UNION adds a level per term); "
+                "write col = a OR col = b ... as col IN (a, b, ...), or split the query with WITH clauses"
+            )
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
+
+
+def too_complex() -> SqlLimitError:
+    """The error for a query that still ran out of recursion while compiling (a backstop)."""
+    return SqlLimitError(
+        "the query is too deeply nested to compile (Python ran out of recursion depth); "
+        f"keep parentheses under {MAX_PAREN_DEPTH} levels and expressions under {MAX_EXPRESSION_DEPTH}, "
+        "or split the query with WITH clauses"
+    )
