@@ -68,6 +68,18 @@ class CsvFormat:
     header: bool = True
     encoding: TextEncoding = UTF8
 
+    def __post_init__(self) -> None:
+        for option, value in (("delimiter", self.delimiter), ("quote_char", self.quote_char)):
+            if len(value) != 1 or value in "\r\n":
+                raise SourceError(
+                    f"the CSV option {option}={value!r} must be one character other than a line break, "
+                    "e.g. ';' or '\\t'"
+                )
+        if self.delimiter == self.quote_char:
+            raise SourceError(
+                f"the CSV delimiter and quote_char are both {self.delimiter!r}; give them different characters"
+            )
+
     def read_options(self, block_size: int, use_threads: bool = True) -> pcsv.ReadOptions:
         return pcsv.ReadOptions(
             block_size=block_size, autogenerate_column_names=not self.header, use_threads=use_threads
@@ -235,8 +247,8 @@ class CsvSource:
         check_options("csv", options, OPTIONS)
         files = resolve_files(path, "csv", EXTENSIONS, option_str(options, "glob"))
         fmt = CsvFormat(
-            delimiter=option_str(options, "delimiter", _default_delimiter(files)) or ",",
-            quote_char=option_str(options, "quote_char", '"') or '"',
+            delimiter=_given(option_str(options, "delimiter"), _default_delimiter(files)),
+            quote_char=_given(option_str(options, "quote_char"), '"'),
             header=option_bool(options, "header", True),
             encoding=encoding_option(options),
         )
@@ -382,3 +394,8 @@ def _size(file: Path) -> int:
         return file.stat().st_size
     except OSError:
         return 0
+
+
+def _given(value: str | None, default: str) -> str:
+    """An option's value, or ``default`` when it was not given (an empty string is given)."""
+    return default if value is None else value

@@ -620,3 +620,12 @@ def test_lenient_reads_still_count_and_log(tmp_path: Path) -> None:
     assert table.column("t").to_pylist() == ["caf\ufffd", "ok"]
     assert source.invalid_utf8_count() == 1
     assert [entry["count"] for entry in logs if entry["event"] == "source_invalid_utf8"] == [1]
+
+
+@pytest.mark.parametrize("options", [{"delimiter": ";;"}, {"delimiter": ""}, {"delimiter": "\n"}, {"quote_char": "ab"},
+                                     {"delimiter": '"'}])
+def test_csv_format_options_are_one_character(tmp_path: Path, options: dict[str, str]) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("a,b\n1,2\n", encoding="utf-8")
+    with pytest.raises(SourceError, match="delimiter|quote_char"):
+        open_source("csv", str(path), options)
