@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from semray.cli_models import add_models_commands
 from semray.cli_runs import add_runs_commands
 from semray.errors import SemrayError
 from semray.log import configure_logging, get_logger
@@ -24,9 +25,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.log_level, args.log_format)
-    settings = Settings(
-        **{k: v for k, v in {"state_dir": args.state_dir, "ray_address": args.ray_address}.items() if v is not None}
-    )
+    given = {"state_dir": args.state_dir, "ray_address": args.ray_address, "models": args.models}
+    settings = Settings(**{k: v for k, v in given.items() if v is not None})
     command: Callable[[argparse.Namespace, Settings], int] = args.command
     try:
         return command(args, settings)
@@ -42,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="semray", description="Relational + semantic queries over corpora on Ray.")
     parser.add_argument("--state-dir", type=Path, help="runs, caches and Ray temp files (default .semray)")
     parser.add_argument("--ray-address", help="an existing Ray cluster (default: start a local one on 127.0.0.1)")
+    parser.add_argument(
+        "--models",
+        type=Path,
+        help="model profile (TOML) naming the tiers (default: $SEMRAY_MODELS, else ./semray.toml, else the "
+        "simulated tiers); `semray models schema` shows the format",
+    )
     parser.add_argument("--log-format", default="auto", choices=("auto", "console", "json"))
     parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
@@ -83,12 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser = commands.add_parser("serve", help="long-lived model tiers on Ray Serve")
     serve_actions = serve_parser.add_subparsers(required=True, metavar="ACTION")
     up = serve_actions.add_parser("up", help="deploy the tiers and keep them up until Ctrl-C")
-    up.add_argument("--config", type=Path, help="ServingConfig JSON (default: embedder + simulated small/large)")
+    up.add_argument("--config", type=Path, help="a model profile (default: --models, else ./semray.toml)")
     up.add_argument("--tier", action="append", choices=("embedding", "small", "large"), help="deploy only these")
     up.set_defaults(command=serve_tiers_up)
     down = serve_actions.add_parser("down", help="delete the tier apps (needs --ray-address for a cluster)")
+    down.add_argument("--prefix", help="delete the <prefix>-* apps (default: app_prefix of the model profile)")
     down.set_defaults(command=serve_tiers_down)
-    status = serve_actions.add_parser("status", help="each tier's status, backends and cache")
+    status = serve_actions.add_parser("status", help="what is deployed, whether it is healthy, the cache")
     status.add_argument("--config", type=Path)
     status.set_defaults(command=serve_tiers_status)
 
@@ -100,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(command=run_simulator)
     add_bench_command(commands)
     add_runs_commands(commands)
+    add_models_commands(commands)
     return parser
 
 
@@ -171,14 +179,22 @@ def _run_query(query: Any, args: argparse.Namespace, publish: bool = True) -> in
     """Run and emit; ``publish``: Parquet output is written through the run, published atomically."""
     planning = _planning(args)
     if publish and args.format == "parquet" and args.output:
-        rows = query.write_parquet(args.output, **planning)
-        _say(f"wrote {rows} rows to {args.output}\n")
+        written = query.publish_parquet(args.output, **planning)
+        _say(f"wrote {written.rows} rows to {args.output}\n")
+        _say_failed(written)
         return 0
     result = query.execute(**planning)
     emit(result.table, args)
     if planning["measure"] is not False:
         _say(result.usage_line() + "\n")
+    _say_failed(result)
     return 0
+
+
+def _say_failed(result: Any) -> None:
+    """The loud last line of a run whose operators left rows unanswered (below max_error_rate)."""
+    if line := result.failed_line():
+        _say(line + "\n")
 
 
 def _add_analyze(parser: argparse.ArgumentParser) -> None:
@@ -199,6 +215,7 @@ def _explain(query: Any, args: argparse.Namespace) -> int:
     result = counted.execute(**_planning(args))
     sys.stdout.write(counted.explain(result) + "\n")
     _say(result.usage_line() + "\n")
+    _say_failed(result)
     return 0
 
 
@@ -222,6 +239,7 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
         result = query.execute()
         emit(result.table, args)
         _say(result.usage_line() + "\n")
+        _say_failed(result)
     return 0
 
 
@@ -277,33 +295,33 @@ def run_simulator(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _serving_config(path: Path | None) -> Any:
-    from semray.serving.config import ServingConfig
+def _serving_config(path: Path | None, settings: Settings) -> Any:
+    """``--config FILE`` when given, else the model profile every command uses."""
+    from semray.serving.profiles import load_profile, resolve_serving
 
-    if path is None:
-        return ServingConfig()
-    try:
-        return ServingConfig.model_validate_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SemrayError(f"serving config {str(path)!r} not found") from None
-    except ValueError as error:
-        raise SemrayError(f"serving config {str(path)!r} is invalid: {error}") from None
+    if path is not None:
+        if not path.is_file():
+            raise SemrayError(f"model profile {str(path)!r} not found")
+        return load_profile(path)
+    return resolve_serving(settings.models)
 
 
 def serve_tiers_up(args: argparse.Namespace, settings: Settings) -> int:
-    from semray.serving.lifecycle import serve_up
+    from semray.serving.lifecycle import hold_tiers, serve_up
 
-    config = _serving_config(args.config)
+    config = _serving_config(args.config, settings)
     tiers = tuple(args.tier or ("embedding", "small", "large"))
-    _say(f"deploying tiers {', '.join(tiers)} on Ray Serve; Ctrl-C takes them down\n")
-    serve_up(settings, config, tiers, block=True)
+    _say(f"deploying tiers {', '.join(tiers)} on Ray Serve\n")
+    handles = serve_up(settings, config, tiers)  # raises when a tier fails its probe call
+    _say(f"ready: {', '.join(handles.apps.values())} (each answered a probe call); Ctrl-C takes them down\n")
+    hold_tiers(config.app_prefix)
     return 0
 
 
 def serve_tiers_down(args: argparse.Namespace, settings: Settings) -> int:
     from semray.serving.lifecycle import serve_down
 
-    removed = serve_down(settings)
+    removed = serve_down(settings, args.prefix or _serving_config(None, settings).app_prefix)
     _say(f"removed: {', '.join(removed) or 'nothing was running'}\n")
     return 0
 
@@ -311,7 +329,8 @@ def serve_tiers_down(args: argparse.Namespace, settings: Settings) -> int:
 def serve_tiers_status(args: argparse.Namespace, settings: Settings) -> int:
     from semray.serving.lifecycle import serve_status
 
-    sys.stdout.write(json.dumps(serve_status(settings, _serving_config(args.config)), indent=2, default=str) + "\n")
+    status = serve_status(settings, _serving_config(args.config, settings))
+    sys.stdout.write(json.dumps(status, indent=2, default=str) + "\n")
     return 0
 
 

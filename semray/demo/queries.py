@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from semray.api import Query, read_csv
 from semray.demo.corpus import generate, write
 from semray.demo.models import demo_serving
+from semray.serving.profiles import resolve_serving
 from semray.settings import Settings
 
 
@@ -50,11 +51,14 @@ DEMO_QUERIES: tuple[DemoQuery, ...] = (
 
 def demo_sources(settings: Settings, rows: int = 400) -> tuple[Query, Query]:
     """Write the corpus under the state folder (if absent) and return (reviews, products)
-    whose semantic operators run on simulated tiers that answer from the corpus labels."""
+    whose semantic operators run on the model profile's tiers (``Settings.models``,
+    ``./semray.toml``); its simulated tiers, the defaults, answer from the corpus labels."""
     folder = settings.state_path / "demo" / f"rows-{rows}"
     if not (folder / "reviews.csv").exists():
         write(folder, rows)
-    serving = demo_serving(generate(rows))
+    profile = resolve_serving(settings.models)
+    labelled = demo_serving(generate(rows))
+    serving = profile.model_copy(update={"simulator": labelled.simulator})
     reviews = read_csv(folder / "reviews.csv", settings).with_serving(serving)
     products = read_csv(folder / "products.csv", settings).with_serving(serving)
     return reviews, products

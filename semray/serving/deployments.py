@@ -1,8 +1,17 @@
-"""The tiers as Ray Serve applications on the connected local Ray, and picklable handles to them.
+"""The tiers as Ray Serve applications on the connected Ray, and picklable handles to them.
 
 Each tier is its own Serve application ``<prefix>-<tier>`` (so one can be redeployed without the
 others), deployed without an HTTP proxy (callers use handles), each replica reserving a fraction
 of a CPU so that all tiers plus the actor pools calling them fit ``num_cpus=2``.
+
+``start_tiers`` reuses what is deployed: an app running the same tier configuration (its digest
+is in the deployment's name, see ``semray.serving.deployed``) is used as it is, whoever deployed
+it (``semray serve up``, another run). An app under the same name with another configuration is
+replaced only when this driver deployed it for an earlier run; otherwise (``serve up``'s tiers,
+another driver's) ``TierConfigMismatchError`` says what runs there and what was wanted. Before
+deploying, the replicas' CPUs and GPUs are checked against what the cluster has free
+(``TierResourcesError``, instead of Serve waiting forever), and the wait for RUNNING has a
+deadline (``ServingConfig.deploy_timeout_s``, ``TierDeployError``).
 
 >>> connect(settings)  # doctest: +SKIP
 >>> handles = start_tiers(ServingConfig(simulator=sim_config), settings)  # doctest: +SKIP
@@ -13,234 +22,299 @@ of a CPU so that all tiers plus the actor pools calling them fit ``num_cpus=2``.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
+import json
+import os
+import socket
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import ray
 from ray import serve
-from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
-from ray.serve.exceptions import DeploymentUnavailableError, RayServeException
 
+from semray.cluster.loopback import bind_serve_grpc_to_loopback
 from semray.log import get_logger
 from semray.serving.backends.base import build_backend
 from semray.serving.backends.embedder import SentenceEmbedder
+from semray.serving.backends.simulated import simulator_identity
 from semray.serving.cache import ResponseCache
+from semray.serving.capacity import check_capacity, read_cluster, tier_needs
 from semray.serving.config import TIER_NAMES, ServingConfig
 from semray.serving.contract import ModelRequest, ModelResponse
-from semray.serving.errors import ServingConfigError, ServingError, TiersNotRunningError
+from semray.serving.deployed import (
+    DeployedApp,
+    deployed_apps,
+    deployment_name,
+    describe_app,
+    wait_deleted,
+    wait_running,
+)
+from semray.serving.errors import ServingConfigError, ServingError, TierConfigMismatchError
+from semray.serving.handles import TierHandles
+from semray.serving.simulator import SimulatorConfig
 from semray.serving.tier import ModelTier
-from semray.cluster.loopback import bind_serve_grpc_to_loopback
 from semray.settings import Settings
-
 
 bind_serve_grpc_to_loopback()  # in Serve replicas, which import this module to build the tiers
 log = get_logger(__name__)
-T = TypeVar("T")
-_RETRYABLE = (ActorDiedError, ActorUnavailableError, RayActorError, DeploymentUnavailableError)
+__all__ = ["TierHandles", "start_tiers", "stop_tiers", "tier_digest", "tier_status"]
+
+_REPLACEABLE: dict[tuple[str, str], str] = {}
+"""(Ray job id, app) -> digest of the tier apps this driver deployed for a run (not ``serve up``):
+the only apps a later ``start_tiers`` with another configuration may replace."""
+
+
+class WriteThroughCache(ResponseCache):
+    """The response cache for a fresh batch (a probe, a batch re-sent after its replica died):
+    every lookup misses, so each answer is a real model call; answers are still stored."""
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, ModelResponse]:
+        return {}
 
 
 class TierServer:
     """Serve deployment of one generative tier (any backend) with its cache."""
 
-    def __init__(self, tier: str, config: ServingConfig, cache_path: str | None, digest: str) -> None:
+    def __init__(self, tier: str, config: ServingConfig, cache_path: str | None, described: dict[str, Any]) -> None:
         tier_config = config.tier(tier)
-        cache = ResponseCache(Path(cache_path)) if cache_path else None
-        self._tier = ModelTier(tier, tier_config, build_backend(tier_config, config), cache)
-        self._digest = digest
+        backend = build_backend(tier_config, config)
+        timeout = config.cache_timeout_s
+        cache = ResponseCache(Path(cache_path), timeout_s=timeout) if cache_path else None
+        fresh_cache = WriteThroughCache(Path(cache_path), timeout_s=timeout) if cache_path else None
+        self._tier = ModelTier(tier, tier_config, backend, cache)
+        self._fresh = ModelTier(tier, tier_config, backend, fresh_cache)
+        self._described = described
 
-    async def generate(self, requests: list[ModelRequest]) -> list[ModelResponse]:
-        return await self._tier.generate(requests)
+    async def generate(self, requests: list[ModelRequest], fresh: bool = False) -> list[ModelResponse]:
+        """Answer a batch; ``fresh`` skips cache reads (see ``TierHandles``)."""
+        return await (self._fresh if fresh else self._tier).generate(requests)
 
-    def config_digest(self) -> str:
-        return self._digest
+    def describe(self) -> dict[str, Any]:
+        """What this replica serves: tier, backend, model, digest, who deployed it, resources."""
+        return self._described
 
 
 class EmbedderServer:
     """Serve deployment of the sentence-transformers embedder."""
 
-    def __init__(self, config: ServingConfig, digest: str) -> None:
+    def __init__(self, config: ServingConfig, described: dict[str, Any]) -> None:
         self._embedder = SentenceEmbedder(config.embedding)
-        self._digest = digest
+        self._described = described
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self._embedder.embed(texts)
 
-    def config_digest(self) -> str:
-        return self._digest
+    def describe(self) -> dict[str, Any]:
+        return self._described
 
 
-def config_digest(config: ServingConfig, cache_path: str | None) -> str:
-    """Identifies a deployed configuration (in-process simulator tables by shape and content hash)."""
-    parts = [config.model_dump_json(), str(cache_path)]
-    if config.simulator is not None:
-        for name, spec in sorted(config.simulator.datasets.items()):
-            for table in (spec.table, spec.labels_table):
-                if table is not None:
-                    parts.append(f"{name}:{table.num_rows}:{table.schema}:{_table_hash(table)}")
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+def tier_digest(config: ServingConfig, tier: str, cache_path: str | None) -> str:
+    """Identifies what a tier's deployment serves: its ``TierConfig``, the cache it writes, and for
+    a simulated tier the simulator (settings, and its tables and files by content). Options that
+    change nothing in the replica (``app_prefix``, ``handle_retries``, ``deploy_timeout_s``, the
+    other tiers) are left out, so a run that needs only ``small`` reuses ``serve up``'s.
 
-
-def _table_hash(table: Any) -> str:
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()[:16]
-
-
-@dataclass
-class TierHandles:
-    """Picklable access to the deployed tiers; resolves Serve handles lazily in each process.
-
-    ``generate`` sends one batch per call and waits; when a replica dies mid-batch the whole batch
-    is sent again (up to ``retries`` times). Only the attempt that returns is counted, so usage is
-    never counted twice (responses the dead replica already cached come back as cache hits).
+    >>> tier_digest(ServingConfig(), "small", None) == tier_digest(ServingConfig(app_prefix="x"), "small", None)
+    True
     """
-
-    apps: dict[str, str]
-    retries: int = 2
-    timeout_s: float | None = None
-    _handles: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"apps": self.apps, "retries": self.retries, "timeout_s": self.timeout_s, "_handles": {}}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
-    def _handle(self, tier: str) -> Any:
-        if tier not in self.apps:
-            raise ServingConfigError(f"unknown tier {tier!r}; deployed tiers: {', '.join(self.apps)}")
-        if tier not in self._handles:
-            try:
-                self._handles[tier] = serve.get_app_handle(self.apps[tier])
-            except RayServeException as error:
-                raise TiersNotRunningError(
-                    f"tier {tier!r} (Serve app {self.apps[tier]!r}) is not running: {error}; call start_tiers first"
-                ) from None
-        return self._handles[tier]
-
-    def generate(self, tier: str, requests: Sequence[ModelRequest]) -> list[ModelResponse]:
-        """Answer a batch on ``tier`` (``small`` or ``large``), blocking; one round trip per batch."""
-        if tier == "embedding":
-            raise ServingConfigError("the embedding tier embeds texts; call embed(texts) instead of generate")
-        batch = list(requests)
-        if not batch:
-            return []
-        result: list[ModelResponse] = self._retrying(
-            tier, lambda: self._handle(tier).generate.remote(batch).result(timeout_s=self.timeout_s)
-        )
-        return result
-
-    async def agenerate(self, tier: str, requests: Sequence[ModelRequest]) -> list[ModelResponse]:
-        """``generate`` for async callers."""
-        if tier == "embedding":
-            raise ServingConfigError("the embedding tier embeds texts; call embed(texts) instead of generate")
-        batch = list(requests)
-        for attempt in range(self.retries + 1):
-            try:
-                result: list[ModelResponse] = await self._handle(tier).generate.remote(batch)
-                return result
-            except _RETRYABLE as error:
-                self._note_retry(tier, attempt, error, len(batch))
-                await asyncio.sleep(0.2 * (attempt + 1))
-        return []  # unreachable: _note_retry raises on the last attempt
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 (n, d) L2-normalised vectors of ``texts``."""
-        batch = list(texts)
-        result: np.ndarray = self._retrying(
-            "embedding", lambda: self._handle("embedding").embed.remote(batch).result(timeout_s=self.timeout_s)
-        )
-        return result
-
-    def _retrying(self, tier: str, call: Callable[[], T]) -> T:
-        attempt = 0
-        while True:
-            try:
-                return call()
-            except _RETRYABLE as error:
-                self._note_retry(tier, attempt, error, -1)
-                attempt += 1
-                time.sleep(0.2 * attempt)
-
-    def _note_retry(self, tier: str, attempt: int, error: BaseException, rows: int) -> None:
-        if attempt >= self.retries:
-            raise ServingError(
-                f"tier {tier!r} failed {attempt + 1} times: {type(error).__name__}: {error}; "
-                "its replica keeps dying (see the Ray logs for the replica's error)"
-            ) from error
-        self._handles.pop(tier, None)
-        log.warning("tier_batch_retry", tier=tier, attempt=attempt + 1, error=type(error).__name__, rows=rows)
+    tier_config = config.tier(tier)
+    parts: dict[str, Any] = {
+        "tier": tier,
+        "config": tier_config.model_dump(mode="json"),
+        "cache": cache_path,
+        "cache_timeout_s": config.cache_timeout_s,
+    }
+    if tier_config.backend == "simulated":
+        simulator = config.simulator or SimulatorConfig()
+        parts["simulator"] = simulator.model_dump(mode="json")
+        if tier_config.model in simulator.models:
+            parts["answers"] = simulator_identity(simulator, tier_config.model)
+    if tier_config.backend == "vllm":
+        parts["vllm_http_port"] = config.vllm_http_port
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 def start_tiers(
-    config: ServingConfig | None = None, settings: Settings | None = None, tiers: Sequence[str] = TIER_NAMES
+    config: ServingConfig | None = None,
+    settings: Settings | None = None,
+    tiers: Sequence[str] = TIER_NAMES,
+    *,
+    pinned: bool = False,
 ) -> TierHandles:
-    """Deploy the tiers on the connected Ray (call ``semray.cluster.connect.connect`` first).
+    """Deploy the tiers on the connected Ray (call ``semray.cluster.connect.connect`` first), or
+    reuse the ones running with the same configuration.
 
-    Idempotent: a tier already running with the same configuration is left alone; a changed one
-    is redeployed. Settings only place the default cache under the state folder; ``tiers``
-    deploys a subset (e.g. no embedder for a run without vector operators).
+    Settings only place the default cache under the state folder; ``tiers`` deploys a subset
+    (e.g. no embedder for a run without vector operators). ``pinned`` (``semray serve up``): no
+    later ``start_tiers`` with another configuration replaces these apps, not even in this process.
     """
     config = config or ServingConfig()
     if not ray.is_initialized():
         raise ServingError("Ray is not connected; call semray.cluster.connect.connect(settings) before start_tiers")
-    cache = config.cache_path(settings.state_path if settings is not None else None)
-    cache_path = str(cache.expanduser().resolve()) if cache is not None else None
-    digest = config_digest(config, cache_path)
-    vllm_tiers = [config.tier(tier) for tier in tiers if config.tier(tier).backend == "vllm"]
-    # An HTTP proxy only when asked: vLLM tiers are reached through ray.serve.llm's OpenAI app.
-    proxy = "HeadOnly" if vllm_tiers else "Disabled"
-    serve.start(proxy_location=proxy, http_options={"host": "127.0.0.1", "port": config.vllm_http_port})
-    if vllm_tiers:
-        from semray.serving.backends.vllm import build_vllm_app
-
-        serve.run(build_vllm_app(vllm_tiers), name=f"{config.app_prefix}-vllm", route_prefix="/")
-        log.info("vllm_engines_deployed", models=[tier.model for tier in vllm_tiers], port=config.vllm_http_port)
-    running = serve.status().applications
     for tier in tiers:
         config.tier(tier)  # unknown names fail before anything is deployed
+    cache = config.cache_path(settings.state_path if settings is not None else None)
+    cache_path = str(cache.expanduser().resolve()) if cache is not None else None
     apps = {tier: config.app_name(tier) for tier in tiers}
-    for tier, app in apps.items():
-        if app in running and running[app].status == "RUNNING" and _deployed_digest(app) == digest:
-            log.info("tier_already_running", tier=tier, app=app)
-            continue
-        started = time.perf_counter()
-        serve.run(
-            _application(tier, config, cache_path, digest),
-            name=app,
+    digests = {tier: tier_digest(config, tier, cache_path) for tier in tiers}
+    vllm_tiers = [config.tier(tier) for tier in tiers if config.tier(tier).backend == "vllm"]
+    # An HTTP proxy only when asked: vLLM tiers are reached through ray.serve.llm's OpenAI app.
+    serve.start(
+        proxy_location="HeadOnly" if vllm_tiers else "Disabled",
+        http_options={"host": "127.0.0.1", "port": config.vllm_http_port},
+    )
+    job = ray.get_runtime_context().get_job_id()
+    running = deployed_apps()
+    if deleting := [app for app in apps.values() if app in running and running[app].status == "DELETING"]:
+        wait_deleted(deleting, config.deploy_timeout_s)  # e.g. right after a deadline deleted them
+        running = deployed_apps()
+    deploy, waiting, freed = _plan(config, apps, digests, running, job)
+    vllm_app = f"{config.app_prefix}-vllm"
+    # The engines are redeployed with their tiers' clients, or when their app is not healthy.
+    vllm_state = running.get(vllm_app)
+    deploy_vllm = bool(vllm_tiers) and (
+        vllm_state is None or not vllm_state.healthy or any(config.tier(tier).backend == "vllm" for tier in deploy)
+    )
+    replaced = {apps[tier] for tier in deploy}
+    holders = [
+        f"{state.app} ({state.running_replicas} running)"
+        for state in running.values()
+        if state.app not in replaced and state.running_replicas
+    ]
+    to_deploy = {tier: apps[tier] for tier in tiers if tier in deploy}
+    check_capacity(tier_needs(config, to_deploy, vllm_app if deploy_vllm else None), read_cluster(freed, holders))
+    targets = [
+        serve.RunTarget(
+            _application(tier, config, cache_path, _described(config, tier, apps[tier], digests[tier], pinned)),
+            name=apps[tier],
             route_prefix=None,
             # semray logs its own events; Serve's per-request access log would drown a run's output.
             logging_config={"enable_access_log": False, "log_level": "WARNING"},
         )
+        for tier in tiers
+        if tier in deploy
+    ]
+    if deploy_vllm:
+        from semray.serving.backends.vllm import build_vllm_app
+
+        targets.insert(0, serve.RunTarget(build_vllm_app(vllm_tiers), name=vllm_app, route_prefix="/"))
+    started = time.perf_counter()
+    if targets:
+        serve.run_many(targets, wait_for_applications_running=False)
+    owned = [target.name for target in targets]
+    wait_running([*owned, *waiting], config.deploy_timeout_s, owned=owned)
+    for tier, app in apps.items():
+        if pinned:
+            _REPLACEABLE.pop((job, app), None)
+        elif tier in deploy and (app not in running or (job, app) in _REPLACEABLE):
+            # New, or this driver's own: a same-configuration redeploy of `serve up`'s stays pinned.
+            _REPLACEABLE[(job, app)] = digests[tier]
         tier_config = config.tier(tier)
+        event = "tier_deployed" if tier in deploy else "tier_already_running"
         log.info(
-            "tier_deployed",
+            event,
             tier=tier,
             app=app,
             backend=tier_config.backend,
             model=tier_config.model,
+            digest=digests[tier],
             seconds=round(time.perf_counter() - started, 2),
         )
+    if deploy_vllm:
+        log.info("vllm_engines_deployed", models=[tier.model for tier in vllm_tiers], port=config.vllm_http_port)
     return TierHandles(apps=apps, retries=config.handle_retries)
 
 
-def _application(tier: str, config: ServingConfig, cache_path: str | None, digest: str) -> Any:
+def _plan(
+    config: ServingConfig,
+    apps: Mapping[str, str],
+    digests: Mapping[str, str],
+    running: Mapping[str, DeployedApp],
+    job: str,
+) -> tuple[set[str], list[str], dict[str, float]]:
+    """Which tiers to deploy, which apps to wait for (same configuration, still deploying), and
+    the resources the apps about to be replaced give back; raises on a foreign configuration."""
+    deploy: set[str] = set()
+    waiting: list[str] = []
+    freed = {"CPU": 0.0, "GPU": 0.0}
+    for tier, app in apps.items():
+        state = running.get(app)
+        if state is None:
+            deploy.add(tier)
+        elif state.digest == digests[tier]:
+            if state.status == "DEPLOYING":
+                waiting.append(app)  # someone deploys this very configuration: wait for it
+            elif state.status != "RUNNING":
+                deploy.add(tier)  # failed or unhealthy: deploy the same configuration again
+        elif state.digest is not None and _REPLACEABLE.get((job, app)) == state.digest:
+            deploy.add(tier)  # this driver's own earlier run: replace it
+            described = describe_app(app) if state.running_replicas else None
+            if described is not None:
+                freed["CPU"] += state.running_replicas * float(described.get("num_cpus", 0.0))
+                freed["GPU"] += state.running_replicas * float(described.get("num_gpus", 0.0))
+        else:
+            raise _mismatch(config, tier, app, digests[tier], state)
+    return deploy, waiting, freed
+
+
+def _mismatch(config: ServingConfig, tier: str, app: str, digest: str, state: DeployedApp) -> TierConfigMismatchError:
+    tier_config = config.tier(tier)
+    wanted = f"{tier_config.backend}:{tier_config.model} (digest {digest})"
+    described = describe_app(app) if state.running_replicas else None
+    if described is not None:
+        deployed = f"{described.get('backend')}:{described.get('model')} (digest {state.digest})"
+        by = f", deployed by {described.get('deployed_by')} from {described.get('process')}"
+    elif state.digest is not None:
+        deployed, by = f"{state.backend} (digest {state.digest})", ""
+    else:
+        deployed, by = "a deployment semray does not recognise (another program, or an older semray)", ""
+    prefix = config.app_prefix
+    return TierConfigMismatchError(
+        f"Serve app {app!r} already serves tier {tier!r} with another configuration: deployed {deployed}{by}, "
+        f"status {state.status}; wanted {wanted}. It was left running. Use the same model profile as the "
+        f"deployed tiers (`semray serve status` shows them), take them down with `semray serve down --prefix "
+        f"{prefix}`, or give this run another app_prefix in its model profile",
+        app=app,
+        tier=tier,
+        deployed=deployed,
+        wanted=wanted,
+    )
+
+
+def _described(config: ServingConfig, tier: str, app: str, digest: str, pinned: bool) -> dict[str, Any]:
+    """What the replica's ``describe()`` answers (``semray serve status`` shows it)."""
+    tier_config = config.tier(tier)
+    return {
+        "tier": tier,
+        "app": app,
+        "backend": tier_config.backend,
+        "model": tier_config.model,
+        "base_url": tier_config.base_url,
+        "digest": digest,
+        "deployed_by": "semray serve up" if pinned else "a semray run",
+        "process": f"pid {os.getpid()} on {socket.gethostname()}",
+        "deployed_at": time.time(),
+        "replicas": tier_config.replicas,
+        "num_cpus": tier_config.num_cpus,
+        "num_gpus": 0.0 if tier_config.backend == "vllm" else tier_config.num_gpus,
+    }
+
+
+def _application(tier: str, config: ServingConfig, cache_path: str | None, described: dict[str, Any]) -> Any:
     tier_config = config.tier(tier)
     options: dict[str, Any] = {
-        "name": f"{tier}-{tier_config.backend}",
+        "name": deployment_name(tier, tier_config.backend, described["digest"]),
         "num_replicas": tier_config.replicas,
         "max_ongoing_requests": tier_config.max_ongoing_requests,
-        "ray_actor_options": {"num_cpus": tier_config.num_cpus, "num_gpus": tier_config.num_gpus},
+        "ray_actor_options": {"num_cpus": described["num_cpus"], "num_gpus": described["num_gpus"]},
         "health_check_period_s": 5,
+        # A replica whose constructor fails (a missing model folder or API-key variable) fails for
+        # good: Serve's default of 20 tries only delays the error.
+        "max_constructor_retry_count": 2,
     }
     if tier == "embedding":
         if tier_config.backend != "sentence_transformers":
@@ -248,17 +322,9 @@ def _application(tier: str, config: ServingConfig, cache_path: str | None, diges
                 f"the embedding tier needs backend 'sentence_transformers', got {tier_config.backend!r}"
             )
         embedder: Any = serve.deployment(EmbedderServer)
-        return embedder.options(**options).bind(config, digest)
+        return embedder.options(**options).bind(config, described)
     server: Any = serve.deployment(TierServer)
-    return server.options(**options).bind(tier, config, cache_path, digest)
-
-
-def _deployed_digest(app: str) -> str | None:
-    try:
-        digest: str = serve.get_app_handle(app).config_digest.remote().result(timeout_s=30)
-    except (RayServeException, *_RETRYABLE, TimeoutError):
-        return None
-    return digest
+    return server.options(**options).bind(tier, config, cache_path, described)
 
 
 def stop_tiers(prefix: str = "semray") -> None:
@@ -268,6 +334,8 @@ def stop_tiers(prefix: str = "semray") -> None:
     for app in list(serve.status().applications):
         if app.startswith(f"{prefix}-"):
             serve.delete(app)
+            for key in [key for key in _REPLACEABLE if key[1] == app]:
+                del _REPLACEABLE[key]
             log.info("tier_stopped", app=app)
 
 
@@ -275,9 +343,4 @@ def tier_status(prefix: str = "semray") -> dict[str, str]:
     """Serve application status of each tier app, e.g. ``{"semray-small": "RUNNING"}``."""
     if not ray.is_initialized():
         return {}
-    applications = serve.status().applications.items()
-    return {
-        app: str(getattr(status.status, "value", status.status))
-        for app, status in applications
-        if app.startswith(f"{prefix}-")
-    }
+    return {app: state.status for app, state in deployed_apps(prefix).items()}

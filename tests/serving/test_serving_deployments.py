@@ -105,7 +105,9 @@ def test_replica_killed_mid_batch_is_retried_and_counted_once(handles: TierHandl
         responses = handles.generate("large", requests)
     killer.join()
     assert killed, "a replica of the large tier was found and killed"
-    assert any(event["event"] == "tier_batch_retry" for event in events), "the batch was sent again"
+    retries = [event for event in events if event["event"] == "tier_batch_retry"]
+    assert retries, "the batch was sent again"
+    assert "without cache reads" in retries[0]["note"], "fresh: a dead replica's cache writes are not free hits"
     ledger = UsageLedger()
     ledger.record_many("filter", responses)
     total = ledger.summary().total
