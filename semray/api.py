@@ -43,6 +43,7 @@ from semray.operators import (
     plan_to_json,
     render_tree,
 )
+from semray.operators.base import quality_warnings
 from semray.operators.semantic import (
     ExtractField,
     QualityTarget,
@@ -51,9 +52,12 @@ from semray.operators.semantic import (
     as_quality,
     with_quality,
 )
+from semray.log import get_logger
 from semray.settings import Settings
 from semray.sources import open_source, register_table
 from semray.sources.memory_source import registered_table
+
+log = get_logger(__name__)
 
 OptionValue = str | int | float | bool | None
 OnError = Literal["fail", "skip", "default"]
@@ -95,15 +99,19 @@ class Query:
         *,
         metric: Literal["accuracy", "precision", "recall"] | None = None,
         delta: float | None = None,
+        strict: bool | None = None,
     ) -> Query:
         """Run every ``tier="auto"`` filter, classification and score without a target of its own as a
         cascade meeting this one: ``q.with_quality(0.95)`` or ``q.with_quality(0.9, metric="recall")``.
 
         Precision and recall apply to filters; classifications and scores take accuracy at that level.
+        A target its calibration labels cannot certify runs on the large tier with a warning
+        (EXPLAIN, the log, the CLI); ``strict=True`` refuses such a plan instead.
         """
         target = as_quality(quality)
         assert target is not None
-        update = {key: value for key, value in (("metric", metric), ("delta", delta)) if value is not None}
+        given = (("metric", metric), ("delta", delta), ("strict", strict))
+        update = {key: value for key, value in given if value is not None}
         if update:
             target = QualityTarget.model_validate({**target.model_dump(), **update})
         return self._then(with_quality(self._plan, target))
@@ -330,7 +338,7 @@ class Query:
         heading = "Optimized plan" if optimize else "Plan"
         text = "Logical plan\n" + render_tree(self._plan)
         text += f"\n\n{heading} with estimates (defaults where nothing was measured)\n"
-        text += render_estimates(runs, estimate, actuals) + failure_lines(result)
+        text += render_estimates(runs, estimate, actuals) + failure_lines(result) + _warning_lines(self._plan)
         if result is not None and not getattr(result, "operator_rows", None):
             text += (
                 "\nOperators' rows were not counted in this run (count_rows is auto and the plan calls no model, "
@@ -393,7 +401,10 @@ class Query:
         return publish_parquet(plan, settings, Path(path), self._tiers(), self._planning(policy, measure))
 
     def _to_run(self, optimize: bool, policy: Any, measure: Any) -> tuple[Node, Settings]:
-        """The plan a run starts from: with ``measure``, the plan statistics are measured on."""
+        """The plan a run starts from: with ``measure``, the plan statistics are measured on.
+        A quality target that cannot be certified is logged here, once per run."""
+        for warning in quality_warnings(self._plan):
+            log.warning("quality_target_not_certifiable", message=warning)
         if measure is not False and not optimize:
             raise PlanError("measure=True measures statistics for the optimizer; it needs optimize=True")
         if policy is not None and measure is False:
@@ -422,6 +433,12 @@ class Query:
 
     def __repr__(self) -> str:
         return f"Query(\n{render_tree(self._plan)}\n)"
+
+
+def _warning_lines(plan: Node) -> str:
+    """EXPLAIN's warnings: quality targets the plan asks for but cannot meet as asked."""
+    warnings = quality_warnings(plan)
+    return "".join(f"\n\nWARNING: {warning}" for warning in warnings)
 
 
 def _quote_if_needed(name: str) -> str:

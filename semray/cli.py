@@ -119,6 +119,26 @@ def _add_quality(parser: argparse.ArgumentParser) -> None:
         help="run tier-auto filters, classifications and scores as cascades meeting this target against "
         "the large tier, e.g. 0.9 (accuracy) or recall:0.95 (filters); delta 0.05",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse to run a plan whose quality targets cannot be certified with their calibration labels "
+        "(without it they run on the large tier, with a warning)",
+    )
+
+
+def _with_quality(query: Any, args: argparse.Namespace) -> Any:
+    """``--quality`` applied, then each unmeetable target said (refused under ``--strict``)."""
+    from semray.operators.base import quality_warnings
+
+    if args.quality is not None:
+        query = query.with_quality(args.quality)
+    warnings = quality_warnings(query.plan)
+    if warnings and args.strict:
+        raise SemrayError("; ".join(warnings).replace("; strict=True (--strict) refuses instead", "") + " (--strict)")
+    for warning in warnings:
+        _say(f"WARNING: {warning}\n")
+    return query
 
 
 def _quality(text: str) -> Any:
@@ -247,8 +267,7 @@ def run_plan(args: argparse.Namespace, settings: Settings) -> int:
     from semray.api import load_plan
 
     query = load_plan(args.plan, settings)
-    if args.quality is not None:
-        query = query.with_quality(args.quality)
+    query = _with_quality(query, args)
     return _run_query(query, args)
 
 
@@ -256,8 +275,7 @@ def explain_plan(args: argparse.Namespace, settings: Settings) -> int:
     from semray.api import load_plan
 
     query = load_plan(args.plan, settings)
-    if args.quality is not None:
-        query = query.with_quality(args.quality)
+    query = _with_quality(query, args)
     return _explain(query, args)
 
 
@@ -278,8 +296,7 @@ def run_sql(args: argparse.Namespace, settings: Settings) -> int:
             raise SemrayError(f"--table takes NAME=PATH, got {item!r}")
         tables[name] = Path(path)
     query = sql(args.query, tables, settings)
-    if args.quality is not None:
-        query = query.with_quality(args.quality)
+    query = _with_quality(query, args)
     if args.explain or args.analyze:
         return _explain(query, args)
     return _run_query(query, args, publish=False)

@@ -222,8 +222,8 @@ def cascade_estimate(
 
 
 def _target(node: Node) -> QualityTarget:
-    cascade_target = getattr(node, "cascade_target", None)
-    found = cascade_target() if cascade_target is not None else None
+    cascades = getattr(node, "cascades", None)
+    found = cascades() if cascades is not None else None
     return found if isinstance(found, QualityTarget) else QualityTarget()
 
 

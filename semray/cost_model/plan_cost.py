@@ -89,8 +89,8 @@ class EstimationContext:
         else its own tier (``auto``, and ``cascade`` on an operator that cannot, run on the top tier)."""
         if path in self.tiers:
             return self.tiers[path]
-        cascade_target = getattr(node, "cascade_target", None)
-        if cascade_target is not None and cascade_target() is not None:
+        cascades = getattr(node, "cascades", None)
+        if cascades is not None and cascades() is not None:
             return CASCADE_TIER
         tier = getattr(node, "tier", None) or default or self.top_tier
         return self.top_tier if tier in ("auto", CASCADE_TIER) else str(tier)

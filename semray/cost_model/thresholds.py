@@ -128,32 +128,6 @@ class CascadeChoice:
     method: str
 
 
-def certifiable_level(labels: int, delta: float) -> float:
-    """The highest level any threshold walk here can certify with ``labels`` draws at ``delta``.
-
-    A threshold passes only when the one-sided Wilson bound of its ratio clears ``1 - level``;
-    with no error at all among the draws the bound is ``z^2 / (size + z^2)``, and the effective
-    size of importance-weighted draws is at most their number. Above this level no threshold can
-    pass, so a cascade would decide no row and send every one to the large tier, after paying
-    its proxies, its calibration and its small tier.
-
-    >>> round(certifiable_level(200, 0.05), 4)
-    0.9867
-    """
-    z = NormalDist().inv_cdf(1.0 - delta)
-    return labels / (labels + z * z)
-
-
-def labels_to_certify(level: float, delta: float) -> int:
-    """The fewest calibration draws for which ``certifiable_level`` reaches ``level``.
-
-    >>> labels_to_certify(0.999, 0.05)
-    2703
-    """
-    z = NormalDist().inv_cdf(1.0 - delta)
-    return math.ceil(z * z * level / (1.0 - level))
-
-
 def select_recall_threshold(
     scores: ScoredRows | npt.ArrayLike, design: SampleDesign, labels: npt.ArrayLike, *, recall: float, delta: float
 ) -> ThresholdChoice:

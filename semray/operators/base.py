@@ -111,6 +111,10 @@ class Node(BaseModel):
         """One line describing this node for EXPLAIN, e.g. ``Filter rating >= 4``."""
         return self.op
 
+    def quality_shortfall(self) -> str | None:
+        """Why a quality target this node asks for cannot be met as asked (None: no target, or it can)."""
+        return None
+
 
 def transform(node: Node, rewrite: Callable[[Node], Node]) -> Node:
     """Rewrite a plan bottom-up: children first, then ``rewrite`` on the rebuilt node.
@@ -120,6 +124,11 @@ def transform(node: Node, rewrite: Callable[[Node], Node]) -> Node:
     """
     children = tuple(transform(child, rewrite) for child in node.children)
     return rewrite(node.with_children(children))
+
+
+def quality_warnings(plan: Node) -> tuple[str, ...]:
+    """Every operator's ``quality_shortfall``, parents first: shown by EXPLAIN and the CLI."""
+    return tuple(warning for node in walk(plan) if (warning := node.quality_shortfall()) is not None)
 
 
 def walk(node: Node) -> list[Node]:

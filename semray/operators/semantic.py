@@ -7,6 +7,7 @@ Their execution comes from later work; here they build, serialize and EXPLAIN.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, StrictFloat, ValidationError
@@ -59,6 +60,51 @@ class QualityTarget(Frozen):
     delta: float = Field(default=0.05, gt=0.0, lt=1.0, strict=True)
     labels: int = Field(default=200, ge=20, strict=True)
     """Calibration draws the large tier labels (rows drawn twice are labelled once)."""
+    strict: bool = Field(default=False, strict=True)
+    """Refuse to build the plan when this target cannot be certified with ``labels`` draws,
+    instead of running the operator on the large tier with a warning."""
+
+    @property
+    def certifiable_level(self) -> float:
+        """The highest level the cascade's threshold walks can certify with ``labels`` draws.
+
+        A threshold passes only when the one-sided Wilson bound of its error ratio (at level
+        ``delta``, ``cost_model/thresholds.py``) is below ``1 - level``; with no error at all
+        among the draws that bound is ``z^2 / (n + z^2)``, and importance-weighted draws have an
+        effective size of at most ``n``. Above this level no threshold passes: the cascade would
+        decide no row and send every one to the large tier, after paying for its proxies, its
+        calibration and its small tier.
+
+        >>> round(QualityTarget(level=0.95).certifiable_level, 4)
+        0.9867
+        """
+        z = NormalDist().inv_cdf(1.0 - self.delta)
+        return self.labels / (self.labels + z * z)
+
+    @property
+    def certifiable(self) -> bool:
+        return self.level <= self.certifiable_level
+
+    def labels_to_certify(self) -> int:
+        """The fewest calibration draws that can certify ``level`` at ``delta``.
+
+        >>> QualityTarget(level=0.99).labels_to_certify()
+        268
+        """
+        z = NormalDist().inv_cdf(1.0 - self.delta)
+        return math.ceil(z * z * self.level / (1.0 - self.level))
+
+    def shortfall(self, where: str) -> str | None:
+        """Why this target cannot be met as a cascade, and what happens instead; None when it can."""
+        if self.certifiable:
+            return None
+        return (
+            f"{where}: {self.metric} {self.level:g} at delta {self.delta:g} cannot be certified with "
+            f"{self.labels} calibration labels (at most {self.certifiable_level:.4f}; "
+            f"{self.labels_to_certify():,} labels would do), so a cascade would decide no row: it runs on the "
+            "large tier, which meets the target against itself at the large tier's price. Give more labels "
+            "(QualityTarget(labels=...)), a lower level or a larger delta; strict=True (--strict) refuses instead"
+        )
 
 
 CASCADE_KINDS = ("SemFilter", "SemClassify", "SemMap")
@@ -78,10 +124,21 @@ class Semantic(Unary):
     """A cascade's target; setting it on a ``tier="auto"`` operator asks for a cascade."""
 
     def cascade_target(self) -> QualityTarget | None:
-        """The target this operator cascades to, or None when it runs on one tier."""
+        """The target this operator asks a cascade for, or None when it runs on one tier."""
         if self.tier == "cascade" or (self.tier == "auto" and self.quality is not None):
             return self.quality or QualityTarget()
         return None
+
+    def cascades(self) -> QualityTarget | None:
+        """The target this operator runs as a cascade for: ``cascade_target()`` when it can be
+        certified, else None (it runs on the large tier; ``quality_shortfall`` says why)."""
+        target = self.cascade_target()
+        return target if target is not None and target.certifiable else None
+
+    def quality_shortfall(self) -> str | None:
+        """A warning when the asked target cannot be certified (see ``QualityTarget.shortfall``)."""
+        target = self.cascade_target()
+        return target.shortfall(f"{type(self).__name__} {self.instruction!r}") if target is not None else None
 
     def check_quality(self) -> None:
         target = self.cascade_target()
@@ -99,6 +156,9 @@ class Semantic(Unary):
             )
         if target.metric != "accuracy" and name != "SemFilter":
             raise PlanError(f"{name}: {target.metric} targets are for filters; use metric='accuracy'")
+        shortfall = self.quality_shortfall()
+        if target.strict and shortfall is not None:
+            raise PlanError(shortfall.replace("; strict=True (--strict) refuses instead", "") + " (strict=True)")
 
     def diagnostic_columns(self) -> tuple[Column, ...]:
         if not self.diagnostics:
@@ -124,8 +184,10 @@ class Semantic(Unary):
         return Schema(columns=self.input_schema.columns + columns)
 
     def label(self) -> str:
-        target = self.cascade_target()
-        if target is not None:
+        target = self.cascades()
+        if self.quality_shortfall() is not None:
+            tier = " [large: the cascade's target cannot be certified]"
+        elif target is not None:
             tier = f" [cascade {target.metric}>={target.level} delta={target.delta}]"
         else:
             tier = "" if self.tier == "auto" else f" [{self.tier}]"

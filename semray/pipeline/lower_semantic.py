@@ -37,7 +37,7 @@ def semantic_task(node: Node) -> SemanticTask:
 def semantic_stage(node: Semantic, task: SemanticTask, settings: Settings) -> Stage:
     from semray.pipeline.lower import lower
 
-    target = node.cascade_target()
+    target = node.cascades()
     if target is not None:
         return CascadeStage(
             task=task,
@@ -60,7 +60,7 @@ def semantic_stage(node: Semantic, task: SemanticTask, settings: Settings) -> St
 
 
 def _tier(node: Semantic) -> str:
-    if node.cascade_target() is not None:
+    if node.cascades() is not None:
         return "cascade"
     return DEFAULT_TIER if node.tier == "auto" else node.tier
 

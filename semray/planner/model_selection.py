@@ -125,10 +125,14 @@ def rungs_of(node: Node, ladder: tuple[str, ...] = LADDER) -> tuple[str, ...]:
 def cascade_target(budget: float) -> QualityTarget | None:
     """The accuracy target whose cascade quality ``(1 - delta) level`` is at least ``1 - budget``,
     with ``delta = DELTA_SHARE * budget`` (rounded down to 4 decimals) and the level rounded up;
-    None when the budget is too small for a target below 1.
+    None when the budget is too small for a target below 1. A tight target gets the calibration
+    labels it needs to be certified at all (``QualityTarget.labels_to_certify``; with fewer the
+    cascade would decide no row), which the cost model then prices.
 
     >>> cascade_target(0.1)
-    QualityTarget(metric='accuracy', level=0.9184, delta=0.02, labels=200)
+    QualityTarget(metric='accuracy', level=0.9184, delta=0.02, labels=200, strict=False)
+    >>> cascade_target(0.01).labels
+    1028
     """
     # The tolerance keeps 0.2 * 0.05 at 0.01 (float error would floor it to 0.0099); the level is
     # computed from the rounded delta, so the target's quality bound holds either way.
@@ -136,7 +140,10 @@ def cascade_target(budget: float) -> QualityTarget | None:
     if delta <= 0.0 or budget >= 1.0:
         return None
     level = math.ceil((1.0 - budget) / (1.0 - delta) * 1e4) / 1e4
-    return QualityTarget(level=level, delta=delta) if 0.0 < level < 1.0 else None
+    if not 0.0 < level < 1.0:
+        return None
+    target = QualityTarget(level=level, delta=delta)
+    return target if target.certifiable else target.model_copy(update={"labels": target.labels_to_certify()})
 
 
 def policy_quality(policy: PolicyLike) -> float | None:

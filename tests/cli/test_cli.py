@@ -161,3 +161,18 @@ def test_sql_quality_asks_for_a_cascade(reviews_csv: Path, capsys: pytest.Captur
         main(["sql", query, "-t", f"r={reviews_csv}", "--quality", "recall:1.5"])
     assert exit_info.value.code == 2
     assert "give a level in (0, 1)" in capsys.readouterr().err
+
+
+def test_a_quality_target_that_cannot_be_certified_is_said_and_refused_under_strict(
+    reviews_csv: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    query = "SELECT product FROM r WHERE SEM_FILTER('{product} is for lighting')"
+    assert main(["sql", query, "-t", f"r={reviews_csv}", "--quality", "0.999", "--explain"]) == 0
+    captured = capsys.readouterr()
+    assert "WARNING: SemFilter" in captured.err and "cannot be certified with 200 calibration labels" in captured.err
+    assert "WARNING: SemFilter" in captured.out  # EXPLAIN says it too
+    assert "Cascade[" not in captured.out  # it runs on the large tier, not as a cascade that decides nothing
+    assert main(["sql", query, "-t", f"r={reviews_csv}", "--quality", "0.999", "--strict", "--explain"]) == 2
+    assert "cannot be certified" in capsys.readouterr().err
+    assert main(["sql", query, "-t", f"r={reviews_csv}", "--quality", "0.95", "--strict", "--explain"]) == 0
+    assert "Cascade[filter" in capsys.readouterr().out

@@ -78,3 +78,47 @@ def test_targets_survive_json_and_floats_mean_accuracy() -> None:
     node = SemFilter(input=SCAN, instruction="{review} is positive", quality=as_quality(0.97))
     assert plan_from_json(plan_to_json(node)) == node
     assert node.quality == QualityTarget(level=0.97)
+
+
+def test_a_target_its_labels_cannot_certify_runs_on_the_large_tier_with_a_warning() -> None:
+    from semray.operators.base import quality_warnings
+    from semray.pipeline.lower_semantic import semantic_task
+
+    target = QualityTarget(level=0.999)
+    assert not target.certifiable and target.labels_to_certify() == 2703
+    assert QualityTarget(level=0.999, labels=2703).certifiable
+    node = SemFilter(input=SCAN, instruction="{review} is positive", quality=target)
+    assert node.cascade_target() == target and node.cascades() is None
+    assert semantic_task(node).tier == "large"
+    (warning,) = quality_warnings(node)
+    assert "0.999" in warning and "200 calibration labels" in warning and "2,703" in warning
+    assert "large" in node.label()
+    certifiable = SemFilter(input=SCAN, instruction="{review} is positive", quality=QualityTarget(level=0.95))
+    assert certifiable.cascades() is not None and quality_warnings(certifiable) == ()
+    assert semantic_task(certifiable).tier == "cascade"
+
+
+def test_a_strict_target_that_cannot_be_certified_is_refused() -> None:
+    with pytest.raises(PlanError, match=r"0\.999.*cannot be certified.*strict=True"):
+        SemFilter(input=SCAN, instruction="{review} is positive", quality=QualityTarget(level=0.999, strict=True))
+    SemFilter(input=SCAN, instruction="{review} is positive", quality=QualityTarget(level=0.95, strict=True))
+
+
+def test_certifiable_level_is_where_the_threshold_walk_stops_passing() -> None:
+    """No error at all in the draws: the walk's Wilson bound at the target is exactly what
+    certifiable_level says, so one label fewer than labels_to_certify cannot pass."""
+    import numpy as np
+
+    from semray.cost_model.sampling import draw_importance_sample
+    from semray.cost_model.thresholds import select_confidence_threshold
+
+    for level in (0.97, 0.99):
+        needed = QualityTarget(level=level).labels_to_certify()
+        rows = 20_000
+        confidence = np.linspace(0.0, 1.0, rows)
+        for budget, decides in ((needed - 5, False), (needed + 200, True)):
+            design = draw_importance_sample(np.ones(rows), budget=budget, seed=3)
+            choice = select_confidence_threshold(
+                confidence, design, np.ones(design.draws.shape[0]), target_accuracy=level, delta=0.05
+            )
+            assert (choice.decided_fraction > 0) is decides, (level, budget, choice)
