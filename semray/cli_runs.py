@@ -224,6 +224,10 @@ def _facts(detail: RunDetail) -> list[tuple[str, str]]:
         ("progress", _progress(detail)),
         ("cost so far", _usage(detail.usage)),
     ]
+    if detail.batches_refused:
+        # Workers of a killed attempt that went on after a resume began: paid, fenced off, not committed.
+        refused = f"{_usage(detail.refused_usage)} in {detail.batches_refused} batches of older attempts"
+        facts.append(("paid, not committed", refused + " (fenced off by a resume; not in cost so far)"))
     if detail.expected_dollars is not None:
         facts.append(("expected dollars", f"{detail.expected_dollars:.4f}"))
     facts.append(("errors", str(detail.error_count)))

@@ -166,14 +166,14 @@ def execute(
             failures = _failures(run, job)
         return _result(job, run, table, rows, before, started, failures, measured)
     job = Job.prepare(plan, settings, serving)
-    connect(settings)
-    started = time.perf_counter()
     if not job.tiers:
+        connect(settings)
+        started = time.perf_counter()
         table, rows = _collect(job, materialize.ExecutionContext())
         log.info("query_finished", rows=table.num_rows, seconds=round(time.perf_counter() - started, 3))
         return Result(table, operator_rows=rows)
-    tiers = _start_tiers(job)
     with _open(job, output=None) as run, _cancellable(run):
+        started, tiers = _connect_and_start_tiers(job)
         before = _paid(run)
         table, rows = _collect(job, _context(run, tiers))
         failures = _failures(run, job)
@@ -201,12 +201,12 @@ def iter_batches(
             yield from _stream(run, job, handles, size)
         return
     job = Job.prepare(plan, settings, serving)
-    connect(settings)
     if not job.tiers:
+        connect(settings)
         yield from materialize.iter_batches(job.stages, _schema(job), size, materialize.ExecutionContext())
         return
-    tiers = _start_tiers(job)
     with _open(job, output=None) as run, _cancellable(run):
+        _, tiers = _connect_and_start_tiers(job)
         yield from _stream(run, job, tiers, size)
 
 
@@ -247,10 +247,8 @@ def publish_parquet(
             rows, version, failures = _write_and_publish(run, job, handles)
         return _written(job, run, target, rows, version, before, started, failures, measured)
     job = Job.prepare(plan, settings, serving)
-    connect(settings)
-    started = time.perf_counter()
-    tiers = _start_tiers(job)
     with _open(job, output=target) as run, _cancellable(run):
+        started, tiers = _connect_and_start_tiers(job)
         before = _paid(run)
         rows, version, failures = _write_and_publish(run, job, tiers)
     return _written(job, run, target, rows, version, before, started, failures)
@@ -271,10 +269,8 @@ def resume(settings: Settings, run_id: str, serving: ServingConfig | None = None
             "with measure=True (and the same policy): it resumes this run and pays nothing twice"
         )
     job = job_to_resume(detail, settings, serving)
-    connect(settings)
-    started = time.perf_counter()
-    tiers = _start_tiers(job)
     with resume_run(settings, run_id) as run, _cancellable(run):
+        started, tiers = _connect_and_start_tiers(job)
         before = _paid(run)
         target = run.output
         if target is None:
@@ -309,17 +305,17 @@ def _measured_run(
     resumes it: the same run id, the same pre-sample and draws, every label found in the ledger.
     """
     written = Job.prepare(plan, settings, serving)
-    connect(settings)
     wanted = sorted(set(written.tiers) | set(planning.options.tiers))
-    if written.simulated:
-        log.warning("simulated_model_tier", tiers=wanted, note="answers come from labels, not a model")
-    tiers = start_tiers(written.serving, settings, tiers=wanted)
     identity = fingerprint({"plan": written.fingerprint(), "measure": planning.to_json()})
     config = {**_journal_config(written), "measure": planning.to_json()}
     run = open_run(
         settings, written.document, output, config=config, plan_fingerprint=identity, resume=not written.reads_memory
     )
     with run, _cancellable(run):
+        connect(settings)  # once the attempt has begun, as in _connect_and_start_tiers
+        if written.simulated:
+            log.warning("simulated_model_tier", tiers=wanted, note="answers come from labels, not a model")
+        tiers = start_tiers(written.serving, settings, tiers=wanted)
         measured = measure_plan(plan, settings, tiers, _ledger(run), planning.options, seed_of(run.run_id))
         run.record_estimates({"measured": measured.to_json(), "policy": planning.policy})
         job = Job.prepare(planning.choose(measured.statistics), settings, written.serving)
@@ -331,6 +327,18 @@ def _measured_run(
 
 def _schema(job: Job) -> pa.Schema:
     return job.plan.output_schema.to_arrow()
+
+
+def _connect_and_start_tiers(job: Job) -> tuple[float, TierHandles | None]:
+    """Connect Ray and start the tiers; returns when Ray was up (a query's seconds count from
+    there) and the tiers.
+
+    Called once the run's attempt has begun: a resume then fences off the workers of the
+    attempt it replaces (actors of a killed driver still paying for batches) at once, not after
+    the seconds Ray and Serve take to start (docs/transactions.md, "Fencing").
+    """
+    connect(job.settings)
+    return time.perf_counter(), _start_tiers(job)
 
 
 def _start_tiers(job: Job) -> TierHandles | None:

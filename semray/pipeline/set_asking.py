@@ -71,6 +71,8 @@ class JournaledAsker:
         todo = [request for request in requests if request.request_id not in answers]
         for start in range(0, len(todo), CHUNK):
             chunk = todo[start : start + CHUNK]
+            if self.ledger is not None:
+                self.ledger.raise_if_fenced()  # a worker of a run's older attempt stops paying at once
             responses = self.tiers.generate(self.tier, chunk)
             fresh = {
                 request.request_id: answer_text(response) for request, response in zip(chunk, responses, strict=True)

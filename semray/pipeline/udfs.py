@@ -126,6 +126,9 @@ class SemanticBatchUDF:
                     fields=task.outputs if task.kind == "extract" else (),
                 )
             )
+        if self.ledger is not None:
+            # An orphaned actor of a killed driver stops here once a resume began: it pays no more.
+            self.ledger.raise_if_fenced()
         responses = self.tiers.generate(task.tier, requests)
         truncated = sum(1 for response in responses if response.truncated)
         if truncated:

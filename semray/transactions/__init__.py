@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from semray.transactions.batches import BatchLedger, RowLookup
 from semray.transactions.errors import (
+    FencedWriterError,
     OutputTargetError,
     RunCancelledError,
     RunInUseError,
@@ -36,6 +37,7 @@ from semray.transactions.state import FailureCount, OperatorProgress, RunState
 __all__ = [
     "BatchLedger",
     "FailureCount",
+    "FencedWriterError",
     "JournalRead",
     "JournalWriter",
     "LLMUsage",

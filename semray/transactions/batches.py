@@ -4,6 +4,11 @@ Commit order: the batch's table is written to a temporary file, fsync'd and rena
 place; only then is its ``batch_committed`` record appended to the journal. The record is
 the commit point: a table without a record (a kill between the two) is ignored and
 overwritten when the batch is committed again.
+
+Fencing: a commit is accepted only while its attempt is the run's current one. The record
+is appended under the journal's lock after reading the run's fence (``fence.py``) under that
+same lock; a writer of an older attempt (an orphaned actor of a killed driver, after a
+resume began) gets ``FencedWriterError`` and its batch is journaled as ``batch_refused``.
 """
 
 from __future__ import annotations
@@ -18,11 +23,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from semray.log import get_logger
 from semray.transactions.durability import fsync_directory, fsync_file, make_directory_durably
-from semray.transactions.errors import TransactionError
+from semray.transactions.errors import FencedWriterError, TransactionError
+from semray.transactions.fence import stale_against
 from semray.transactions.journal import JOURNAL_NAME, JournalWriter, read_journal
 from semray.transactions.keys import file_safe
-from semray.transactions.records import BatchCommitted, LLMUsage, RowFailures
+from semray.transactions.records import BatchCommitted, BatchRefused, LLMUsage, RowFailures
+
+log = get_logger(__name__)
 
 ROW_ID = "_rowid"
 """The plan's row-id column (``semray.operators.schema.ROW_ID``); not imported, as transactions
@@ -53,6 +62,8 @@ class BatchLedger:
         self._rows: dict[str, dict[str, str]] = {}
         """Per operator, row id -> key of the first committed batch holding it."""
         self._offset = 0
+        self._fenced_by: int | None = None
+        """The newer attempt that fenced this writer off; once set, every commit is refused at once."""
 
     def commit(
         self,
@@ -69,12 +80,14 @@ class BatchLedger:
         ``rows_out``: the rows the operator passes on for this batch (a filter: the kept ones);
         by default the table's rows. ``failed``: rows of the batch that got no answer, by reason
         (not in ``row_ids`` nor ``table``; the run's state counts them per operator).
+
+        Raises ``FencedWriterError`` when a newer attempt of the run has begun (a resume): the
+        batch is then journaled as refused (``batch_refused``, with what it paid) instead.
         """
         # A name of its own per commit: a batch committed twice (a retried actor) never
         # overwrites the table its first record points to.
         unique = f"{file_safe(batch_key)}-a{self.attempt}-{os.urandom(4).hex()}.parquet"
         relative = Path("batches") / file_safe(operator_key) / unique
-        _write_parquet_durably(self.run_dir / relative, table)
         record = BatchCommitted(
             attempt=self.attempt,
             operator_key=operator_key,
@@ -85,9 +98,40 @@ class BatchLedger:
             usage=usage or LLMUsage(),
             failed=tuple(failed),
         )
-        self._journal.append(record)
+        fenced_before = self._stale() is not None
+        if not fenced_before:  # a writer already fenced off does not store a table it cannot commit
+            _write_parquet_durably(self.run_dir / relative, table)
+        with self._journal.locked() as append:
+            # The fence is read under the journal's lock, the lock a resume moves it under:
+            # the check and the append are one step.
+            current = self._stale()
+            append(record if current is None else _refused(record, current))
+        if current is not None:
+            if not fenced_before:
+                (self.run_dir / relative).unlink(missing_ok=True)  # never journaled: nothing points to it
+            raise self._fence(current)
         self._remember(record)
         return record
+
+    def raise_if_fenced(self) -> None:
+        """Raise ``FencedWriterError`` when a newer attempt of the run has begun.
+
+        Workers call it before each batch's model call, so an orphaned worker of a killed
+        driver stops paying as soon as a resume starts. Once fenced, a ledger stays fenced.
+        """
+        current = self._stale()
+        if current is not None:
+            raise self._fence(current)
+
+    def _stale(self) -> int | None:
+        """The newer attempt that fences this writer off, if any (remembered once seen)."""
+        return self._fenced_by if self._fenced_by is not None else stale_against(self.run_dir, self.attempt)
+
+    def _fence(self, current: int) -> FencedWriterError:
+        if self._fenced_by is None:
+            self._fenced_by = current
+            log.warning("batch_writer_fenced", run_id=self.run_dir.name, attempt=self.attempt, current_attempt=current)
+        return FencedWriterError(self.run_dir.name, self.attempt, current)
 
     def committed(self, operator_key: str, batch_key: str) -> BatchCommitted | None:
         """The commit record of a batch, or None when it was never committed."""
@@ -169,6 +213,18 @@ class BatchLedger:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["run_dir"], state["attempt"])  # type: ignore[misc]
+
+
+def _refused(record: BatchCommitted, current_attempt: int) -> BatchRefused:
+    rows = len(record.row_ids) + sum(len(group.row_ids) for group in record.failed)
+    return BatchRefused(
+        attempt=record.attempt,
+        operator_key=record.operator_key,
+        batch_key=record.batch_key,
+        rows=rows,
+        usage=record.usage,
+        current_attempt=current_attempt,
+    )
 
 
 def _write_parquet_durably(path: Path, table: pa.Table) -> None:

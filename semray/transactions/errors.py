@@ -50,3 +50,22 @@ class RunCancelledError(TransactionError):
 
 class OutputTargetError(TransactionError):
     """The output path cannot be published to atomically."""
+
+
+class FencedWriterError(TransactionError):
+    """A worker of an older attempt of a run tried to commit or pay for a batch after a newer
+    attempt (a resume) began: the run's fence refuses it, and the worker stops.
+
+    Raised in the orphaned worker (a Ray actor of a killed driver), never in the live attempt.
+    """
+
+    def __init__(self, run_id: str, attempt: int, current_attempt: int) -> None:
+        super().__init__(
+            f"run {run_id}: attempt {attempt} is fenced off, attempt {current_attempt} of the run has begun "
+            f"(a resume), so this worker of attempt {attempt} stops without committing; attempt "
+            f"{current_attempt} computes its batches. Nothing to do, unless no resume was meant: then see "
+            f"`semray runs show {run_id}`"
+        )
+        self.run_id = run_id
+        self.attempt = attempt
+        self.current_attempt = current_attempt

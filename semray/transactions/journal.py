@@ -10,9 +10,11 @@ kill or power loss in the middle of an append leaves) is skipped with a warning.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,16 +72,24 @@ class JournalWriter:
 
     def append(self, record: Record) -> None:
         """Write one record and return only once it is on disk."""
-        line = encode_record(record)
+        with self.locked() as append:
+            append(record)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[Callable[[Record], None]]:
+        """Hold the journal's lock across a check and the appends it decides on.
+
+        What is checked under the lock cannot change before the record lands: a batch commit
+        reads the run's fence here, and a resume moves the fence here (``semray.transactions.fence``).
+
+        >>> with writer.locked() as append:  # doctest: +SKIP
+        ...     append(record)
+        """
         with self._thread_lock:
             fd = self._descriptor()
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
-                if _ends_torn(fd):
-                    # A writer died mid-line: end that fragment so this record starts a line of its own.
-                    _write_all(fd, b"\n")
-                _write_all(fd, line)
-                os.fsync(fd)
+                yield lambda record: _append_line(fd, encode_record(record))
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
@@ -148,6 +158,14 @@ def _parse(line: bytes) -> tuple[JournalRecord | None, str]:
         first = error.errors()[0]
         kind = "torn or invalid JSON" if first["type"] == "json_invalid" else first["msg"]
         return None, kind
+
+
+def _append_line(fd: int, line: bytes) -> None:
+    if _ends_torn(fd):
+        # A writer died mid-line: end that fragment so this record starts a line of its own.
+        _write_all(fd, b"\n")
+    _write_all(fd, line)
+    os.fsync(fd)
 
 
 def _ends_torn(fd: int) -> bool:

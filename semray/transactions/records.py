@@ -137,6 +137,21 @@ class BatchCommitted(Record):
     failed: tuple[RowFailures, ...] = ()
 
 
+class BatchRefused(Record):
+    """A batch a worker of an older attempt paid for but could not commit: a newer attempt had
+    begun (the run's fence refused it). Its ``usage`` was paid and bought nothing; the current
+    attempt computes the batch again. ``attempt`` is the refused writer's.
+    """
+
+    kind: Literal["batch_refused"] = "batch_refused"
+    operator_key: str
+    batch_key: str
+    rows: int = Field(ge=0)
+    """Rows of the batch (answered and failed)."""
+    usage: LLMUsage = Field(default_factory=LLMUsage)
+    current_attempt: int = Field(ge=1)
+
+
 class ErrorRecorded(Record):
     kind: Literal["error"] = "error"
     error_type: str
@@ -169,6 +184,7 @@ JournalRecord = Annotated[
     | EstimatesRecorded
     | CalibrationRecorded
     | BatchCommitted
+    | BatchRefused
     | ErrorRecorded
     | PublishStarted
     | Published

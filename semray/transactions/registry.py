@@ -43,10 +43,15 @@ class RunSummary(Frozen):
     rows_committed: int
     expected_rows: int | None
     usage: LLMUsage
-    """Everything paid so far, over all attempts (cost so far is ``usage.dollars``)."""
+    """What the committed batches paid so far, over all attempts (cost so far is ``usage.dollars``,
+    plus ``refused_usage`` if a resume fenced off workers that were still paying)."""
     error_count: int
     rows_failed: int = 0
     """Rows of semantic operators that got no answer (per operator in ``RunDetail.operators``)."""
+    batches_refused: int = 0
+    """Batches that workers of older attempts paid for after a resume began and could not commit."""
+    refused_usage: LLMUsage = LLMUsage()
+    """What those batches paid: spent, bought nothing, not in ``usage`` (paid in all: the sum)."""
 
 
 class RunDetail(RunSummary):
@@ -199,4 +204,6 @@ def _summary(state: RunState, status: RunStatus) -> RunSummary:
         usage=state.usage,
         error_count=len(state.errors),
         rows_failed=state.rows_failed,
+        batches_refused=len(state.refused),
+        refused_usage=state.refused_usage,
     )

@@ -35,6 +35,7 @@ from semray.transactions.durability import (
     release_lock,
 )
 from semray.transactions.errors import RunCancelledError, RunStateError
+from semray.transactions.fence import advance_fence
 from semray.transactions.journal import JOURNAL_NAME, JournalWriter
 from semray.transactions.keys import fingerprint, new_run_id
 from semray.transactions.records import (
@@ -263,8 +264,10 @@ def begin_run(
 def resume_run(settings: Settings, run_id: str) -> Run:
     """A new attempt of an unfinished (interrupted, failed or cancelled) run.
 
-    The caller re-executes ``run.plan`` and skips batches that ``run.lookup`` finds.
-    Raises ``RunInUseError`` when a live driver holds it, ``RunStateError`` when it succeeded.
+    The caller re-executes ``run.plan`` and skips batches that ``run.lookup`` finds. Workers of
+    older attempts still alive (actors of a killed driver) can no longer commit from here on:
+    their commits raise ``FencedWriterError``. Raises ``RunInUseError`` when a live driver holds
+    it, ``RunStateError`` when it succeeded.
     """
     path = run_dir(settings, run_id)
     lock_fd = acquire_lock(path / DRIVER_LOCK, f"run {run_id}", wait_s=0.0)
@@ -286,7 +289,12 @@ def resume_run(settings: Settings, run_id: str) -> Run:
             marker.unlink()
             fsync_directory(path)
         writer = JournalWriter(path / JOURNAL_NAME)
-        writer.append(RunResumed(attempt=attempt, base_version=base_version))
+        with writer.locked() as append:
+            # Fence first, under the journal's lock that every commit reads the fence under:
+            # from here on no worker of an older attempt commits. A crash before the record
+            # leaves the fence one ahead of the journal; the next resume reuses that number.
+            advance_fence(path, attempt)
+            append(RunResumed(attempt=attempt, base_version=base_version))
         writer.close()
     except BaseException:
         release_lock(lock_fd)

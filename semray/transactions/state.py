@@ -14,6 +14,7 @@ from typing import Any, Literal
 from semray.transactions.errors import TransactionError
 from semray.transactions.records import (
     BatchCommitted,
+    BatchRefused,
     CalibrationRecorded,
     ErrorRecorded,
     EstimatesRecorded,
@@ -76,6 +77,7 @@ class RunState:
     committed: Mapping[tuple[str, str], BatchCommitted]
     operators: Mapping[str, OperatorProgress]
     usage: LLMUsage
+    """What the committed batches paid, over all attempts (paid, not committed: ``refused_usage``)."""
     errors: tuple[ErrorRecorded, ...]
     estimates: EstimatesRecorded | None
     calibration: Mapping[str, Any]
@@ -83,6 +85,8 @@ class RunState:
     """Version whose publish began in the current attempt and was not journaled as done."""
     published_version: str | None
     skipped_lines: int = 0
+    refused: tuple[BatchRefused, ...] = ()
+    """Batches workers of older attempts paid for and could not commit (fenced off by a resume)."""
 
     @property
     def run_id(self) -> str:
@@ -104,6 +108,11 @@ class RunState:
     def rows_failed(self) -> int:
         return sum(progress.rows_failed for progress in self.operators.values())
 
+    @property
+    def refused_usage(self) -> LLMUsage:
+        """Paid, not committed: what fenced-off workers of older attempts spent (not in ``usage``)."""
+        return sum((record.usage for record in self.refused), LLMUsage())
+
 
 def fold_records(records: Iterable[JournalRecord], skipped_lines: int = 0) -> RunState:
     """Reconstruct a run's state from its records, in journal order."""
@@ -123,6 +132,7 @@ def fold_records(records: Iterable[JournalRecord], skipped_lines: int = 0) -> Ru
     pending: str | None = None
     published: str | None = None
     failed: dict[str, _Failed] = {}
+    refused: list[BatchRefused] = []
     for record in iterator:
         last_at = max(last_at, record.at)
         match record:
@@ -136,6 +146,8 @@ def fold_records(records: Iterable[JournalRecord], skipped_lines: int = 0) -> Ru
                 committed.setdefault((record.operator_key, record.batch_key), record)
                 for group in record.failed:
                     failed.setdefault(record.operator_key, _Failed()).add(group.reason, group.row_ids, group.example)
+            case BatchRefused():
+                refused.append(record)
             case ErrorRecorded():
                 errors.append(record)
             case EstimatesRecorded():
@@ -170,6 +182,7 @@ def fold_records(records: Iterable[JournalRecord], skipped_lines: int = 0) -> Ru
         pending_publish=pending,
         published_version=published,
         skipped_lines=skipped_lines,
+        refused=tuple(refused),
     )
 
 
