@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from semray.errors import PlanError, SourceError
 from semray.explaining import failure_lines, run_actuals, source_statistics, tier_lines
+from semray.log import get_logger
 from semray.operators import (
     Aggregate,
     Distinct,
@@ -52,7 +53,6 @@ from semray.operators.semantic import (
     as_quality,
     with_quality,
 )
-from semray.log import get_logger
 from semray.settings import Settings
 from semray.sources import open_source, register_table
 from semray.sources.memory_source import registered_table
@@ -450,7 +450,7 @@ def _scan(kind: str, path: str | None, options: Mapping[str, OptionValue], setti
     if path is not None and kind != "memory":
         path = str(Path(path).expanduser().resolve())
     source = open_source(kind, path, clean)
-    spec = SourceSpec(kind=kind, path=path, options=clean)  # type: ignore[arg-type]
+    spec = SourceSpec(kind=kind, path=path, options=clean)
     schema = Schema.from_arrow(source.schema())
     if not schema.columns:
         raise SourceError(f"{spec.describe()} has no columns")

@@ -306,7 +306,8 @@ def run_simulator(args: argparse.Namespace, settings: Settings) -> int:
     from semray.serving.simulator.server import serve
 
     _say(
-        f"serving the SIMULATED model tier on http://{args.host}:{args.port}/v1 (answers come from labels, not a model)\n"
+        f"serving the SIMULATED model tier on http://{args.host}:{args.port}/v1 "
+        "(answers come from labels, not a model)\n"
     )
     serve(args.config, host=args.host, port=args.port)
     return 0

@@ -32,7 +32,9 @@ def connect(settings: Settings) -> None:
     if ray.is_initialized():
         return
     if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0":
-        log.warning("ray_may_bind_all_interfaces", hint="import semray before ray, or set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0")
+        log.warning(
+            "ray_may_bind_all_interfaces", hint="import semray before ray, or set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0"
+        )
     address = settings.ray_address or os.environ.get("RAY_ADDRESS") or None
     if address:
         # An existing cluster (given, or the one a Ray job runs in: Ray sets RAY_ADDRESS there)

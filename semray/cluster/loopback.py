@@ -22,7 +22,7 @@ def bind_serve_grpc_to_loopback() -> None:
         from ray.serve._private import replica
     except ImportError:
         return
-    original = replica.add_port_to_grpc_server
+    original = replica.add_port_to_grpc_server  # type: ignore[attr-defined]  # private Serve API
     if getattr(original, "semray_loopback", False):
         return
 
@@ -30,7 +30,7 @@ def bind_serve_grpc_to_loopback() -> None:
         host, _, port = address.rpartition(":")
         if host in ("[::]", "0.0.0.0", ""):
             address = f"127.0.0.1:{port}"
-        return original(server, address)
+        return original(server, address)  # type: ignore[no-untyped-call]
 
     loopback.semray_loopback = True  # type: ignore[attr-defined]
-    replica.add_port_to_grpc_server = loopback
+    replica.add_port_to_grpc_server = loopback  # type: ignore[attr-defined]

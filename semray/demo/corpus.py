@@ -98,7 +98,9 @@ class DemoCorpus:
 def generate(rows: int = 400, seed: int = 7) -> DemoCorpus:
     """Generate the demo corpus, e.g. ``generate(400).reviews.num_rows == 400``."""
     rng = random.Random(seed)
-    reviews: dict[str, list[object]] = {k: [] for k in ("review_id", "product", "rating", "verified", "review_date", "review")}
+    reviews: dict[str, list[object]] = {
+        k: [] for k in ("review_id", "product", "rating", "verified", "review_date", "review")
+    }
     labels: dict[str, list[object]] = {k: [] for k in ("review_id", "sentiment", "aspect", "mentions_delivery")}
     for index in range(rows):
         product = rng.choice(PRODUCTS)[0]

@@ -11,7 +11,9 @@ from semray.serving.config import ServingConfig
 from semray.serving.simulator.config import ModelProfile, SimulatorConfig, TaskSpec
 
 DEMO_TASKS = (
-    TaskSpec(name="positive", kind="filter", label_column="sentiment", true_values=("positive",), keywords=("positive",)),
+    TaskSpec(
+        name="positive", kind="filter", label_column="sentiment", true_values=("positive",), keywords=("positive",)
+    ),
     TaskSpec(
         name="delivery",
         kind="filter",
@@ -39,6 +41,12 @@ def demo_serving(corpus: DemoCorpus, models: Mapping[str, ModelProfile] | None =
     )
     table = corpus.reviews.select(["review_id", "review"]).join(labels, "review_id")
     simulator = SimulatorConfig.from_labels(
-        table, key_column="review_id", text_columns=["review"], tasks=DEMO_TASKS, dataset="reviews", models=models, seed=seed
+        table,
+        key_column="review_id",
+        text_columns=["review"],
+        tasks=DEMO_TASKS,
+        dataset="reviews",
+        models=models,
+        seed=seed,
     )
     return ServingConfig(simulator=simulator)

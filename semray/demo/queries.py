@@ -21,30 +21,42 @@ class DemoQuery:
 DEMO_QUERIES: tuple[DemoQuery, ...] = (
     DemoQuery(
         "Average rating and review count per category (join + group-by + sort)",
-        lambda reviews, products: reviews.join(products, "l.product = r.product")
-        .aggregate(by="category", reviews="count(*)", avg_rating="round(avg(rating), 2)")
-        .sort("avg_rating", descending=True),
+        lambda reviews, products: (
+            reviews.join(products, "l.product = r.product")
+            .aggregate(by="category", reviews="count(*)", avg_rating="round(avg(rating), 2)")
+            .sort("avg_rating", descending=True)
+        ),
     ),
     DemoQuery(
         "Lowest-rated verified reviews that mention delivery in words (filter + project + limit)",
-        lambda reviews, products: reviews.filter("verified AND rating <= 2 AND review ILIKE '%deliver%'")
-        .select("review_id", "product", "rating", "review")
-        .sort("review_id")
-        .limit(5),
+        lambda reviews, products: (
+            reviews.filter("verified AND rating <= 2 AND review ILIKE '%deliver%'")
+            .select("review_id", "product", "rating", "review")
+            .sort("review_id")
+            .limit(5)
+        ),
     ),
     DemoQuery(
         "Reviews complaining about delivery, however they say it (semantic filter + limit)",
-        lambda reviews, products: reviews.filter("rating <= 2")
-        .sem_filter("{review} talks about delivery or shipping")
-        .select("review_id", "product", "review")
-        .limit(5),
+        lambda reviews, products: (
+            reviews.filter("rating <= 2")
+            .sem_filter("{review} talks about delivery or shipping")
+            .select("review_id", "product", "review")
+            .limit(5)
+        ),
     ),
     DemoQuery(
         "What each category's reviews are about (semantic classify + group-by)",
-        lambda reviews, products: reviews.join(products, "l.product = r.product")
-        .sem_classify("the aspect of the product this review is about: {review}", "quality|price|delivery|support", output="aspect")
-        .aggregate(by=["category", "aspect"], reviews="count(*)")
-        .sort("category", "reviews", descending=[False, True]),
+        lambda reviews, products: (
+            reviews.join(products, "l.product = r.product")
+            .sem_classify(
+                "the aspect of the product this review is about: {review}",
+                "quality|price|delivery|support",
+                output="aspect",
+            )
+            .aggregate(by=["category", "aspect"], reviews="count(*)")
+            .sort("category", "reviews", descending=[False, True])
+        ),
     ),
 )
 

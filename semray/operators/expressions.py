@@ -25,7 +25,7 @@ from semray.operators.schema import Schema, quote
 DIALECT = "duckdb"
 
 
-def parse_expression(sql: str, where: str, context: Context = "scalar") -> exp.Expression:
+def parse_expression(sql: str, where: str, context: Context = "scalar") -> exp.Expr:
     """Parse one SQL expression, e.g. ``parse_expression("rating >= 4", "Filter")``.
 
     Every plan expression comes through here, from every surface, so this is where one is
@@ -51,7 +51,7 @@ def parse_expression(sql: str, where: str, context: Context = "scalar") -> exp.E
     return tree
 
 
-def referenced_columns(tree: exp.Expression) -> tuple[str, ...]:
+def referenced_columns(tree: exp.Expr) -> tuple[str, ...]:
     """Column names an expression reads, in first-use order (qualifiers dropped)."""
     names: dict[str, None] = {}
     for column in tree.find_all(exp.Column):
@@ -115,7 +115,9 @@ _local = threading.local()
 
 
 @contextlib.contextmanager
-def _scratch(tables: dict[str, tuple[tuple[str, str], ...]], where: str, sql: str) -> Iterator[duckdb.DuckDBPyConnection]:
+def _scratch(
+    tables: dict[str, tuple[tuple[str, str], ...]], where: str, sql: str
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """A cursor with one-row, all-NULL temp tables of the given schemas; binding errors
     become ExpressionError. One in-memory database per thread: opening one costs ~180 ms,
     a cursor ~1 ms."""
@@ -168,7 +170,7 @@ def equi_join_keys(sql: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
     tree = parse_expression(sql, "Join")
     conjuncts = list(tree.flatten()) if isinstance(tree, exp.And) else [tree]
     keys: list[tuple[str, str]] = []
-    residual: list[exp.Expression] = []
+    residual: list[exp.Expr] = []
     for conjunct in conjuncts:
         pair = _key_pair(conjunct)
         if pair is None:
@@ -179,7 +181,7 @@ def equi_join_keys(sql: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
     return tuple(keys), rest
 
 
-def _key_pair(conjunct: exp.Expression) -> tuple[str, str] | None:
+def _key_pair(conjunct: exp.Expr) -> tuple[str, str] | None:
     if not isinstance(conjunct, exp.EQ):
         return None
     a, b = conjunct.this, conjunct.expression

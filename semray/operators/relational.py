@@ -3,7 +3,7 @@ Limit, Distinct. Each derives its output schema and validates at construction.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -11,7 +11,6 @@ from semray.errors import PlanError
 from semray.operators.base import Node
 from semray.operators.expressions import (
     aggregate_type,
-    check_columns,
     check_join_condition,
     equi_join_keys,
     expression_type,
@@ -75,7 +74,9 @@ class Scan(Node):
 
     def derive_schema(self) -> Schema:
         if not self.source_schema.columns:
-            raise PlanError(f"Scan of {self.source.describe()}: source_schema has no columns; a source has at least one")
+            raise PlanError(
+                f"Scan of {self.source.describe()}: source_schema has no columns; a source has at least one"
+            )
         if ROW_ID in self.source_schema:
             raise PlanError(f"source {self.source.describe()} already has a column named {ROW_ID!r}; rename it")
         if self.columns is None:
@@ -107,7 +108,9 @@ class Filter(Unary):
     def derive_schema(self) -> Schema:
         kind = expression_type(self.predicate, self.input_schema, "Filter")
         if kind != "BOOLEAN":
-            raise PlanError(f"Filter: predicate {self.predicate!r} is {kind}, not BOOLEAN; compare it, e.g. '{self.predicate} > 0'")
+            raise PlanError(
+                f"Filter: predicate {self.predicate!r} is {kind}, not BOOLEAN; compare it, e.g. '{self.predicate} > 0'"
+            )
         return self.input_schema
 
     def columns_read(self) -> frozenset[str]:
@@ -135,10 +138,14 @@ class Project(Unary):
         return Schema(columns=tuple(columns))
 
     def columns_read(self) -> frozenset[str]:
-        return frozenset(name for item in self.exprs for name in referenced_columns(parse_expression(item.expr, "Project")))
+        return frozenset(
+            name for item in self.exprs for name in referenced_columns(parse_expression(item.expr, "Project"))
+        )
 
     def label(self) -> str:
-        return "Project " + ", ".join(item.name if item.expr == item.name else f"{item.expr} AS {item.name}" for item in self.exprs)
+        return "Project " + ", ".join(
+            item.name if item.expr == item.name else f"{item.expr} AS {item.name}" for item in self.exprs
+        )
 
 
 JoinKind = Literal["inner", "left", "semi", "anti"]
@@ -165,10 +172,15 @@ class Join(Node):
         if not keys:
             raise PlanError(f"Join: condition {self.on!r} has no equality between l.<column> and r.<column>; add one")
         if residual is not None and self.kind != "inner":
-            raise PlanError(f"Join: a {self.kind} join needs a pure equality condition; move {residual!r} into a Filter")
+            raise PlanError(
+                f"Join: a {self.kind} join needs a pure equality condition; move {residual!r} into a Filter"
+            )
         if self.kind in ("semi", "anti"):
             return left
-        return Schema(columns=left.columns + tuple(Column(name=self.right_names[c.name], type=c.type) for c in right.user_columns()))
+        return Schema(
+            columns=left.columns
+            + tuple(Column(name=self.right_names[c.name], type=c.type) for c in right.user_columns())
+        )
 
     @property
     def keys(self) -> tuple[tuple[tuple[str, str], ...], str | None]:
@@ -285,5 +297,3 @@ class Distinct(Unary):
 
 def _render(schema: Schema) -> str:
     return "(" + ", ".join(f"{c.name} {c.type}" for c in schema.user_columns()) + ")"
-
-

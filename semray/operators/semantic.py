@@ -179,7 +179,8 @@ class Semantic(Unary):
         for column in columns:
             if column.name in self.input_schema:
                 raise PlanError(
-                    f"{type(self).__name__}: output column {column.name!r} already exists in the input; choose another name"
+                    f"{type(self).__name__}: output column {column.name!r} already exists in the input; "
+                    "choose another name"
                 )
         return Schema(columns=self.input_schema.columns + columns)
 
@@ -334,7 +335,7 @@ class SemSearch(Unary):
             raise PlanError("SemSearch: the query is empty")
         if self.output in self.input_schema:
             raise PlanError(f"SemSearch: output column {self.output!r} already exists; choose another name")
-        return Schema(columns=self.input_schema.columns + (Column(name=self.output, type="DOUBLE"),))
+        return Schema(columns=(*self.input_schema.columns, Column(name=self.output, type="DOUBLE")))
 
     def columns_read(self) -> frozenset[str]:
         return frozenset({self.column})

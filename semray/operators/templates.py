@@ -21,7 +21,9 @@ def template_columns(template: str, where: str) -> tuple[str, ...]:
     try:
         parsed = list(string.Formatter().parse(template))
     except ValueError as error:
-        raise PlanError(f"{where}: malformed template {template!r}: {error}; write literal braces as {{{{ and }}}}") from None
+        raise PlanError(
+            f"{where}: malformed template {template!r}: {error}; write literal braces as {{{{ and }}}}"
+        ) from None
     for _, field, spec, conversion in parsed:
         if field is None:
             continue
@@ -33,7 +35,9 @@ def template_columns(template: str, where: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def check_template(template: str, available: tuple[str, ...], where: str, *, require_column: bool = True) -> tuple[str, ...]:
+def check_template(
+    template: str, available: tuple[str, ...], where: str, *, require_column: bool = True
+) -> tuple[str, ...]:
     """Check a template's references against ``available`` columns; return them."""
     names = template_columns(template, where)
     if require_column and not names:

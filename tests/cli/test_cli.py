@@ -31,9 +31,13 @@ def test_schema_prints_versioned_json_schema(capsys: pytest.CaptureFixture[str])
 
 
 @pytest.mark.ray
-def test_run_and_explain_a_json_plan(tmp_path: Path, reviews_csv: Path, ray_settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_and_explain_a_json_plan(
+    tmp_path: Path, reviews_csv: Path, ray_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
     plan = tmp_path / "plan.json"
-    plan.write_text(semray.read_csv(reviews_csv).filter("rating >= 4").select("id", "product").to_json(), encoding="utf-8")
+    plan.write_text(
+        semray.read_csv(reviews_csv).filter("rating >= 4").select("id", "product").to_json(), encoding="utf-8"
+    )
     assert main([*state(ray_settings), "run", str(plan), "--format", "csv"]) == 0
     assert capsys.readouterr().out.splitlines() == ["id,product", "1,lamp", "3,lamp"]
     assert main([*state(ray_settings), "run", str(plan), "--format", "json", "--row-ids"]) == 0
@@ -57,7 +61,9 @@ def test_parquet_output_is_written_whole(tmp_path: Path, reviews_csv: Path, ray_
 
 
 @pytest.mark.ray
-def test_failed_run_leaves_no_output(tmp_path: Path, reviews_csv: Path, ray_settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+def test_failed_run_leaves_no_output(
+    tmp_path: Path, reviews_csv: Path, ray_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text(semray.read_csv(reviews_csv).select(x="CAST(product AS INTEGER)").to_json(), encoding="utf-8")
     out = tmp_path / "out.parquet"
@@ -97,7 +103,9 @@ def test_bad_input_exits_2_with_a_message(argv: list[str], message: str, capsys:
     assert err.startswith("error: ") and message in err
 
 
-def test_malformed_plan_names_the_bad_field(tmp_path: Path, reviews_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_malformed_plan_names_the_bad_field(
+    tmp_path: Path, reviews_csv: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     document = json.loads(semray.read_csv(reviews_csv).filter("rating > 1").to_json())
     document["plan"]["input"]["source"]["kind"] = "xls"
     plan = tmp_path / "bad.json"

@@ -33,8 +33,18 @@ def token_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
     env = {**os.environ, "HOME": str(home), "RAY_AUTH_MODE": "token", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     subprocess.run([str(RAY), "get-auth-token", "--generate"], env=env, check=True, capture_output=True, timeout=60)
     head = subprocess.Popen(
-        [str(RAY), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=1",
-         "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats"],
+        [
+            str(RAY),
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--port={port}",
+            "--num-cpus=1",
+            "--include-dashboard=false",
+            f"--temp-dir={temp}",
+            "--disable-usage-stats",
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -63,7 +73,8 @@ def _connect(env: dict[str, str], settings: str) -> subprocess.CompletedProcess[
         "else:\n"
         "    import ray\n"
         "    from ray.data import DataContext\n"
-        "    print('connected', ray.cluster_resources().get('CPU'), DataContext.get_current().execution_options.preserve_order)\n"
+        "    ordered = DataContext.get_current().execution_options.preserve_order\n"
+        "    print('connected', ray.cluster_resources().get('CPU'), ordered)\n"
     )
     return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=150)
 

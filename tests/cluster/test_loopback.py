@@ -29,8 +29,15 @@ def test_no_socket_on_another_address(ray_settings: Settings) -> None:
             ours.add(process.info["pid"])
     listening = [c for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.pid in ours]
     assert listening, "expected Ray to listen somewhere"
-    exposed = [(c.laddr.ip, c.laddr.port, c.pid) for c in listening if c.laddr.ip not in ("127.0.0.1", "::ffff:127.0.0.1", "::1")]
-    assert not exposed, f"sockets outside loopback: {exposed}\n" + subprocess.run(["ss", "-tlnp"], capture_output=True, text=True).stdout
+    exposed = [
+        (c.laddr.ip, c.laddr.port, c.pid)
+        for c in listening
+        if c.laddr.ip not in ("127.0.0.1", "::ffff:127.0.0.1", "::1")
+    ]
+    assert not exposed, (
+        f"sockets outside loopback: {exposed}\n"
+        + subprocess.run(["ss", "-tlnp"], capture_output=True, text=True).stdout
+    )
 
 
 def test_temp_dir_is_short_even_for_deep_state_dirs(tmp_path: Path) -> None:

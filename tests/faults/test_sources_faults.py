@@ -622,10 +622,11 @@ def test_lenient_reads_still_count_and_log(tmp_path: Path) -> None:
     assert [entry["count"] for entry in logs if entry["event"] == "source_invalid_utf8"] == [1]
 
 
-@pytest.mark.parametrize("options", [{"delimiter": ";;"}, {"delimiter": ""}, {"delimiter": "\n"}, {"quote_char": "ab"},
-                                     {"delimiter": '"'}])
+@pytest.mark.parametrize(
+    "options", [{"delimiter": ";;"}, {"delimiter": ""}, {"delimiter": "\n"}, {"quote_char": "ab"}, {"delimiter": '"'}]
+)
 def test_csv_format_options_are_one_character(tmp_path: Path, options: dict[str, str]) -> None:
     path = tmp_path / "t.csv"
     path.write_text("a,b\n1,2\n", encoding="utf-8")
-    with pytest.raises(SourceError, match="delimiter|quote_char"):
+    with pytest.raises(SourceError, match=r"delimiter|quote_char"):
         open_source("csv", str(path), options)

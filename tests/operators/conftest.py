@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from semray.operators import Schema, Scan, SourceSpec
+from semray.operators import Scan, Schema, SourceSpec
 
 
 @pytest.fixture

@@ -62,8 +62,14 @@ def test_parse_error_names_position(reviews: Scan) -> None:
 
 
 def test_project_types_are_derived(reviews: Scan) -> None:
-    node = Project(input=reviews, exprs=(NamedExpr(name="double", expr="rating * 2.5"), NamedExpr(name="p", expr="upper(product)")))
-    assert [(c.name, c.type) for c in node.output_schema] == [("_rowid", "VARCHAR"), ("double", "DECIMAL(21,1)"), ("p", "VARCHAR")]
+    node = Project(
+        input=reviews, exprs=(NamedExpr(name="double", expr="rating * 2.5"), NamedExpr(name="p", expr="upper(product)"))
+    )
+    assert [(c.name, c.type) for c in node.output_schema] == [
+        ("_rowid", "VARCHAR"),
+        ("double", "DECIMAL(21,1)"),
+        ("p", "VARCHAR"),
+    ]
 
 
 def test_join_suffixes_clashing_right_columns(reviews: Scan, products: Scan) -> None:
@@ -88,8 +94,16 @@ def test_semi_join_keeps_left_columns(reviews: Scan, products: Scan) -> None:
 
 
 def test_aggregate_schema_and_validation(reviews: Scan) -> None:
-    node = Aggregate(input=reviews, keys=("product",), aggs=(NamedExpr(name="n", expr="count(*)"), NamedExpr(name="avg", expr="avg(rating)")))
-    assert [(c.name, c.type) for c in node.output_schema][1:] == [("product", "VARCHAR"), ("n", "BIGINT"), ("avg", "DOUBLE")]
+    node = Aggregate(
+        input=reviews,
+        keys=("product",),
+        aggs=(NamedExpr(name="n", expr="count(*)"), NamedExpr(name="avg", expr="avg(rating)")),
+    )
+    assert [(c.name, c.type) for c in node.output_schema][1:] == [
+        ("product", "VARCHAR"),
+        ("n", "BIGINT"),
+        ("avg", "DOUBLE"),
+    ]
     with pytest.raises(ExpressionError, match="not an aggregate"):
         Aggregate(input=reviews, keys=("product",), aggs=(NamedExpr(name="r", expr="rating"),))
 
@@ -118,12 +132,25 @@ def test_semantic_templates_are_checked(reviews: Scan, products: Scan) -> None:
 
 
 def test_semantic_output_schemas(reviews: Scan, products: Scan) -> None:
-    assert SemMap(input=reviews, instruction="{review}", output="score", output_type="int", lo=1, hi=5).output_schema.names[-1] == "score"
-    extract = SemExtract(input=reviews, instruction="{review}", fields=(ExtractField(name="issue"), ExtractField(name="cost", type="float")))
+    assert (
+        SemMap(
+            input=reviews, instruction="{review}", output="score", output_type="int", lo=1, hi=5
+        ).output_schema.names[-1]
+        == "score"
+    )
+    extract = SemExtract(
+        input=reviews,
+        instruction="{review}",
+        fields=(ExtractField(name="issue"), ExtractField(name="cost", type="float")),
+    )
     assert [c.type for c in extract.output_schema][-2:] == ["VARCHAR", "DOUBLE"]
     assert SemClassify(input=reviews, instruction="{review}", labels=("pos", "neg")).output_schema.names[-1] == "label"
     assert SemTopK(input=reviews, instruction="most useful {review}", k=3).output_schema.names[-1] == "rank"
-    assert SemAgg(input=reviews, instruction="summarise {review}", keys=("product",)).output_schema.names == ("_rowid", "product", "answer")
+    assert SemAgg(input=reviews, instruction="summarise {review}", keys=("product",)).output_schema.names == (
+        "_rowid",
+        "product",
+        "answer",
+    )
     assert SemSearch(input=reviews, column="review", query="late delivery", k=5).output_schema.names[-1] == "score"
     joined = SemJoin(left=reviews, right=products, instruction="{l.review} is about {r.product}")
     assert "product_right" in joined.output_schema.names
@@ -175,7 +202,10 @@ def test_with_children_replaces_in_order(reviews: Scan, products: Scan) -> None:
 
 
 def test_explain_tree(reviews: Scan, products: Scan) -> None:
-    plan = Limit(input=Join(left=Filter(input=reviews, predicate="rating >= 4"), right=products, on="l.product = r.product"), count=3)
+    plan = Limit(
+        input=Join(left=Filter(input=reviews, predicate="rating >= 4"), right=products, on="l.product = r.product"),
+        count=3,
+    )
     assert render_tree(plan).splitlines() == [
         "Limit 3",
         "└─ Join inner on l.product = r.product",

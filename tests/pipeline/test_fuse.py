@@ -17,7 +17,7 @@ def test_chains_of_batch_sql_become_one_statement() -> None:
     stage = lower(query.plan, Settings())
     assert isinstance(stage, BatchSqlStage) and isinstance(stage.inputs[0], ReadStage)
     assert render_stages(stage).splitlines()[0] == (
-        "BatchSql[filter + project + project] SELECT _rowid, (c) AS \"c\" FROM (SELECT _rowid, (a) AS \"a\", "
+        'BatchSql[filter + project + project] SELECT _rowid, (c) AS "c" FROM (SELECT _rowid, (a) AS "a", '
         "(b || '!') AS \"c\" FROM (SELECT * FROM batch WHERE (a > 1)) AS batch) AS batch"
     )
 
@@ -43,4 +43,7 @@ def test_a_filter_stays_countable_a_projection_fuses_over_it() -> None:
 def test_nest_replaces_only_the_table_not_strings() -> None:
     fused = nest("SELECT a FROM batch WHERE s = 'FROM batch'", "SELECT * FROM batch")
     assert fused == "SELECT a FROM (SELECT * FROM batch) AS batch WHERE s = 'FROM batch'"
-    assert nest("SELECT l.a FROM batch AS l", "SELECT 1 AS a FROM batch") == "SELECT l.a FROM (SELECT 1 AS a FROM batch) AS l"
+    assert (
+        nest("SELECT l.a FROM batch AS l", "SELECT 1 AS a FROM batch")
+        == "SELECT l.a FROM (SELECT 1 AS a FROM batch) AS l"
+    )

@@ -61,42 +61,67 @@ def q(tables: dict[str, pa.Table], name: str, settings: Settings) -> semray.Quer
 
 
 def test_filter_project(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
-    result = q(tables, "reviews", ray_settings).filter("rating >= 4 AND product <> 'p3'").select("id", up="upper(product)").collect()
+    result = (
+        q(tables, "reviews", ray_settings)
+        .filter("rating >= 4 AND product <> 'p3'")
+        .select("id", up="upper(product)")
+        .collect()
+    )
     expected = duck("SELECT id, upper(product) FROM reviews WHERE rating >= 4 AND product <> 'p3'", tables)
     assert same_multiset(rows(result), expected)
     assert result.schema.names == ["_rowid", "id", "up"]
 
 
 def test_sort_limit_offset_with_nulls(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
-    result = q(tables, "reviews", ray_settings).sort("rating", "id", descending=[True, False]).limit(20, offset=25).collect()
+    result = (
+        q(tables, "reviews", ray_settings).sort("rating", "id", descending=[True, False]).limit(20, offset=25).collect()
+    )
     expected = duck("SELECT * FROM reviews ORDER BY rating DESC NULLS LAST, id LIMIT 20 OFFSET 25", tables)
     assert rows(result) == expected
     nulls_first = q(tables, "reviews", ray_settings).sort("rating", "id", nulls_first=True).limit(40).collect()
-    assert rows(nulls_first) == duck("SELECT * FROM reviews ORDER BY rating NULLS FIRST, id NULLS FIRST LIMIT 40", tables)
+    assert rows(nulls_first) == duck(
+        "SELECT * FROM reviews ORDER BY rating NULLS FIRST, id NULLS FIRST LIMIT 40", tables
+    )
 
 
-@pytest.mark.parametrize("how,sql", [
-    ("inner", "SELECT r.*, p.product, p.category, p.price FROM reviews r JOIN products p ON r.product = p.product"),
-    ("left", "SELECT r.*, p.product, p.category, p.price FROM reviews r LEFT JOIN products p ON r.product = p.product"),
-    ("semi", "SELECT r.* FROM reviews r SEMI JOIN products p ON r.product = p.product"),
-    ("anti", "SELECT r.* FROM reviews r ANTI JOIN products p ON r.product = p.product"),
-])
+@pytest.mark.parametrize(
+    "how,sql",
+    [
+        ("inner", "SELECT r.*, p.product, p.category, p.price FROM reviews r JOIN products p ON r.product = p.product"),
+        (
+            "left",
+            "SELECT r.*, p.product, p.category, p.price FROM reviews r LEFT JOIN products p ON r.product = p.product",
+        ),
+        ("semi", "SELECT r.* FROM reviews r SEMI JOIN products p ON r.product = p.product"),
+        ("anti", "SELECT r.* FROM reviews r ANTI JOIN products p ON r.product = p.product"),
+    ],
+)
 def test_joins_match_duckdb(tables: dict[str, pa.Table], ray_settings: Settings, how: str, sql: str) -> None:
-    joined = q(tables, "reviews", ray_settings).join(q(tables, "products", ray_settings), "l.product = r.product", how=how)  # type: ignore[arg-type]
+    joined = q(tables, "reviews", ray_settings).join(
+        q(tables, "products", ray_settings), "l.product = r.product", how=how
+    )  # type: ignore[arg-type]
     result = joined.collect()
     assert same_multiset(rows(result), duck(sql, tables))
     assert len(set(result.column("_rowid").to_pylist())) == result.num_rows
 
 
 def test_join_with_residual(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
-    joined = q(tables, "reviews", ray_settings).join(q(tables, "products", ray_settings), "l.product = r.product AND l.rating > r.price / 10")
-    expected = duck("SELECT r.*, p.* FROM reviews r JOIN products p ON r.product = p.product AND r.rating > p.price / 10", tables)
+    joined = q(tables, "reviews", ray_settings).join(
+        q(tables, "products", ray_settings), "l.product = r.product AND l.rating > r.price / 10"
+    )
+    expected = duck(
+        "SELECT r.*, p.* FROM reviews r JOIN products p ON r.product = p.product AND r.rating > p.price / 10", tables
+    )
     assert same_multiset(rows(joined.collect()), expected)
 
 
 def test_group_by_and_global_aggregate(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
-    grouped = q(tables, "reviews", ray_settings).aggregate(by="product", n="count(*)", avg="avg(rating)", d="count(DISTINCT rating)")
-    expected = duck("SELECT product, count(*), avg(rating), count(DISTINCT rating) FROM reviews GROUP BY product", tables)
+    grouped = q(tables, "reviews", ray_settings).aggregate(
+        by="product", n="count(*)", avg="avg(rating)", d="count(DISTINCT rating)"
+    )
+    expected = duck(
+        "SELECT product, count(*), avg(rating), count(DISTINCT rating) FROM reviews GROUP BY product", tables
+    )
     assert same_multiset(rows(grouped.collect()), expected)
     total = q(tables, "reviews", ray_settings).aggregate(n="count(*)", s="sum(rating)").collect()
     assert rows(total) == duck("SELECT count(*), sum(rating) FROM reviews", tables)
@@ -113,7 +138,10 @@ def test_distinct_and_union(tables: dict[str, pa.Table], ray_settings: Settings)
     assert same_multiset(rows(reviews.distinct().collect()), duck("SELECT DISTINCT product FROM reviews", tables))
     both = reviews.union(reviews).collect()
     assert both.num_rows == 2000 and len(set(both.column("_rowid").to_pylist())) == 2000
-    assert same_multiset(rows(reviews.union(reviews, distinct=True).collect()), duck("SELECT product FROM reviews UNION SELECT product FROM reviews", tables))
+    assert same_multiset(
+        rows(reviews.union(reviews, distinct=True).collect()),
+        duck("SELECT product FROM reviews UNION SELECT product FROM reviews", tables),
+    )
 
 
 def test_row_ids_are_stable_and_unique(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
@@ -177,4 +205,3 @@ def test_explain_after_a_run_shows_the_rows_each_operator_passed_on(
     assert plain.operator_rows == {} and "rows were not counted in this run" in query.explain(plain)
     uncounted = query.with_settings(ray_settings.model_copy(update={"count_rows": "off"})).execute()
     assert uncounted.operator_rows == {} and uncounted.table.num_rows == 4
-

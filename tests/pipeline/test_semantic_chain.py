@@ -16,7 +16,9 @@ pytestmark = pytest.mark.ray
 def test_four_semantic_operators_in_a_row(ray_settings: Settings) -> None:
     corpus = generate(60)
     exact = {"sim-small": ModelProfile(error_rate=0.0), "sim-large": ModelProfile(error_rate=0.0)}
-    reviews = semray.from_arrow(corpus.reviews, "chain-reviews", settings=ray_settings).with_serving(demo_serving(corpus, exact))
+    reviews = semray.from_arrow(corpus.reviews, "chain-reviews", settings=ray_settings).with_serving(
+        demo_serving(corpus, exact)
+    )
     query = (
         reviews.sem_classify("the sentiment of {review}", "positive|negative|neutral", output="sentiment")
         .sem_classify("the aspect of {review}", "quality|price|delivery|support", output="aspect")
@@ -34,8 +36,12 @@ def test_four_semantic_operators_in_a_row(ray_settings: Settings) -> None:
 def test_diagnostics_columns(ray_settings: Settings) -> None:
     corpus = generate(40)
     exact = {"sim-small": ModelProfile(error_rate=0.0), "sim-large": ModelProfile(error_rate=0.0)}
-    reviews = semray.from_arrow(corpus.reviews, "diag-reviews", settings=ray_settings).with_serving(demo_serving(corpus, exact))
-    table = reviews.sem_classify("the sentiment of {review}", "positive|negative|neutral", output="s", diagnostics=True).collect()
+    reviews = semray.from_arrow(corpus.reviews, "diag-reviews", settings=ray_settings).with_serving(
+        demo_serving(corpus, exact)
+    )
+    table = reviews.sem_classify(
+        "the sentiment of {review}", "positive|negative|neutral", output="s", diagnostics=True
+    ).collect()
     assert table.column_names[-4:] == ["s", "_tier", "_confidence", "_error"]
     assert set(table.column("_tier").to_pylist()) == {"large"}
     confidences = table.column("_confidence").to_pylist()

@@ -187,3 +187,11 @@ def test_the_documented_profile_loads(tmp_path: Path) -> None:
     (block,) = [part.split("```", 1)[0] for part in text.split("```toml\n")[1:] if "H200" in part]
     config = load_profile(_write(tmp_path, block))
     assert (config.large.backend, config.large.accelerator_type, config.small.backend) == ("vllm", "H200", "openai")
+
+
+def test_the_readme_profiles_load(tmp_path: Path) -> None:
+    text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    blocks = [part.split("```", 1)[0] for part in text.split("```toml\n")[1:]]
+    assert len(blocks) >= 2
+    backends = {load_profile(_write(tmp_path, block)).large.backend for block in blocks}
+    assert backends == {"openai", "vllm"}
