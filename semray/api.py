@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -371,7 +372,9 @@ class Query:
         """
         from semray.pipeline.run import execute
 
-        return execute(*self._to_run(optimize, policy, measure), self._tiers(), self._planning(policy, measure))
+        result = execute(*self._to_run(optimize, policy, measure), self._tiers(), self._planning(policy, measure))
+        warnings = quality_warnings(self._plan)
+        return dataclasses.replace(result, warnings=warnings) if warnings else result
 
     def to_pandas(self) -> Any:
         return self.collect().to_pandas()

@@ -95,6 +95,8 @@ class Result:
     operators that keep every row are not counted (they pass on their input's count)."""
     failures: FailedRows = field(default_factory=FailedRows)
     """Rows each semantic operator asked about and how many got no answer (over all attempts)."""
+    warnings: tuple[str, ...] = ()
+    """Quality targets the plan asked for but could not meet as asked (``quality_warnings``)."""
 
     @property
     def statistics(self) -> PlanStatistics | None:

@@ -122,3 +122,18 @@ def test_certifiable_level_is_where_the_threshold_walk_stops_passing() -> None:
                 confidence, design, np.ones(design.draws.shape[0]), target_accuracy=level, delta=0.05
             )
             assert (choice.decided_fraction > 0) is decides, (level, budget, choice)
+
+
+def test_the_result_of_a_run_carries_the_warning(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
+    import semray
+    import semray.pipeline.run as run_module
+
+    csv = tmp_path / "r.csv"
+    csv.write_text("review\ngood\n", encoding="utf-8")
+    monkeypatch.setattr(run_module, "execute", lambda *args: run_module.Result(pa.table({"review": ["good"]})))
+    query = semray.read_csv(csv).sem_filter("{review} is positive", quality=0.999)
+    (warning,) = query.execute(optimize=False).warnings
+    assert "cannot be certified" in warning
+    assert semray.read_csv(csv).sem_filter("{review} is positive", quality=0.9).execute(optimize=False).warnings == ()
