@@ -16,11 +16,12 @@ from semray.operators.relational import Aggregate, Distinct, Filter, Join, Limit
 from semray.operators.schema import ROW_ID, quote
 from semray.pipeline.fuse import fuse_batch_sql
 from semray.pipeline.lower_semantic import operator_key
-from semray.pipeline.sizing import estimate_rows, fits_one_task
+from semray.pipeline.sizing import LIMIT_GROWTH, estimate_rows, fits_one_task, limit_first_rows
 from semray.pipeline.spec import (
     BatchSqlStage,
     BroadcastJoinStage,
     GatherSqlStage,
+    GrowingLimitStage,
     JoinStage,
     LimitStage,
     PartitionedSqlStage,
@@ -282,7 +283,20 @@ def lower_limit(node: Node, settings: Settings) -> Stage:
     assert isinstance(node, Limit)
     # Small model batches below a LIMIT: it stops the stream after a few of them.
     small_batches = settings.model_copy(update={"semantic_batch_max": settings.semantic_batch_size})
-    return LimitStage(count=node.count, offset=node.offset, inputs=(lower(node.input, small_batches),))
+    upstream = lower(node.input, small_batches)
+    first_rows = limit_first_rows(node)
+    if first_rows is None:
+        return LimitStage(count=node.count, offset=node.offset, inputs=(upstream,))
+    # A semantic chain right under the LIMIT: round trips that grow from about LIMIT / selectivity
+    # rows, so the model is asked for little more than the rows the LIMIT keeps.
+    return GrowingLimitStage(
+        count=node.count,
+        offset=node.offset,
+        first_rows=first_rows,
+        growth=LIMIT_GROWTH,
+        max_rows=max(settings.semantic_batch_max, first_rows),
+        inputs=(upstream,),
+    )
 
 
 def lower_union(node: Node, settings: Settings) -> Stage:

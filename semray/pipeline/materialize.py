@@ -20,12 +20,14 @@ from ray.exceptions import RayError, RayTaskError
 
 from semray.errors import ExecutionError, LoweringError, SemrayError, SourceError
 from semray.pipeline.batch_sql import empty_table, run_sql
+from semray.pipeline.limit_rounds import limited_rows
 from semray.pipeline.lower import PARTITION
 from semray.pipeline.row_counts import RowCounts, count_rows, new_execution, take_counts
 from semray.pipeline.spec import (
     BatchSqlStage,
     BroadcastJoinStage,
     GatherSqlStage,
+    GrowingLimitStage,
     JoinStage,
     LimitStage,
     PartitionedSqlStage,
@@ -292,6 +294,57 @@ def build_limit(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     return rd.from_arrow(table.slice(stage.offset, stage.count))
 
 
+def build_growing_limit(stage: Stage, context: ExecutionContext) -> rd.Dataset:
+    """Run the semantic chain under the LIMIT on the driver in growing round trips (see
+    ``limit_rounds``); what lies under the chain streams, and stops once the rounds are done."""
+    assert isinstance(stage, GrowingLimitStage)
+    steps: list[Callable[[pa.Table], pa.Table]] = []
+    below = stage.inputs[0]
+    while type(below) in (SemanticStage, BatchSqlStage):
+        steps.append(_driver_step(below, context))
+        below = below.inputs[0]
+    steps.reverse()
+    wanted = stage.count + stage.offset
+    with reported_failures():
+        batches = materialize(below, context).iter_batches(batch_size=None, batch_format="pyarrow")
+        try:
+            outputs = limited_rows(iter(batches), steps, wanted, stage.first_rows, stage.growth, stage.max_rows)
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()  # stops the stream under the chain
+    if not outputs:
+        return rd.from_arrow(pa.table({}))
+    table = pa.concat_tables(outputs, promote_options="default")
+    return rd.from_arrow(table.slice(stage.offset, stage.count))
+
+
+def _driver_step(stage: Stage, context: ExecutionContext) -> Callable[[pa.Table], pa.Table]:
+    """One stage of a chain under a ``GrowingLimitStage`` as a function of a batch, counting the
+    rows of its operators as ``materialize`` would."""
+    if isinstance(stage, SemanticStage):
+        if context.tiers is None:
+            raise LoweringError("a semantic stage needs model tiers; run it through semray.pipeline.run")
+        return SemanticBatchUDF(
+            stage.task,
+            stage.operator_key,
+            context.tiers,
+            context.ledger,
+            row_counts=context.row_counts,
+            counted_as=stage.operators,
+        )
+    assert isinstance(stage, BatchSqlStage)
+    sql, counts, operators = stage.sql, context.row_counts, stage.operators
+
+    def step(batch: pa.Table) -> pa.Table:
+        output = run_sql(batch, sql)
+        if counts is not None and operators:
+            count_rows(output, counts, operators)
+        return output
+
+    return step
+
+
 def build_union(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, UnionStage)
     first, *rest = (materialize(child, context) for child in stage.inputs)
@@ -427,6 +480,7 @@ BUILDERS: dict[type[Stage], Callable[[Stage, ExecutionContext], rd.Dataset]] = {
     JoinStage: build_join,
     SortStage: build_sort,
     LimitStage: build_limit,
+    GrowingLimitStage: build_growing_limit,
     UnionStage: build_union,
     SemanticStage: build_semantic,
 }

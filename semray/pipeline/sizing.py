@@ -7,6 +7,7 @@ intervals) replaces these once it exists.
 from __future__ import annotations
 
 import functools
+import math
 
 from semray.operators.base import Node
 from semray.operators.relational import Join, Limit, Scan, SourceSpec, Union
@@ -60,3 +61,44 @@ def semantic_batch_rows(node_input: Node, settings: Settings) -> int:
 def fits_one_task(node: Node, limit: int) -> bool:
     count = estimate_rows(node)
     return count is not None and count <= limit
+
+
+LIMIT_GROWTH = 2
+"""Under a LIMIT, each round trip of a semantic chain covers this many times the rows of the last."""
+
+
+def limit_first_rows(limit: Limit) -> int | None:
+    """Input rows the first round trip of a ``LIMIT`` over a chain of row-wise semantic operators
+    covers: about ``(count + offset) / selectivity`` of the chain; None when ``limit.input`` is no
+    such chain (it lowers to a plain ``LimitStage``).
+
+    The chain is what lies directly under the LIMIT: row-wise semantic operators without a quality
+    target (a cascade blocks the stream anyway), relational filters and projections between them,
+    at least one semantic operator. Lowering sees no measured statistics, so each semantic filter
+    counts at the cost model's ``UNMEASURED_SELECTIVITY`` (0.5) and each relational filter at its
+    ``DEFAULT_FILTER_SELECTIVITY`` (1/3); maps, classifications and extractions keep every row.
+    Example: ``sem_filter(a).sem_filter(b).limit(5)`` asks 5 / (0.5 x 0.5) = 20 rows first.
+    """
+    from semray.cost_model.plan_cost import UNMEASURED_SELECTIVITY
+    from semray.cost_model.relational_cost import DEFAULT_FILTER_SELECTIVITY
+    from semray.operators.relational import Filter, Project
+    from semray.operators.semantic import Semantic, SemClassify, SemExtract, SemFilter, SemMap
+
+    selectivity, semantic = 1.0, 0
+    node: Node = limit.input
+    while True:
+        if isinstance(node, SemFilter | SemMap | SemClassify | SemExtract):
+            assert isinstance(node, Semantic)
+            if node.cascades() is not None:
+                return None
+            semantic += 1
+            if isinstance(node, SemFilter):
+                selectivity *= UNMEASURED_SELECTIVITY.value
+        elif isinstance(node, Filter):
+            selectivity *= DEFAULT_FILTER_SELECTIVITY.value
+        elif not isinstance(node, Project):
+            break
+        node = node.children[0]
+    if not semantic:
+        return None
+    return max(1, math.ceil((limit.count + limit.offset) / selectivity))

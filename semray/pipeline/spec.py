@@ -132,6 +132,26 @@ class LimitStage(Stage):
 
 
 @dataclass(frozen=True, slots=True)
+class GrowingLimitStage(LimitStage):
+    """A LIMIT over a chain of row-wise semantic stages (and per-batch SQL between them) that the
+    driver runs in round trips that grow: the first over ``first_rows`` input rows, each later one
+    ``growth`` times the last (at most ``max_rows``), none once ``count + offset`` rows passed.
+
+    Its input is the chain as lowered; what lies under the chain streams as usual.
+    """
+
+    first_rows: int = 1
+    growth: int = 2
+    max_rows: int = 256
+
+    def describe(self) -> str:
+        return (
+            f"{LimitStage.describe(self)} (semantic round trips of {self.first_rows} rows, "
+            f"x{self.growth} each, at most {self.max_rows}, until enough rows passed)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class UnionStage(Stage):
     def describe(self) -> str:
         return f"Union of {len(self.inputs)}"

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import semray
+from semray.pipeline.limit_rounds import limited_rows, next_round
 from semray.pipeline.lower import lower
-from semray.pipeline.spec import SemanticStage, Stage
+from semray.pipeline.spec import GrowingLimitStage, LimitStage, SemanticStage, Stage
 from semray.settings import Settings
 
 
@@ -34,3 +37,41 @@ def test_batches_grow_with_the_input_and_stay_small_under_a_limit(tmp_path: Path
     assert semantic_batches(lower(large.plan, settings.model_copy(update={"semantic_batch_max": 32}))) == [32]
     middle = semray.read_parquet(tickets(tmp_path, 4_000)).sem_filter("{text} is urgent")
     assert semantic_batches(lower(middle.plan, settings)) == [125]  # 4,000 / (2 actors x 16)
+
+
+def test_a_limit_over_a_semantic_chain_asks_limit_over_selectivity_rows_first(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path / "state")
+    scan = semray.read_parquet(tickets(tmp_path, 2_000))
+    one = lower(scan.sem_filter("{text} is urgent").limit(5).plan, settings)
+    assert isinstance(one, GrowingLimitStage) and one.first_rows == 10  # 5 / 0.5 (unmeasured selectivity)
+    assert semantic_batches(one) == [32]
+    two = lower(scan.sem_filter("{text} is urgent").sem_filter("{text} is late").limit(5, offset=5).plan, settings)
+    assert isinstance(two, GrowingLimitStage) and two.first_rows == 40  # 10 / (0.5 x 0.5)
+    mapped = lower(scan.sem_map("{text} in one word", output="word").limit(5).plan, settings)
+    assert isinstance(mapped, GrowingLimitStage) and mapped.first_rows == 5  # a map keeps every row
+    cascade = lower(scan.sem_filter("{text} is urgent").with_quality(0.9).limit(5).plan, settings)
+    assert type(cascade) is LimitStage  # a cascade blocks: it keeps its own stage
+    relational = lower(scan.filter("text <> ''").limit(5).plan, settings)
+    assert type(relational) is LimitStage
+
+
+def test_round_trips_grow_and_stop_once_the_limit_is_reached() -> None:
+    asked: list[int] = []
+
+    def keep_a_quarter(batch: pa.Table) -> pa.Table:
+        asked.append(batch.num_rows)
+        return batch.filter(pc.equal(pc.bit_wise_and(batch["a"], 3), 0))  # a quarter of the rows
+
+    batches = iter([pa.table({"a": list(range(start, start + 7))}) for start in range(0, 700, 7)])
+    out = limited_rows(batches, [keep_a_quarter], wanted=20, first_rows=10, growth=2, max_rows=64)
+    kept = [value for table in out for value in table.column("a").to_pylist()]
+    assert kept[:20] == list(range(0, 80, 4))
+    assert sum(asked) <= 3 * 20 * 4 and asked[0] == 10
+    assert all(later <= 2 * earlier for earlier, later in itertools.pairwise(asked))
+    assert next(batches).column("a")[0].as_py() < 200  # the input was not drained
+
+
+def test_next_round_doubles_until_the_seen_selectivity_says_less_will_do() -> None:
+    assert next_round(10, 10, 0, 5, 2, 256) == 20
+    assert next_round(200, 300, 0, 5, 2, 256) == 256
+    assert next_round(10, 10, 4, 5, 2, 256) == 3  # one more row at 4 in 10
