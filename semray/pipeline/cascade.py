@@ -121,7 +121,8 @@ def build_cascade(stage: Stage, context: ExecutionContext) -> rd.Dataset:
         route = router.route_small(route, proxy, small_confidence, design, correct)
 
     _journal_route(stage, context.ledger, route, ids, proxy, small_confidence, sample, large_keys)
-    return with_small.map_batches(FinalUDF, fn_constructor_args=(large, route, frozenset(sample)), **pool)
+    final: rd.Dataset = with_small.map_batches(FinalUDF, fn_constructor_args=(large, route, frozenset(sample)), **pool)
+    return final
 
 
 def _pool(stage: CascadeStage, context: ExecutionContext) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-import duckdb
 import sqlglot
 from sqlglot import exp
 
@@ -13,6 +12,7 @@ from semray.errors import LoweringError
 from semray.operators.base import Node
 from semray.operators.expressions import DIALECT
 from semray.operators.relational import Aggregate, Distinct, Filter, Join, Limit, Project, Scan, Sort, Union
+from semray.operators.safe_sql import isolated_connection
 from semray.operators.schema import ROW_ID, quote
 from semray.pipeline.fuse import fuse_batch_sql
 from semray.pipeline.lower_semantic import operator_key
@@ -173,7 +173,9 @@ def common_type(left: str, right: str) -> str:
     """The type DuckDB compares two key types in, e.g. BIGINT and DOUBLE -> DOUBLE."""
     if left == right:
         return left
-    return str(duckdb.sql(f"SELECT typeof(coalesce(NULL::{left}, NULL::{right}))").fetchone()[0])  # type: ignore[index]
+    row = isolated_connection().execute(f"SELECT typeof(coalesce(NULL::{left}, NULL::{right}))").fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 def _resolve_join_columns(predicate: str, node: Join) -> str:

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import ray
@@ -102,8 +102,9 @@ def materialize(stage: Stage, context: ExecutionContext | None = None) -> rd.Dat
     counted_inside = type(stage) is SemanticStage
     if not stage.operators or context.row_counts is None or counted_inside:
         return dataset
+    # Ray Data's stubs take only one-argument functions; fn_args is how Ray passes the rest.
     return dataset.map_batches(
-        count_rows,
+        count_rows,  # type: ignore[arg-type]
         fn_args=(context.row_counts, stage.operators),
         batch_format="pyarrow",
         batch_size=None,
@@ -112,7 +113,7 @@ def materialize(stage: Stage, context: ExecutionContext | None = None) -> rd.Dat
     )
 
 
-class SourceDatasource(Datasource):  # type: ignore[misc]
+class SourceDatasource(Datasource):
     """Ray Data datasource over a semray source's read tasks (stable row ids included)."""
 
     def __init__(self, stage: ReadStage) -> None:
@@ -169,7 +170,10 @@ def build_read(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     _size_blocks_like_batches(datasource, stage.batch_rows)
     # One block stream per read task: Ray would otherwise split outputs to reach its
     # default parallelism (200 blocks for 1,000 rows, each a scheduled task downstream).
-    return rd.read_datasource(datasource, override_num_blocks=max(1, datasource.task_count), num_cpus=TASK_CPUS)
+    dataset: rd.Dataset = rd.read_datasource(
+        datasource, override_num_blocks=max(1, datasource.task_count), num_cpus=TASK_CPUS
+    )
+    return dataset
 
 
 MIN_BLOCK_BYTES = 64 * 1024
@@ -209,7 +213,12 @@ def build_batch_sql(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, BatchSqlStage)
     upstream = materialize(stage.inputs[0], context)
     return upstream.map_batches(
-        run_sql, fn_args=(stage.sql,), batch_format="pyarrow", batch_size=None, zero_copy_batch=True, num_cpus=TASK_CPUS
+        run_sql,  # type: ignore[arg-type]
+        fn_args=(stage.sql,),
+        batch_format="pyarrow",
+        batch_size=None,
+        zero_copy_batch=True,
+        num_cpus=TASK_CPUS,
     )
 
 
@@ -232,7 +241,7 @@ def build_broadcast_join(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     left, right = stage.inputs
     right_table = _gathered(right, stage.right_columns, context)
     return materialize(left, context).map_batches(
-        _join_batch,
+        _join_batch,  # type: ignore[arg-type]
         fn_args=(right_table, stage.sql),
         batch_format="pyarrow",
         batch_size=None,
@@ -252,7 +261,10 @@ def build_partitioned_sql(stage: Stage, context: ExecutionContext) -> rd.Dataset
     assert isinstance(stage, PartitionedSqlStage)
     upstream = materialize(stage.inputs[0], context)
     return upstream.groupby(PARTITION, num_partitions=stage.num_partitions).map_groups(
-        _run_partition, fn_args=(stage.sql,), batch_format="pyarrow", num_cpus=TASK_CPUS
+        _run_partition,  # type: ignore[arg-type]
+        fn_args=(stage.sql,),
+        batch_format="pyarrow",
+        num_cpus=TASK_CPUS,
     )
 
 
@@ -274,8 +286,8 @@ def build_join(stage: Stage, context: ExecutionContext) -> rd.Dataset:
         right,
         join_type=stage.kind,
         num_partitions=stage.num_partitions,
-        on=stage.left_keys,
-        right_on=stage.right_keys,
+        on=stage.left_keys,  # type: ignore[arg-type]  # the stub says tuple[str], any length works
+        right_on=stage.right_keys,  # type: ignore[arg-type]
     )
 
 
@@ -375,8 +387,9 @@ def iter_batches(
     context = with_actor_budget(stage, context or ExecutionContext())
     with reported_failures():
         for batch in materialize(stage, context).iter_batches(batch_size=batch_rows, batch_format="pyarrow"):
-            if batch.num_rows:
-                yield batch.select(schema.names).cast(schema)
+            table = cast(pa.Table, batch)  # batch_format="pyarrow"
+            if table.num_rows:
+                yield table.select(schema.names).cast(schema)
 
 
 @contextlib.contextmanager
