@@ -1,9 +1,12 @@
 """GROUP BY and aggregates: an Aggregate (or SemAgg) node and the scope after it.
 
 Group keys that are expressions are computed by a Project below the Aggregate, since
-Aggregate keys are column names. Each distinct aggregate call becomes one aggregate
-column, named after its SELECT item when the item is exactly that call. Afterwards,
-SELECT, HAVING and ORDER BY expressions see key columns and aggregate columns only.
+Aggregate keys are column names. Semantic calls in group keys and aggregate arguments
+(``avg(SEM_SCORE(...))``, ``GROUP BY SEM_CLASSIFY(...)``) are answered per row by a
+semantic node below the Aggregate that adds one hidden column per distinct call. Each
+distinct aggregate call becomes one aggregate column, named after its SELECT item when
+the item is exactly that call. Afterwards, SELECT, HAVING and ORDER BY expressions see
+key columns and aggregate columns only.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from semray.sql.context import Context
 from semray.sql.diagnostics import UnsupportedSqlError
 from semray.sql.items import ExprScope, SelectItem, unique_name
 from semray.sql.literals import integer_literal, shown
+from semray.sql.projection import is_semantic_column, with_semantic_outputs
 from semray.sql.rewrite import Replacement, is_aggregate, outermost, plan_column, plan_sql, semantic_name, to_sql
 from semray.sql.scope import Relation, ScopeColumn
-from semray.sql.semantic_calls import located, sem_agg
+from semray.sql.semantic_calls import located, sem_agg, sem_column
 
 
 def is_grouping(node: exp.Expr) -> bool:
@@ -38,20 +42,27 @@ def aggregate(
     select: exp.Select,
     extra: Sequence[exp.Expr],
     context: Context,
+    computed_calls: Sequence[tuple[str, str]] = (),
 ) -> ExprScope:
-    """Group ``relation`` by the GROUP BY keys; ``extra`` are HAVING/ORDER BY expressions."""
+    """Group ``relation`` by the GROUP BY keys; ``extra`` are HAVING/ORDER BY expressions.
+
+    ``computed_calls`` are semantic calls WHERE already computed on ``relation.node``, as
+    (call SQL, column) pairs; they are reused rather than asked again.
+    """
     source = context.source
     key_exprs = group_expressions(select, items, relation, context)
+    relation, semantic_outputs = _hoist_semantic_calls(relation, items, key_exprs, extra, context, computed_calls)
+    hoisted = with_semantic_outputs(None, semantic_outputs)
     keys: dict[str, str] = {}  # plan SQL of the key expression -> key column
     computed: list[NamedExpr] = []
     key_columns: list[ScopeColumn] = []
     input_names = {name.lower() for name in relation.node.output_schema.names}
     for expression in key_exprs:
-        if outermost(expression, lambda node: is_grouping(node) or semantic_name(node) is not None):
+        if outermost(expression, lambda node: is_grouping(node) or _other_semantic(node)):
             raise source.unsupported(
                 expression, "an aggregate or semantic function in GROUP BY", "group by columns or scalar expressions"
             )
-        text = plan_sql(expression, relation, source)
+        text = plan_sql(expression, relation, source, hoisted)
         if text in keys:
             continue
         if isinstance(expression, exp.Column):
@@ -59,8 +70,19 @@ def aggregate(
             keys[text] = found.plan_name
             key_columns.append(found)
             continue
+        if is_semantic_column(expression):
+            # The semantic node below already wrote this key as a column: group by it directly.
+            column = semantic_outputs[to_sql(expression)]
+            keys[text] = column
+            key_columns.append(ScopeColumn(None, column, column, in_star=False))
+            continue
         named = next(
-            (item.name for item in items if item.alias and _same(item.expression, expression, relation, context)), None
+            (
+                item.name
+                for item in items
+                if item.alias and _same(item.expression, expression, relation, context, hoisted)
+            ),
+            None,
         )
         name = unique_name(named or f"_key{len(computed)}", input_names | {n.lower() for n in keys.values()})
         computed.append(NamedExpr(name=name, expr=text))
@@ -77,7 +99,7 @@ def aggregate(
     calls: dict[str, exp.Expr] = {}
     for expression in [item.expression for item in items] + list(extra):
         for call in outermost(expression, is_grouping):
-            calls.setdefault(_call_key(call, relation, context), call)
+            calls.setdefault(_call_key(call, relation, context, hoisted), call)
     taken = {name.lower() for name in key_names} | {ROW_ID}
     outputs: dict[str, str] = {}
     for key, call in calls.items():
@@ -86,7 +108,53 @@ def aggregate(
         taken.add(name.lower())
         outputs[key] = name
     node = _aggregate_node(node, calls, outputs, key_names, relation, select, context)
-    return ExprScope(node, Relation(node, tuple(key_columns)), _post_aggregate(relation, keys, outputs, context))
+    post = _post_aggregate(relation, keys, outputs, hoisted, context)
+    return ExprScope(node, Relation(node, tuple(key_columns)), post)
+
+
+def _hoist_semantic_calls(
+    relation: Relation,
+    items: Sequence[SelectItem],
+    key_exprs: Sequence[exp.Expr],
+    extra: Sequence[exp.Expr],
+    context: Context,
+    computed_calls: Sequence[tuple[str, str]],
+) -> tuple[Relation, dict[str, str]]:
+    """Compute each semantic call of a GROUP BY key or an aggregate argument as a column below the Aggregate.
+
+    ``avg(SEM_SCORE('{review}', 1, 5))`` reads one score per row, so the score is a SemMap
+    column of the rows being grouped; so is a ``SEM_CLASSIFY`` key. Identical calls share one
+    column. Returns the relation over the new node and each call's column (keyed by its SQL).
+    """
+    source = context.source
+    calls: list[exp.Expr] = [call for key in key_exprs for call in outermost(key, is_semantic_column)]
+    for expression in [item.expression for item in items] + list(extra):
+        for aggregate_call in outermost(expression, is_grouping):
+            if semantic_name(aggregate_call) != "SEM_AGG":
+                calls.extend(outermost(aggregate_call, is_semantic_column))
+    outputs = dict(computed_calls)
+    node = relation.node
+    for call in calls:
+        key = to_sql(call)
+        if key in outputs:
+            continue
+        taken = {name.lower() for name in node.output_schema.names}
+        named = next(
+            (
+                item.name
+                for item in items
+                if item.alias and to_sql(item.expression) == key and item.name.lower() not in taken
+            ),
+            None,
+        )
+        name = named or unique_name(f"_sem{len(outputs)}", taken | {item.name.lower() for item in items})
+        node = sem_column(node, call, name, relation, source)
+        outputs[key] = name
+    return relation.with_node(node), outputs
+
+
+def _other_semantic(node: exp.Expr) -> bool:
+    return semantic_name(node) is not None and not is_semantic_column(node)
 
 
 def _aggregate_node(
@@ -143,9 +211,9 @@ def group_expressions(
     return expressions
 
 
-def _same(a: exp.Expr, b: exp.Expr, relation: Relation, context: Context) -> bool:
+def _same(a: exp.Expr, b: exp.Expr, relation: Relation, context: Context, hoisted: Replacement | None) -> bool:
     try:
-        return plan_sql(a, relation, context.source) == plan_sql(b, relation, context.source)
+        return plan_sql(a, relation, context.source, hoisted) == plan_sql(b, relation, context.source, hoisted)
     except UnsupportedSqlError:
         return False
 
@@ -154,28 +222,36 @@ def _whole_item(item: SelectItem, call: exp.Expr) -> bool:
     return to_sql(item.expression) == to_sql(call)
 
 
-def _call_key(call: exp.Expr, relation: Relation, context: Context) -> str:
+def _call_key(call: exp.Expr, relation: Relation, context: Context, hoisted: Replacement | None) -> str:
     if semantic_name(call) == "SEM_AGG":
         return "SEM_AGG:" + to_sql(call)
-    return plan_sql(call, relation, context.source)
+    return plan_sql(call, relation, context.source, hoisted)
 
 
-def _post_aggregate(relation: Relation, keys: dict[str, str], outputs: dict[str, str], context: Context) -> Replacement:
-    """The substitution used after aggregation: aggregate calls and key expressions -> columns."""
+def _post_aggregate(
+    relation: Relation, keys: dict[str, str], outputs: dict[str, str], hoisted: Replacement | None, context: Context
+) -> Replacement:
+    """The substitution used after aggregation: aggregate calls and key expressions -> columns.
+
+    Semantic calls computed below the Aggregate (``hoisted``) count as columns of the rows
+    grouped, so a ``SEM_CLASSIFY`` key in the SELECT list becomes its key column.
+    """
     source = context.source
+
+    def computed_below(part: exp.Expr) -> bool:
+        return hoisted is not None and is_semantic_column(part) and hoisted(part) is not None
 
     def replace(node: exp.Expr) -> exp.Expr | None:
         if is_grouping(node):
-            return plan_column(outputs[_call_key(node, relation, context)])
-        if isinstance(node, exp.Literal) or semantic_name(node) is not None:
+            return plan_column(outputs[_call_key(node, relation, context, hoisted)])
+        if isinstance(node, exp.Literal) or (semantic_name(node) is not None and not computed_below(node)):
             return None
-        if not any(isinstance(part, exp.Column) for part in node.walk()):
+        parts = [part for part in node.walk() if isinstance(part, exp.Expr)]
+        if not any(isinstance(part, exp.Column) or computed_below(part) for part in parts):
             return None
-        if any(
-            is_grouping(part) or semantic_name(part) is not None for part in node.walk() if isinstance(part, exp.Expr)
-        ):
+        if any(is_grouping(part) or (semantic_name(part) is not None and not computed_below(part)) for part in parts):
             return None
-        text = plan_sql(node, relation, source)
+        text = plan_sql(node, relation, source, hoisted)
         if text in keys:
             return plan_column(keys[text])
         if isinstance(node, exp.Column):

@@ -110,7 +110,7 @@ def compile_select(select: exp.Select, context: Context) -> Node:
     if needs_aggregation(select, items):
         extra = [having] if having is not None else []
         extra += [ordered.this for ordered in order.expressions] if order is not None else []
-        scope = aggregate(relation, items, select, extra, context)
+        scope = aggregate(relation, items, select, extra, context, scope.semantic_columns)
         scope = apply_predicates(scope, having, context, "HAVING")
     output = compile_items(scope, items, context, [ordered.this for ordered in order.expressions] if order else [])
     return finish_select(scope, output, items, select, context)

@@ -16,7 +16,7 @@ from sqlglot import exp
 from semray.operators import Filter, Node
 from semray.sql.context import Context
 from semray.sql.items import ExprScope, unique_name
-from semray.sql.projection import SEMANTIC_COLUMNS, with_semantic_outputs
+from semray.sql.projection import SEMANTIC_COLUMNS, pending_calls, with_semantic_outputs
 from semray.sql.rewrite import conjuncts, is_aggregate, outermost, plan_sql, semantic_name, to_sql
 from semray.sql.semantic_calls import located, sem_column, sem_filter
 from semray.sql.subqueries import exists_join, is_exists, semi_join
@@ -72,7 +72,7 @@ def filter_on_semantic_columns(
     ``outputs`` maps calls computed so far to their columns; new ones are added to it.
     """
     source = context.source
-    for call in outermost(part, lambda n: semantic_name(n) in SEMANTIC_COLUMNS):
+    for call in pending_calls(part, scope.replace):
         key = to_sql(call)
         if key not in outputs:
             name = unique_name("_sem0", {n.lower() for n in node.output_schema.names})

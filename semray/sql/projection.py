@@ -1,7 +1,9 @@
 """The SELECT list, DISTINCT, ORDER BY and LIMIT of one SELECT: Project, Distinct, Sort, Limit.
 
 Semantic calls in the SELECT list become semantic nodes below the Project, each writing
-its own column (named by the item's alias when the call is the whole item). ORDER BY
+its own column (named by the item's alias when the call is the whole item); after
+GROUP BY, calls already answered below the Aggregate (inside aggregates, group keys) are
+read from its columns instead. ORDER BY
 keys that are not output columns are computed as hidden columns and dropped after the
 Sort and Limit. A Project that would only repeat its input's columns is left out.
 """
@@ -18,7 +20,7 @@ from semray.sql.context import Context
 from semray.sql.diagnostics import QueryText
 from semray.sql.items import ExprScope, SelectItem, unique_name
 from semray.sql.literals import INT64_MAX, integer_literal, shown
-from semray.sql.rewrite import Replacement, outermost, plan_column, plan_sql, semantic_name, to_sql
+from semray.sql.rewrite import Replacement, is_aggregate, plan_column, plan_sql, semantic_name, to_sql
 from semray.sql.semantic_calls import located, sem_column, sem_extract
 
 SEMANTIC_COLUMNS = ("SEM_FILTER", "SEM_MAP", "SEM_SCORE", "SEM_CLASSIFY")
@@ -44,7 +46,7 @@ def compile_items(
     reserved = {item.name.lower() for item in items if not item.is_extract}
     sources = [(item.expression, item) for item in items if not item.is_extract] + [(key, None) for key in order]
     for expression, item in sources:
-        for call in outermost(expression, lambda n: semantic_name(n) in SEMANTIC_COLUMNS):
+        for call in pending_calls(expression, scope.replace):
             key = to_sql(call)
             if key in outputs:
                 continue
@@ -71,13 +73,53 @@ def compile_items(
     return Output(node, tuple(exprs), replace)
 
 
+def is_semantic_column(node: exp.Expr) -> bool:
+    """A call computed as a column: ``SEM_FILTER``, ``SEM_MAP``, ``SEM_SCORE`` or ``SEM_CLASSIFY``."""
+    return semantic_name(node) in SEMANTIC_COLUMNS
+
+
+def pending_calls(expression: exp.Expr, replace: Replacement | None) -> list[exp.Expr]:
+    """The outermost semantic column calls of ``expression`` still to compute on the current node.
+
+    Calls inside a subexpression that ``replace`` turns into a column were computed below
+    the Aggregate (``avg(SEM_SCORE(...))``, a ``SEM_CLASSIFY`` group key) and are skipped.
+    Only aggregates and expressions holding a semantic call are offered to ``replace``.
+    """
+    found: list[exp.Expr] = []
+
+    def visit(node: exp.Expr) -> None:
+        if (
+            replace is not None
+            and (is_aggregate(node) or semantic_name(node) == "SEM_AGG" or _holds_semantic_column(node))
+            and replace(node) is not None
+        ):
+            return
+        if is_semantic_column(node):
+            found.append(node)
+            return
+        if isinstance(node, exp.Query | exp.Subquery | exp.Exists):
+            return  # a subquery's calls belong to the subquery
+        for child in node.iter_expressions():
+            visit(child)
+
+    visit(expression)
+    return found
+
+
+def _holds_semantic_column(node: exp.Expr) -> bool:
+    return any(is_semantic_column(part) for part in node.walk() if isinstance(part, exp.Expr))
+
+
 def with_semantic_outputs(replace: Replacement | None, outputs: dict[str, str]) -> Replacement | None:
-    """``replace`` extended to turn each semantic call (keyed by its SQL) into its output column."""
+    """``replace`` extended to turn each semantic call (keyed by its SQL) into its output column.
+
+    A call not in ``outputs`` is left to ``replace`` (and refused by ``rewrite`` if it is not replaced).
+    """
     if not outputs:
         return replace
 
     def substitute(node: exp.Expr) -> exp.Expr | None:
-        if semantic_name(node) in SEMANTIC_COLUMNS:
+        if is_semantic_column(node) and to_sql(node) in outputs:
             return plan_column(outputs[to_sql(node)])
         return replace(node) if replace is not None else None
 

@@ -121,12 +121,13 @@ def reject_unsupported(node: exp.Expr, source: QueryText) -> None:
         raise source.unsupported(node, "'*' inside an expression", "name the columns")
 
 
+_COLUMN_PLACES = "the SELECT list (also inside aggregates), GROUP BY, ORDER BY, WHERE or HAVING; not in JOIN ... ON"
 _SEMANTIC_PLACES = {
-    "SEM_FILTER": "use SEM_FILTER in WHERE, HAVING or the SELECT list",
-    "SEM_MAP": "use SEM_MAP in the SELECT list, WHERE or HAVING",
-    "SEM_SCORE": "use SEM_SCORE in the SELECT list, WHERE or HAVING",
+    "SEM_FILTER": f"use SEM_FILTER in {_COLUMN_PLACES}",
+    "SEM_MAP": f"use SEM_MAP in {_COLUMN_PLACES}",
+    "SEM_SCORE": f"use SEM_SCORE in {_COLUMN_PLACES}",
     "SEM_EXTRACT": "use SEM_EXTRACT as a whole SELECT item; it expands to its fields",
-    "SEM_CLASSIFY": "use SEM_CLASSIFY in the SELECT list, WHERE or HAVING",
+    "SEM_CLASSIFY": f"use SEM_CLASSIFY in {_COLUMN_PLACES}",
     "SEM_AGG": "use SEM_AGG as an aggregate in the SELECT list of a grouped query",
     "SEM_MATCH": "use SEM_MATCH in JOIN ... ON",
 }

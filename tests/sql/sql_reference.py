@@ -28,6 +28,9 @@ from semray.operators import (
     Project,
     Scan,
     Schema,
+    SemClassify,
+    SemFilter,
+    SemMap,
     Sort,
     SourceSpec,
     Union,
@@ -64,6 +67,27 @@ def evaluate(node: Node, tables: Mapping[str, pa.Table]) -> pa.Table:
     if handler is None:
         raise NotImplementedError(f"the reference evaluator has no rule for {type(node).__name__}")
     inputs = [evaluate(child, tables) for child in node.children]
+    return handler(node, inputs, tables)
+
+
+def evaluate_with_answers(node: Node, tables: Mapping[str, pa.Table], answers: Mapping[str, str]) -> pa.Table:
+    """Evaluate a plan whose row-wise semantic nodes are answered from known labels.
+
+    ``answers`` maps each instruction to a DuckDB expression over the semantic node's input
+    (usually a label column of the table): a SemFilter keeps the rows where it is true, a
+    SemMap or SemClassify adds it as its output column. The same query with each call
+    replaced by that expression, run in DuckDB directly, must give the same rows.
+    """
+    inputs = [evaluate_with_answers(child, tables, answers) for child in node.children]
+    if isinstance(node, SemFilter):
+        return _run(f"SELECT * FROM input WHERE {answers[node.instruction]}", input=inputs[0])
+    if isinstance(node, SemMap | SemClassify):
+        kind = node.output_schema.type_of(node.output)
+        answer = f"CAST({answers[node.instruction]} AS {kind}) AS {quote(node.output)}"
+        return _run(f"SELECT *, {answer} FROM input", input=inputs[0])
+    handler = _HANDLERS.get(type(node))
+    if handler is None:
+        raise NotImplementedError(f"the reference evaluator has no rule for {type(node).__name__}")
     return handler(node, inputs, tables)
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from semray.operators import (
+    Aggregate,
     ExtractField,
     Filter,
     Join,
+    NamedExpr,
     Node,
     Project,
     SemAgg,
@@ -15,6 +19,8 @@ from semray.operators import (
     SemJoin,
     SemMap,
     Sort,
+    SortKey,
+    walk,
 )
 from semray.sql import compile_sql
 
@@ -219,3 +225,107 @@ def test_order_by_a_semantic_score(corpus: dict[str, Node]) -> None:
     assert isinstance(sort, Sort) and sort.keys[0].descending
     assert isinstance(sort.input, Project) and isinstance(sort.input.input, SemMap)
     assert (sort.input.input.lo, sort.input.input.hi) == (1, 10)
+
+
+def test_sem_filter_inside_an_aggregate_is_a_boolean_column_below_it(corpus: dict[str, Node]) -> None:
+    plan = compile_sql(
+        "SELECT avg(CASE WHEN SEM_FILTER('{review} is positive') THEN 1.0 ELSE 0.0 END) AS share FROM reviews",
+        corpus,
+    )
+    positive = SemMap(input=corpus["reviews"], instruction="{review} is positive", output="_sem0", output_type="bool")
+    assert plan == Aggregate(
+        input=positive, keys=(), aggs=(NamedExpr(name="share", expr="AVG(CASE WHEN _sem0 THEN 1.0 ELSE 0.0 END)"),)
+    )
+
+
+def test_sem_filter_inside_a_grouped_aggregate(corpus: dict[str, Node]) -> None:
+    plan = compile_sql(
+        "SELECT product, avg(CASE WHEN SEM_FILTER('{review} is positive') THEN 1.0 ELSE 0.0 END) AS share"
+        " FROM reviews GROUP BY product",
+        corpus,
+    )
+    assert isinstance(plan, Aggregate) and plan.keys == ("product",)
+    assert plan.input == SemMap(
+        input=corpus["reviews"], instruction="{review} is positive", output="_sem0", output_type="bool"
+    )
+
+
+@pytest.mark.parametrize(
+    "group_by", ["topic", "1", "SEM_CLASSIFY('Topic of {review}', 'price|quality')", "ALL"], ids=str
+)
+def test_group_by_a_classification(corpus: dict[str, Node], group_by: str) -> None:
+    plan = compile_sql(
+        f"SELECT SEM_CLASSIFY('Topic of {{review}}', 'price|quality') AS topic, count(*) AS n FROM reviews"
+        f" GROUP BY {group_by}",
+        corpus,
+    )
+    topics = SemClassify(
+        input=corpus["reviews"], instruction="Topic of {review}", labels=("price", "quality"), output="topic"
+    )
+    assert plan == Aggregate(input=topics, keys=("topic",), aggs=(NamedExpr(name="n", expr="COUNT(*)"),))
+
+
+def test_group_by_an_expression_over_a_classification(corpus: dict[str, Node]) -> None:
+    plan = compile_sql(
+        "SELECT upper(SEM_CLASSIFY('Topic of {review}', 'price|quality')) AS t, count(*) AS n FROM reviews GROUP BY 1",
+        corpus,
+    )
+    assert isinstance(plan, Aggregate) and plan.keys == ("t",)
+    keys = plan.input
+    assert isinstance(keys, Project) and keys.exprs[-1] == NamedExpr(name="t", expr="UPPER(_sem0)")
+    assert isinstance(keys.input, SemClassify) and keys.input.output == "_sem0"
+
+
+def test_average_of_a_score_per_group_ordered_by_its_alias(corpus: dict[str, Node]) -> None:
+    plan = compile_sql(
+        "SELECT product, avg(SEM_SCORE('Stars for {review}', 1, 5)) AS s FROM reviews GROUP BY product ORDER BY s DESC",
+        corpus,
+    )
+    stars = SemMap(
+        input=corpus["reviews"], instruction="Stars for {review}", output="_sem0", output_type="int", lo=1, hi=5
+    )
+    assert plan == Sort(
+        input=Aggregate(input=stars, keys=("product",), aggs=(NamedExpr(name="s", expr="AVG(_sem0)"),)),
+        keys=(SortKey(column="s", descending=True),),
+    )
+
+
+def test_one_column_per_distinct_call_and_where_columns_are_reused(corpus: dict[str, Node]) -> None:
+    plan = compile_sql(
+        "SELECT product, avg(SEM_SCORE('Stars for {review}', 1, 5)) AS s, max(SEM_SCORE('Stars for {review}', 1, 5))"
+        " AS m FROM reviews WHERE SEM_SCORE('Stars for {review}', 1, 5) > 1 GROUP BY product",
+        corpus,
+    )
+    assert isinstance(plan, Aggregate)
+    assert [agg.expr for agg in plan.aggs] == ["AVG(_sem0)", "MAX(_sem0)"]
+    assert sum(isinstance(node, SemMap) for node in walk(plan)) == 1
+
+
+def test_aggregate_of_a_score_in_having_and_order_by(corpus: dict[str, Node]) -> None:
+    plan = compile_sql(
+        "SELECT product FROM reviews GROUP BY product HAVING avg(SEM_SCORE('Stars for {review}', 1, 5)) >= 3"
+        " ORDER BY max(SEM_SCORE('Stars for {review}', 1, 5)) DESC",
+        corpus,
+    )
+    aggregates = [node for node in walk(plan) if isinstance(node, Aggregate)]
+    assert len(aggregates) == 1 and [agg.expr for agg in aggregates[0].aggs] == ["AVG(_sem0)", "MAX(_sem0)"]
+    assert isinstance(aggregates[0].input, SemMap)
+
+
+def test_sem_filter_in_where_still_drops_rows_before_grouping(corpus: dict[str, Node]) -> None:
+    plan = compile_sql(
+        "SELECT product, count(*) AS n FROM reviews WHERE SEM_FILTER('{review} is positive') GROUP BY product", corpus
+    )
+    assert isinstance(plan, Aggregate) and isinstance(plan.input, SemFilter)
+
+
+def test_templates_after_group_by_still_see_the_group_keys(corpus: dict[str, Node]) -> None:
+    plan = compile_sql(
+        "SELECT product, SEM_MAP('Brand of {product}') AS brand, avg(SEM_SCORE('Stars for {review}', 1, 5)) AS s"
+        " FROM reviews GROUP BY product",
+        corpus,
+    )
+    assert isinstance(plan, Project)
+    brand = plan.input
+    assert isinstance(brand, SemMap) and brand.instruction == "Brand of {product}"
+    assert isinstance(brand.input, Aggregate) and isinstance(brand.input.input, SemMap)
