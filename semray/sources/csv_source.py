@@ -124,15 +124,7 @@ def header_names(path: str, fmt: CsvFormat, block_size: int = _HEADER_BLOCK) -> 
         except pa.ArrowInvalid as error:
             if "Empty CSV file" in str(error):
                 return []
-            if STRADDLING in str(error) and block_size < MAX_BLOCK:
-                block_size = min(block_size * 4, MAX_BLOCK)
-                continue
-            if STRADDLING in str(error):
-                raise too_long(path, block_size) from error
-            explained = explain_columns(str(error), path, fmt.header, fmt.delimiter)
-            raise explained or SourceError(
-                f"cannot parse CSV {path!r}: {error}; check the delimiter and quote_char options"
-            ) from error
+            block_size = _wider_block(error, path, fmt, block_size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,6 +331,19 @@ def _infer(files: FileSet, fmt: CsvFormat, window: InferenceWindow) -> tuple[pa.
     return schema, max(sampled_bytes / sampled_rows, 1.0)
 
 
+def _wider_block(error: pa.ArrowInvalid, path: str, fmt: CsvFormat, block_size: int) -> int:
+    """The block size to retry a read with when its first row is longer than the block (up to
+    ``MAX_BLOCK``); any other parse error raises the ``SourceError`` that explains it."""
+    if STRADDLING in str(error):
+        if block_size < MAX_BLOCK:
+            return min(block_size * 4, MAX_BLOCK)
+        raise too_long(path, block_size) from error
+    explained = explain_columns(str(error), path, fmt.header, fmt.delimiter)
+    raise explained or SourceError(
+        f"cannot parse CSV {path!r}: {error}; check the delimiter and quote_char options"
+    ) from error
+
+
 def _infer_file(path: str, fmt: CsvFormat, infer_bytes: int) -> tuple[pa.Schema, int]:
     """The types pyarrow infers from the file's first block, and that block's row count."""
     block_size = infer_bytes
@@ -357,16 +362,7 @@ def _infer_file(path: str, fmt: CsvFormat, infer_bytes: int) -> tuple[pa.Schema,
         except pa.ArrowInvalid as error:
             if "Empty CSV file" in str(error):
                 return pa.schema([]), 0
-            if STRADDLING in str(error) and block_size < MAX_BLOCK:
-                # The first row is longer than the sample: widen the block until it fits.
-                block_size = min(block_size * 4, MAX_BLOCK)
-                continue
-            if STRADDLING in str(error):
-                raise too_long(path, block_size) from error
-            explained = explain_columns(str(error), path, fmt.header, fmt.delimiter)
-            raise explained or SourceError(
-                f"cannot parse CSV {path!r}: {error}; check the delimiter and quote_char options"
-            ) from error
+            block_size = _wider_block(error, path, fmt, block_size)
         except OSError as error:
             raise SourceError(f"cannot read CSV {path!r}: {error}") from error
     if fmt.header:
