@@ -13,6 +13,7 @@ close a prompt, the quoted cell sits between) and joins them with `` [...] ``.
 from __future__ import annotations
 
 import functools
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,18 @@ def count_tokens(text: str) -> int:
     return len(_tokenizer().encode(text, add_special_tokens=False).ids)
 
 
+def token_ceiling(text: str) -> int:
+    """At least as many as ``count_tokens(text)``, without tokenizing: a WordPiece token spans at
+    least one character of the normalised text, and the tokenizer's normaliser lowercases and
+    decomposes (NFD), which can lengthen it: a Hangul syllable becomes two or three jamo, each
+    a token of its own (``count_tokens("퓨") == 2``).
+
+    >>> token_ceiling("퓨"), token_ceiling("hello world")
+    (2, 11)
+    """
+    return len(unicodedata.normalize("NFD", text.lower()))
+
+
 def count_chat(messages: list[str]) -> int:
     return _count_chat(tuple(messages))
 
@@ -76,8 +89,8 @@ def fit_prompt(
     overhead = count_chat(fixed_messages) + TOKENS_PER_MESSAGE if fixed_messages else TOKENS_PER_MESSAGE
     overhead += 0 if fixed_messages else TOKENS_PER_REPLY
     budget = context_length - max_tokens - overhead - 1
-    if len(prompt) <= budget:
-        return Fitted(prompt)  # a WordPiece token spans at least one character: no need to count
+    if token_ceiling(prompt) <= budget:
+        return Fitted(prompt)  # no need to count: it cannot have more tokens than that
     used = count_tokens(prompt)
     if used <= budget:
         return Fitted(prompt)

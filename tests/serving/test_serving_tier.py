@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from serving_fakes import ScriptedBackend
@@ -16,7 +17,7 @@ from semray.serving.config import Prices, TierConfig
 from semray.serving.contract import ModelRequest, ModelResponse, OutputConstraint
 from semray.serving.simulator import SimulatorConfig
 from semray.serving.tier import ModelTier
-from semray.serving.truncation import Fitted, count_tokens, fit_prompt
+from semray.serving.truncation import Fitted, count_tokens, fit_prompt, token_ceiling
 
 YES_NO = OutputConstraint.choice("Yes", "No")
 SCRIPTED = TierConfig(backend="simulated", model="scripted")
@@ -163,11 +164,24 @@ def test_simulated_unknown_model_is_a_clear_error() -> None:
         SimulatedBackend(TierConfig(backend="simulated", model="sim-huge"), SimulatorConfig())
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(st.text(max_size=300))
-def test_a_prompt_never_has_more_tokens_than_characters(text: str) -> None:
-    # fit_prompt skips counting a prompt no longer (in characters) than its token budget.
-    assert count_tokens(text) <= len(text)
+def test_a_prompt_never_has_more_tokens_than_its_ceiling(text: str) -> None:
+    # fit_prompt skips counting a prompt whose token ceiling fits its budget.
+    assert count_tokens(text) <= token_ceiling(text)
+
+
+@pytest.mark.parametrize("text", ["퓨", "한국어 문장입니다", "İstanbul", "\u1f82", "ǅ", "ﬃ", "x퓨y" * 50])
+def test_characters_that_decompose_stay_under_the_ceiling(text: str) -> None:
+    """Hangul syllables are two or three tokens each (found by the property test: '퓨' is 2)."""
+    assert count_tokens(text) <= token_ceiling(text)
+
+
+def test_a_hangul_prompt_within_its_length_but_over_its_tokens_is_still_cut() -> None:
+    prompt = "퓨퓨퓨 " * 20  # 80 characters, 120 tokens (a longer word would be one [UNK])
+    assert count_tokens(prompt) > 100 >= len(prompt)
+    fitted = fit_prompt(prompt, [], max_tokens=10, context_length=120, policy="error")
+    assert fitted.error is not None and "prompt_too_long" in fitted.error
 
 
 def test_short_prompts_are_sent_uncounted_and_long_ones_still_cut() -> None:
