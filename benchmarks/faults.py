@@ -36,9 +36,13 @@ CORPUS = (
 
 FAMILIES = {
     "test_expression_safety": "plan expressions that reach files or the session (security)",
-    "test_sources_faults": "source files: duplicate or empty headers, late keys, quotes, encodings, FIFOs, links",
-    "test_endpoint_faults": "model endpoint: down, 401/404/429, slow, malformed bodies, impossible values, cache",
-    "test_plan_faults": "JSON plans and SQL: nesting, encodings, huge numbers, bad schemas, strict types, ranges",
+    "test_sources_faults": "source contents: duplicate or empty headers, late keys and types, unclosed quotes",
+    "test_source_file_faults": "source files: encodings, FIFOs, devices, link loops, empty and odd files",
+    "test_endpoint_faults": "model endpoint: down, 401/404/429, slow, malformed bodies, impossible values",
+    "test_cache_faults": "response cache: broken files are misses; what changes an answer changes the key",
+    "test_plan_faults": "JSON plans: nesting, encodings, huge numbers, strict types, wrong top level",
+    "test_plan_schema_faults": "JSON plans: source schemas and options, output names, score ranges",
+    "test_sql_faults": "SQL: nesting and length limits, statements other than SELECT, score ranges",
     "test_failed_rows": "rows without an answer: counted, shown, failing the run past the threshold",
     "test_simulator_labels": "the simulator on unlabelled rows: a no_label row error, charged nothing",
     "test_fencing": "kills: an orphaned writer of an older attempt cannot commit or pay",
