@@ -20,7 +20,7 @@ from semray.sql.context import Context
 from semray.sql.diagnostics import QueryText
 from semray.sql.items import ExprScope, SelectItem, unique_name
 from semray.sql.literals import INT64_MAX, integer_literal, shown
-from semray.sql.rewrite import Replacement, is_aggregate, plan_column, plan_sql, semantic_name, to_sql
+from semray.sql.rewrite import Replacement, is_aggregate, outermost, plan_column, plan_sql, semantic_name, to_sql
 from semray.sql.semantic_calls import located, sem_column, sem_extract
 
 SEMANTIC_COLUMNS = ("SEM_FILTER", "SEM_MAP", "SEM_SCORE", "SEM_CLASSIFY")
@@ -85,25 +85,15 @@ def pending_calls(expression: exp.Expr, replace: Replacement | None) -> list[exp
     the Aggregate (``avg(SEM_SCORE(...))``, a ``SEM_CLASSIFY`` group key) and are skipped.
     Only aggregates and expressions holding a semantic call are offered to ``replace``.
     """
-    found: list[exp.Expr] = []
 
-    def visit(node: exp.Expr) -> None:
-        if (
+    def computed_below(node: exp.Expr) -> bool:
+        return (
             replace is not None
             and (is_aggregate(node) or semantic_name(node) == "SEM_AGG" or _holds_semantic_column(node))
             and replace(node) is not None
-        ):
-            return
-        if is_semantic_column(node):
-            found.append(node)
-            return
-        if isinstance(node, exp.Query | exp.Subquery | exp.Exists):
-            return  # a subquery's calls belong to the subquery
-        for child in node.iter_expressions():
-            visit(child)
+        )
 
-    visit(expression)
-    return found
+    return outermost(expression, is_semantic_column, skip=computed_below)
 
 
 def _holds_semantic_column(node: exp.Expr) -> bool:

@@ -43,11 +43,16 @@ def is_aggregate(node: exp.Expr) -> bool:
     return isinstance(node, exp.AggFunc) and not isinstance(node.parent, _AGGREGATE_WRAPPERS)
 
 
-def outermost(expression: exp.Expr, wanted: Callable[[exp.Expr], bool]) -> list[exp.Expr]:
-    """Subexpressions satisfying ``wanted`` that are not inside another such one, nor in a subquery."""
+def outermost(
+    expression: exp.Expr, wanted: Callable[[exp.Expr], bool], skip: Callable[[exp.Expr], bool] | None = None
+) -> list[exp.Expr]:
+    """Subexpressions satisfying ``wanted`` that are not inside another such one, nor in a subquery,
+    nor in a subexpression ``skip`` says to leave alone."""
     found: list[exp.Expr] = []
 
     def visit(node: exp.Expr) -> None:
+        if skip is not None and skip(node):
+            return
         if wanted(node):
             found.append(node)
             return
