@@ -28,11 +28,11 @@ from typing import Any
 import pyarrow as pa
 
 from benchmarks.harness import BenchmarkResult, benchmark_parser, load_average, now_iso, run_benchmark
+from benchmarks.harness.texts import nonsense_texts
 
 NAME = "limit_calls"
 URGENT = "{text} is urgent"
 BILLING = "{text} is about billing"
-SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su", "da", "fo", "gu", "hi", "jo", "be", "xa")
 
 
 BEFORE = {
@@ -49,13 +49,7 @@ flight each): the baseline the table shows beside each run."""
 def tickets(rows: int, seed: int = 19) -> pa.Table:
     """Unique nonsense texts (so the simulator matches every row) with two labels, each 60% true."""
     rng = random.Random(seed)
-    texts: list[str] = []
-    seen: set[str] = set()
-    while len(texts) < rows:
-        text = " ".join("".join(rng.choice(SYLLABLES) for _ in range(3)) for _ in range(8))
-        if text not in seen:
-            seen.add(text)
-            texts.append(text)
+    texts = nonsense_texts(rows, 8, rng)
     urgent = ["true" if rng.random() < 0.6 else "false" for _ in range(rows)]
     billing = ["true" if rng.random() < 0.6 else "false" for _ in range(rows)]
     return pa.table(

@@ -31,22 +31,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from benchmarks.harness import BenchmarkResult, benchmark_parser, load_average, now_iso, run_benchmark
+from benchmarks.harness.texts import nonsense_texts
 
 NAME = "semantic_ops"
 INSTRUCTION = "{text} is urgent"
-SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su", "da", "fo", "gu", "hi", "jo", "be", "xa")
 
 
 def _tickets(rows: int, seed: int = 5) -> pa.Table:
     """Unique nonsense texts (so the simulator matches each row) and an ``urgent`` label (30% true)."""
     rng = random.Random(seed)
-    texts: list[str] = []
-    seen: set[str] = set()
-    while len(texts) < rows:
-        text = " ".join("".join(rng.choice(SYLLABLES) for _ in range(3)) for _ in range(16))
-        if text not in seen:
-            seen.add(text)
-            texts.append(text)
+    texts = nonsense_texts(rows, 16, rng)
     urgent = ["true" if rng.random() < 0.3 else "false" for _ in range(rows)]
     return pa.table({"ticket_id": [f"T{i:06d}" for i in range(rows)], "text": texts, "urgent": urgent})
 
