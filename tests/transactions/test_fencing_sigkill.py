@@ -2,8 +2,9 @@
 
 A semantic query (filter, then classify, 200 demo reviews) is written to Parquet by a driver
 process on a local Ray, on a simulated tier that takes a while per call. Once it has
-committed a few batches, only its driver is SIGKILLed: its Ray processes (the actors, each
-with a batch in flight and one queued) live on for a while, as after a real crash. A second
+committed a few batches, only its driver is SIGKILLed, with the head's raylet and GCS frozen
+first (SIGSTOP) so that nothing reaps its actors: each finishes the batch it holds and tries to
+commit it, as on a node whose Ray is slow to notice a crash. A second
 process, everything imported and waiting on the run's driver lock, resumes the run the
 moment the lock frees, through ``semray.pipeline.run.resume`` (what ``semray runs resume``
 runs), and finishes it.
@@ -51,6 +52,8 @@ LATENCY_S = "1.0"
 """Seconds per model call: the orphans' batches in flight outlast the resume's start."""
 TIMEOUT_S = 300.0
 MARK = "written: "
+REAPERS = frozenset({"raylet", "gcs_server"})
+"""Ray processes that would kill a dead driver's actors; frozen for the test's orphans."""
 
 
 @pytest.fixture
@@ -73,7 +76,13 @@ def test_orphaned_writer_after_sigkill_cannot_commit_after_resume_starts(workdir
         run_id = _wait_for_batches(settings, driver, workdir / "attempt-1.log", THRESHOLD)
         resumer = _start(["resume-when-free", str(state), run_id], workdir / "attempt-2.log", env, started)
         _wait_for_line(resumer, workdir / "attempt-2.log", "waiting")
-        started += psutil.Process(driver.pid).children(recursive=True)  # its Ray processes, left running
+        ray_processes = psutil.Process(driver.pid).children(recursive=True)
+        started += ray_processes
+        # Ray reaps a dead driver's actors within milliseconds on an idle machine, so whether one
+        # lived long enough to try a commit was a race. Freezing the head's raylet and GCS stands
+        # for a node whose Ray is slow to notice (a partition, a loaded head): its actors finish
+        # the batch they hold, for certain, and try to commit it.
+        _freeze(ray_processes, REAPERS)
         killed_at = time.time()
         driver.send_signal(signal.SIGKILL)  # the driver only: its actors go on
         driver.wait()
@@ -144,6 +153,17 @@ def _kill(processes: list[psutil.Process]) -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
             process.kill()
     psutil.wait_procs(processes, timeout=10)
+
+
+def _freeze(processes: list[psutil.Process], names: frozenset[str]) -> None:
+    """SIGSTOP the processes with one of ``names`` (SIGKILL still ends them in ``_kill``)."""
+    frozen = []
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if process.name() in names:
+                process.suspend()
+                frozen.append(process.name())
+    assert sorted(set(frozen)) == sorted(names), f"found {frozen} of {sorted(names)} among the driver's children"
 
 
 def _wait_for_batches(settings: Settings, child: subprocess.Popen[bytes], log_path: Path, batches: int) -> str:
