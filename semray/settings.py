@@ -62,6 +62,14 @@ class Settings(BaseSettings):
     log_format: str = Field(default="auto", description="auto | console | json")
     log_level: str = Field(default="info")
 
+    catalog_dir: Path | None = Field(
+        default=None, description="the LanceDB catalog of datasets, segments and memory; default <state_dir>/catalog"
+    )
+
     @property
     def state_path(self) -> Path:
         return self.state_dir.expanduser().resolve()
+
+    @property
+    def catalog_path(self) -> Path:
+        return (self.catalog_dir or self.state_dir / "catalog").expanduser().resolve()
