@@ -54,6 +54,7 @@ from semray.operators.semantic import (
     as_quality,
     with_quality,
 )
+from semray.output import without_row_ids
 from semray.settings import Settings
 from semray.sources import open_source, register_table
 from semray.sources.memory_source import registered_table
@@ -353,9 +354,16 @@ class Query:
     def to_json(self) -> str:
         return plan_to_json(self._plan)
 
-    def collect(self, optimize: bool = True, *, policy: Any = None, measure: Any = False) -> pa.Table:
-        """Run the plan and return all rows (with ``_rowid`` first) as an Arrow table (see `execute`)."""
-        return self.execute(optimize, policy=policy, measure=measure).table
+    def collect(
+        self, optimize: bool = True, *, policy: Any = None, measure: Any = False, row_ids: bool = False
+    ) -> pa.Table:
+        """Run the plan and return the query's columns as an Arrow table (see `execute`).
+
+        ``row_ids=True`` keeps the engine's stable row id, ``_rowid``, as the first column (as the
+        CLI's ``--row-ids`` does); `execute` always returns it in ``Result.table``.
+        """
+        table = self.execute(optimize, policy=policy, measure=measure).table
+        return table if row_ids else without_row_ids(table)
 
     def execute(self, optimize: bool = True, *, policy: Any = None, measure: Any = False) -> Any:
         """Run the plan; a ``Result`` with the rows, the run id and its model usage.
@@ -376,17 +384,25 @@ class Query:
         warnings = quality_warnings(self._plan)
         return dataclasses.replace(result, warnings=warnings) if warnings else result
 
-    def to_pandas(self) -> Any:
-        return self.collect().to_pandas()
+    def to_pandas(self, *, row_ids: bool = False) -> Any:
+        """`collect` as a pandas DataFrame."""
+        return self.collect(row_ids=row_ids).to_pandas()
 
     def iter_batches(
-        self, batch_rows: int | None = None, optimize: bool = True, *, policy: Any = None, measure: Any = False
+        self,
+        batch_rows: int | None = None,
+        optimize: bool = True,
+        *,
+        policy: Any = None,
+        measure: Any = False,
+        row_ids: bool = False,
     ) -> Iterator[pa.Table]:
-        """Stream results as Arrow tables without holding them all in memory (options as `execute`)."""
+        """Stream results as Arrow tables without holding them all in memory (options as `collect`)."""
         from semray.pipeline.run import iter_batches
 
         plan, settings = self._to_run(optimize, policy, measure)
-        return iter_batches(plan, settings, batch_rows, self._tiers(), self._planning(policy, measure))
+        batches = iter_batches(plan, settings, batch_rows, self._tiers(), self._planning(policy, measure))
+        return batches if row_ids else (without_row_ids(batch) for batch in batches)
 
     def write_parquet(
         self, path: str | Path, optimize: bool = True, *, policy: Any = None, measure: Any = False

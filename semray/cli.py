@@ -383,11 +383,9 @@ def run_bench(args: argparse.Namespace, settings: Settings) -> int:
 
 def emit(table: pa.Table, args: argparse.Namespace) -> None:
     """Write a result in the chosen format, atomically when it goes to a file."""
-    from semray.output import render
+    from semray.output import render, without_row_ids
 
-    if not args.row_ids and "_rowid" in table.column_names:
-        table = table.drop_columns(["_rowid"])
-    render(table, args.format, args.output)
+    render(table if args.row_ids else without_row_ids(table), args.format, args.output)
 
 
 def _say(text: str) -> None:

@@ -15,8 +15,18 @@ from rich.console import Console
 from rich.table import Table
 
 from semray.errors import SemrayError
+from semray.operators.schema import ROW_ID
 
 MAX_TABLE_ROWS = 50
+
+
+def without_row_ids(table: pa.Table) -> pa.Table:
+    """The query's own columns: ``table`` without the engine's ``_rowid``.
+
+    >>> without_row_ids(pa.table({"_rowid": ["a"], "x": [1]})).column_names
+    ['x']
+    """
+    return table.drop_columns([ROW_ID]) if ROW_ID in table.column_names else table
 
 
 def render(table: pa.Table, fmt: str, path: Path | None = None) -> None:

@@ -69,7 +69,7 @@ def test_filter_project(tables: dict[str, pa.Table], ray_settings: Settings) -> 
     )
     expected = duck("SELECT id, upper(product) FROM reviews WHERE rating >= 4 AND product <> 'p3'", tables)
     assert same_multiset(rows(result), expected)
-    assert result.schema.names == ["_rowid", "id", "up"]
+    assert result.schema.names == ["id", "up"]
 
 
 def test_sort_limit_offset_with_nulls(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
@@ -100,7 +100,7 @@ def test_joins_match_duckdb(tables: dict[str, pa.Table], ray_settings: Settings,
     joined = q(tables, "reviews", ray_settings).join(
         q(tables, "products", ray_settings), "l.product = r.product", how=how
     )  # type: ignore[arg-type]
-    result = joined.collect()
+    result = joined.collect(row_ids=True)
     assert same_multiset(rows(result), duck(sql, tables))
     assert len(set(result.column("_rowid").to_pylist())) == result.num_rows
 
@@ -136,7 +136,7 @@ def test_aggregate_of_empty_input(tables: dict[str, pa.Table], ray_settings: Set
 def test_distinct_and_union(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
     reviews = q(tables, "reviews", ray_settings).select("product")
     assert same_multiset(rows(reviews.distinct().collect()), duck("SELECT DISTINCT product FROM reviews", tables))
-    both = reviews.union(reviews).collect()
+    both = reviews.union(reviews).collect(row_ids=True)
     assert both.num_rows == 2000 and len(set(both.column("_rowid").to_pylist())) == 2000
     assert same_multiset(
         rows(reviews.union(reviews, distinct=True).collect()),
@@ -146,7 +146,7 @@ def test_distinct_and_union(tables: dict[str, pa.Table], ray_settings: Settings)
 
 def test_row_ids_are_stable_and_unique(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
     query = q(tables, "reviews", ray_settings).filter("rating = 2")
-    first, second = query.collect(), query.collect()
+    first, second = query.collect(row_ids=True), query.collect(row_ids=True)
     assert first.column("_rowid").to_pylist() == second.column("_rowid").to_pylist()
     assert len(set(first.column("_rowid").to_pylist())) == first.num_rows
 
@@ -164,6 +164,21 @@ def test_csv_round_trip_and_parquet_output(tmp_path: Any, ray_settings: Settings
 def test_iter_batches_streams(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
     batches = list(q(tables, "reviews", ray_settings).iter_batches(batch_rows=100))
     assert sum(b.num_rows for b in batches) == 1000 and max(b.num_rows for b in batches) <= 256
+    assert {tuple(b.column_names) for b in batches} == {tuple(tables["reviews"].column_names)}
+
+
+def test_results_hold_the_query_columns_and_row_ids_on_request(
+    tables: dict[str, pa.Table], ray_settings: Settings
+) -> None:
+    query = q(tables, "reviews", ray_settings).filter("rating = 2").select("id", "product")
+    assert query.collect().column_names == ["id", "product"]
+    assert list(query.to_pandas().columns) == ["id", "product"]
+    with_ids = query.collect(row_ids=True)
+    assert with_ids.column_names == ["_rowid", "id", "product"]
+    assert list(query.to_pandas(row_ids=True).columns) == ["_rowid", "id", "product"]
+    assert query.execute().table.column_names == ["_rowid", "id", "product"]
+    (batch,) = query.iter_batches(row_ids=True)
+    assert batch.column("_rowid").to_pylist() == with_ids.column("_rowid").to_pylist()
 
 
 def test_runtime_failure_is_an_execution_error(tables: dict[str, pa.Table], ray_settings: Settings) -> None:
