@@ -16,7 +16,7 @@ from semray.operators.safe_sql import isolated_connection
 from semray.operators.schema import ROW_ID, quote
 from semray.pipeline.fuse import fuse_batch_sql
 from semray.pipeline.lower_semantic import operator_key
-from semray.pipeline.sizing import LIMIT_GROWTH, estimate_rows, fits_one_task, limit_first_rows
+from semray.pipeline.sizing import LIMIT_GROWTH, estimate_rows, fits_one_task, limit_chain, limit_first_rows
 from semray.pipeline.spec import (
     BatchSqlStage,
     BroadcastJoinStage,
@@ -285,10 +285,10 @@ def lower_limit(node: Node, settings: Settings) -> Stage:
     assert isinstance(node, Limit)
     # Small model batches below a LIMIT: it stops the stream after a few of them.
     small_batches = settings.model_copy(update={"semantic_batch_max": settings.semantic_batch_size})
-    upstream = lower(node.input, small_batches)
     first_rows = limit_first_rows(node)
     if first_rows is None:
-        return LimitStage(count=node.count, offset=node.offset, inputs=(upstream,))
+        return LimitStage(count=node.count, offset=node.offset, inputs=(lower(node.input, small_batches),))
+    upstream = lower(limit_chain(node), small_batches)
     # A semantic chain right under the LIMIT: round trips that grow from about LIMIT / selectivity
     # rows, so the model is asked for little more than the rows the LIMIT keeps.
     return GrowingLimitStage(
@@ -330,11 +330,14 @@ LOWERINGS: dict[type[Node], Callable[[Node, Settings], Stage]] = {
 
 
 def _register_semantic() -> None:
+    from semray.operators.code import SemCode
+    from semray.pipeline.code_stage import lower_code
     from semray.pipeline.lower_semantic import SEMANTIC_LOWERINGS
     from semray.pipeline.lower_set_ops import SET_LOWERINGS
 
     LOWERINGS.update(SEMANTIC_LOWERINGS)
     LOWERINGS.update(SET_LOWERINGS)
+    LOWERINGS[SemCode] = lower_code
 
 
 _register_semantic()

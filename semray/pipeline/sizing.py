@@ -10,7 +10,8 @@ import functools
 import math
 
 from semray.operators.base import Node
-from semray.operators.relational import Join, Limit, Scan, SourceSpec, Union
+from semray.operators.relational import Filter, Join, Limit, Project, Scan, SourceSpec, Union
+from semray.operators.semantic import Semantic, SemClassify, SemExtract, SemFilter, SemMap
 from semray.settings import Settings
 from semray.sources import open_source
 
@@ -72,33 +73,64 @@ def limit_first_rows(limit: Limit) -> int | None:
     covers: about ``(count + offset) / selectivity`` of the chain; None when ``limit.input`` is no
     such chain (it lowers to a plain ``LimitStage``).
 
-    The chain is what lies directly under the LIMIT: row-wise semantic operators without a quality
-    target (a cascade blocks the stream anyway), relational filters and projections between them,
-    at least one semantic operator. Lowering sees no measured statistics, so each semantic filter
-    counts at the cost model's ``UNMEASURED_SELECTIVITY`` (0.5) and each relational filter at its
-    ``DEFAULT_FILTER_SELECTIVITY`` (1/3); maps, classifications and extractions keep every row.
-    Example: ``sem_filter(a).sem_filter(b).limit(5)`` asks 5 / (0.5 x 0.5) = 20 rows first.
+    The chain is what lies directly under the LIMIT: row-wise semantic operators, relational
+    filters and projections between them, at least one semantic operator. Lowering sees no measured
+    statistics, so each semantic filter counts at the cost model's ``UNMEASURED_SELECTIVITY`` (0.5)
+    and each relational filter at its ``DEFAULT_FILTER_SELECTIVITY`` (1/3); maps, classifications
+    and extractions keep every row. Example: ``sem_filter(a).sem_filter(b).limit(5)`` asks
+    5 / (0.5 x 0.5) = 20 rows first. A cascaded operator joins the chain only when the LIMIT needs
+    no more rows than its calibration would label (`limit_chain`): it then runs on the large tier.
     """
     from semray.cost_model.plan_cost import UNMEASURED_SELECTIVITY
     from semray.cost_model.relational_cost import DEFAULT_FILTER_SELECTIVITY
-    from semray.operators.relational import Filter, Project
-    from semray.operators.semantic import Semantic, SemClassify, SemExtract, SemFilter, SemMap
 
-    selectivity, semantic = 1.0, 0
-    node: Node = limit.input
-    while True:
-        if isinstance(node, SemFilter | SemMap | SemClassify | SemExtract):
-            assert isinstance(node, Semantic)
-            if node.cascades() is not None:
-                return None
+    selectivity, semantic, labels = 1.0, 0, math.inf
+    for node in _chain(limit.input):
+        if isinstance(node, Semantic):
             semantic += 1
+            target = node.cascades()
+            if target is not None:
+                labels = min(labels, target.labels)
             if isinstance(node, SemFilter):
                 selectivity *= UNMEASURED_SELECTIVITY.value
         elif isinstance(node, Filter):
             selectivity *= DEFAULT_FILTER_SELECTIVITY.value
-        elif not isinstance(node, Project):
-            break
-        node = node.children[0]
-    if not semantic:
+    rows = math.ceil((limit.count + limit.offset) / selectivity)
+    if not semantic or rows > labels:
         return None
-    return max(1, math.ceil((limit.count + limit.offset) / selectivity))
+    return max(1, rows)
+
+
+def limit_chain(limit: Limit) -> Node:
+    """``limit.input`` with every cascaded operator of the chain under the LIMIT on the large tier.
+
+    Under a LIMIT that needs no more rows than a cascade's calibration sample (`limit_first_rows`),
+    the cascade would pay for proxies over its whole input, ``labels`` large-tier labels and the
+    small tier before the LIMIT could stop anything; asking the large tier row by row costs fewer
+    large-tier calls than the calibration alone, and meets any quality target measured against
+    the large tier exactly.
+    """
+
+    def rebuilt(node: Node) -> Node:
+        if not _in_chain(node):
+            return node
+        below = node.with_children((rebuilt(node.children[0]),))
+        if isinstance(below, Semantic) and below.cascades() is not None:
+            fields = {name: getattr(below, name) for name in type(below).model_fields}
+            return type(below).model_validate({**fields, "tier": "large", "quality": None})
+        return below
+
+    return rebuilt(limit.input)
+
+
+def _chain(node: Node) -> list[Node]:
+    """The row-wise semantic operators, relational filters and projections directly under a LIMIT."""
+    chain: list[Node] = []
+    while _in_chain(node):
+        chain.append(node)
+        node = node.children[0]
+    return chain
+
+
+def _in_chain(node: Node) -> bool:
+    return isinstance(node, SemFilter | SemMap | SemClassify | SemExtract | Filter | Project)

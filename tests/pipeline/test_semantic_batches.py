@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import semray
 from semray.pipeline.limit_rounds import limited_rows, next_round
 from semray.pipeline.lower import lower
+from semray.operators.semantic import QualityTarget
 from semray.pipeline.spec import GrowingLimitStage, LimitStage, SemanticStage, Stage
 from semray.settings import Settings
 
@@ -49,10 +50,34 @@ def test_a_limit_over_a_semantic_chain_asks_limit_over_selectivity_rows_first(tm
     assert isinstance(two, GrowingLimitStage) and two.first_rows == 40  # 10 / (0.5 x 0.5)
     mapped = lower(scan.sem_map("{text} in one word", output="word").limit(5).plan, settings)
     assert isinstance(mapped, GrowingLimitStage) and mapped.first_rows == 5  # a map keeps every row
-    cascade = lower(scan.sem_filter("{text} is urgent").with_quality(0.9).limit(5).plan, settings)
-    assert type(cascade) is LimitStage  # a cascade blocks: it keeps its own stage
     relational = lower(scan.filter("text <> ''").limit(5).plan, settings)
     assert type(relational) is LimitStage
+
+
+def test_a_cascade_under_a_limit_smaller_than_its_calibration_asks_the_large_tier_row_by_row(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path / "state")
+    scan = semray.read_parquet(tickets(tmp_path, 2_000))
+    cascaded = scan.sem_filter("{text} is urgent").with_quality(0.9)
+    small = lower(cascaded.limit(5).plan, settings)
+    assert isinstance(small, GrowingLimitStage) and small.first_rows == 10
+    assert [stage.task.tier for stage in _semantic_stages(small)] == ["large"]
+    # 5 rows at 0.5 need 10, fewer than the 200 labels calibration would buy; 150 rows need 300.
+    assert type(lower(cascaded.limit(150).plan, settings)) is LimitStage
+    fewer_labels = scan.sem_filter("{text} is urgent", quality=QualityTarget(level=0.8, labels=20))
+    assert type(lower(fewer_labels.limit(15).plan, settings)) is LimitStage  # 30 rows > 20 labels
+    # Only the chain right under the LIMIT changes tier; a cascade below a sort keeps its stage.
+    below_sort = lower(cascaded.sort("text").sem_map("{text} in one word", output="w").limit(5).plan, settings)
+    assert isinstance(below_sort, GrowingLimitStage)
+    assert [stage.task.tier for stage in _semantic_stages(below_sort)] == ["large"]
+    assert any(type(stage).__name__ == "CascadeStage" for stage in _stages(below_sort))
+
+
+def _stages(stage: Stage) -> list[Stage]:
+    return [stage, *(found for child in stage.inputs for found in _stages(child))]
+
+
+def _semantic_stages(stage: Stage) -> list[SemanticStage]:
+    return [found for found in _stages(stage) if type(found) is SemanticStage]
 
 
 def test_round_trips_grow_and_stop_once_the_limit_is_reached() -> None:
