@@ -3,7 +3,8 @@
 Supported: ``FROM t [AS a]``, ``FROM (SELECT ...) AS s``, ``[INNER] JOIN``, ``LEFT JOIN``,
 ``RIGHT JOIN`` (compiled as a LEFT join with the inputs swapped), ``SEMI JOIN``,
 ``ANTI JOIN``, ``ON`` with at least one equality between the two sides, ``USING (...)``,
-and ``JOIN ... ON SEM_MATCH('... {l.col} ... {r.col}')`` (a semantic join).
+``JOIN ... ON SEM_MATCH('... {l.col} ... {r.col}')`` (a semantic join), and the semantic table
+functions ``SEM_TOPK`` / ``SEM_SEARCH`` (``table_functions.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from semray.sql.diagnostics import UnsupportedSqlError, at_position
 from semray.sql.rewrite import conjuncts, plan_column, plan_sql, rewrite, semantic_name, to_sql
 from semray.sql.scope import Relation, ScopeColumn
 from semray.sql.semantic_calls import located, sem_join
+from semray.sql.table_functions import compile_table_function, table_function_name
 
 
 def compile_from(select: exp.Select, context: Context) -> Relation:
@@ -44,6 +46,8 @@ def from_item(item: exp.Expr, context: Context) -> Relation:
         parts = [part.name for part in item.parts]
         node = context.table(".".join(parts), item)
         return rename_columns(Relation.of_node(node, item.alias_or_name), item, context)
+    if isinstance(item, exp.Table) and table_function_name(item.this) is not None:
+        return rename_columns(compile_table_function(item, context), item, context)
     if isinstance(item, exp.Subquery):
         node = context.compile(item.this)
         relation = Relation.of_node(node, item.alias or "unnamed_subquery")

@@ -16,7 +16,20 @@ from semray.sql.diagnostics import QueryText
 from semray.sql.parse import DIALECT
 from semray.sql.scope import Relation
 
-SEMANTIC_FUNCTIONS = ("SEM_FILTER", "SEM_MAP", "SEM_SCORE", "SEM_EXTRACT", "SEM_CLASSIFY", "SEM_AGG", "SEM_MATCH")
+TABLE_FUNCTIONS = ("SEM_TOPK", "SEM_SEARCH")
+"""Semantic functions that stand in FROM (``table_functions.py``), never inside an expression."""
+SEMANTIC_FUNCTIONS = (
+    "SEM_FILTER",
+    "SEM_MAP",
+    "SEM_SCORE",
+    "SEM_EXTRACT",
+    "SEM_CLASSIFY",
+    "SEM_AGG",
+    "SEM_MATCH",
+    "SEM_CODE",
+)
+EXPANDING_FUNCTIONS = ("SEM_EXTRACT", "SEM_CODE")
+"""Whole SELECT items that expand to one column per field."""
 
 Replacement = Callable[[exp.Expr], exp.Expr | None]
 """Substitutes a whole subexpression (an aggregate, a group key) or returns None to descend."""
@@ -94,6 +107,13 @@ def rewrite(
     subqueries, semantic functions outside their clause).
     """
 
+    for call in expression.find_all(exp.Anonymous):
+        if isinstance(call.this, str) and call.this.upper() in TABLE_FUNCTIONS:
+            name = call.this.upper()
+            raise source.unsupported(
+                call, f"{name} inside an expression", f"{name} is a table function: write FROM {name}(table, ...)"
+            )
+
     def visit(node: exp.Expr) -> exp.Expr:
         substitute = replace(node) if replace is not None else None
         if substitute is not None:
@@ -132,6 +152,7 @@ _SEMANTIC_PLACES = {
     "SEM_MAP": f"use SEM_MAP in {_COLUMN_PLACES}",
     "SEM_SCORE": f"use SEM_SCORE in {_COLUMN_PLACES}",
     "SEM_EXTRACT": "use SEM_EXTRACT as a whole SELECT item; it expands to its fields",
+    "SEM_CODE": "use SEM_CODE as a whole SELECT item; it expands to its output fields",
     "SEM_CLASSIFY": f"use SEM_CLASSIFY in {_COLUMN_PLACES}",
     "SEM_AGG": "use SEM_AGG as an aggregate in the SELECT list of a grouped query",
     "SEM_MATCH": "use SEM_MATCH in JOIN ... ON",
