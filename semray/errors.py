@@ -73,6 +73,10 @@ class SourceError(SemrayError):
     """A data source is missing, unreadable or empty."""
 
 
+class SegmentError(SemrayError):
+    """A document segment breaks the hierarchy's invariants (a span outside its parent, ordinals out of order)."""
+
+
 class LoweringError(SemrayError):
     """A logical operator has no physical implementation (yet)."""
 
@@ -105,6 +109,24 @@ class ClusterError(SemrayError):
     """Ray could not be started or reached."""
 
 
+class StateDirError(SemrayError):
+    """The state folder cannot hold runs where this process runs: an object-store URI, or a
+    folder in a Ray job's temporary working directory."""
+
+
+class JobError(ClusterError):
+    """A Ray job could not be submitted, found, read or stopped."""
+
+
+class CatalogError(SemrayError):
+    """The catalog cannot do what was asked: an unknown or clashing dataset name, a version that
+    does not exist, a data server that cannot be read, an ingest that found nothing readable."""
+
+
+class SearchError(CatalogError):
+    """A search is malformed (mode, k, query vector) or its filter is unsafe or refused."""
+
+
 def suggest(name: str, candidates: Iterable[str]) -> str | None:
     """Return the closest candidate to ``name``, or None when nothing is close.
 
@@ -117,3 +139,55 @@ def suggest(name: str, candidates: Iterable[str]) -> str | None:
         return lowered[name.lower()]
     matches = difflib.get_close_matches(name, pool, n=1, cutoff=0.6)
     return matches[0] if matches else None
+
+
+class SandboxError(ExecutionError):
+    """Model-written or user-supplied code (``SemCode``) failed in its sandbox process; ``kind``
+    says how (``violation``, ``timeout``, ``memory``, ``code``, ``output``, ``crash``). The engine
+    process never runs the code, so it is unaffected."""
+
+    def __init__(self, message: str, *, kind: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class SandboxViolationError(SandboxError):
+    """The code tried something outside the sandbox: a file, a socket, a process, a module not
+    on the allow-list."""
+
+
+class SandboxTimeoutError(SandboxError):
+    """The code ran past its wall-clock or CPU-seconds limit and was stopped."""
+
+
+class SandboxMemoryError(SandboxError):
+    """The code allocated past its memory limit."""
+
+
+class SandboxCodeError(SandboxError):
+    """The code does not compile, defines no ``transform``, or raised."""
+
+
+class SandboxOutputError(SandboxError):
+    """The code returned the wrong type, columns, value types or number of rows."""
+
+
+class SandboxCrashError(SandboxError):
+    """The sandbox process could not start or ended unexpectedly."""
+
+
+class CodeGenerationError(PlanError):
+    """A ``SemCode`` operator got no validated function at plan time."""
+
+
+class CodeGenerationUnavailableError(CodeGenerationError):
+    """The tier asked to write code cannot (the simulated tier answers from labels)."""
+
+
+class CodeValidationError(CodeGenerationError):
+    """Every generated function (the first and each retry) failed validation; ``attempts`` holds
+    each attempt's failure."""
+
+    def __init__(self, message: str, *, attempts: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.attempts = attempts
