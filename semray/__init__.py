@@ -28,6 +28,7 @@ _EXPORTS = {
     "read_sql": "semray.api",
     "read_text": "semray.api",
     "SemrayError": "semray.errors",
+    "ask": "semray.asking",
     "Settings": "semray.settings",
 }
 

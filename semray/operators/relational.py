@@ -258,6 +258,8 @@ class Union(Node):
 
 
 class Sort(Unary):
+    """Order rows by key columns: ``Sort(input=s, keys=(SortKey(column="rating", descending=True),))``."""
+
     op: Literal["sort"] = "sort"
     keys: tuple[SortKey, ...]
 
@@ -275,6 +277,8 @@ class Sort(Unary):
 
 
 class Limit(Unary):
+    """Keep the first ``count`` rows after skipping ``offset``: ``Limit(input=s, count=10)``."""
+
     op: Literal["limit"] = "limit"
     count: int = Field(ge=0, strict=True)
     offset: int = Field(default=0, ge=0, strict=True)

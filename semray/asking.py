@@ -1,0 +1,144 @@
+"""``semray.ask``: a question in plain language -> a validated plan, its answer, and what it cost.
+
+The planning agents (``semray.planner.agents``) draft and validate the plan on a real LLM tier
+(the profile's ``large`` tier); with only simulated tiers configured ``ask`` refuses with
+``PlanningNeedsModelError`` unless recorded answers are given (``replay=``). The plan then runs
+like any other (``Query.execute``), and an execution error goes back into the loop.
+
+>>> result = semray.ask("average rating per product", tables={"reviews": "reviews.csv"})  # doctest: +SKIP
+>>> print(result.plan_json)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from semray.cost_model.prices import profiles_from_serving
+from semray.log import get_logger
+from semray.operators import Node
+from semray.planner.agents import (
+    AgentModel,
+    AgentStep,
+    CatalogView,
+    ListMemory,
+    LoopConfig,
+    MemoryView,
+    RecordedModel,
+    SourceCatalog,
+    StepRunner,
+    TierModel,
+    plan_question,
+)
+from semray.planner.agents.errors import AgentError
+from semray.serving.config import ServingConfig
+from semray.serving.profiles import resolve_serving
+from semray.settings import Settings
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AskResult:
+    """What ``ask`` gives back: the answer rows (None on a dry run), the plan, and every step."""
+
+    question: str
+    answer: pa.Table | None
+    plan_json: str
+    datasets: tuple[str, ...]
+    steps: tuple[AgentStep, ...]
+    ask_id: str
+    run_id: str | None
+    iterations: int
+    usage_line: str = ""
+
+    @property
+    def planning_dollars(self) -> float:
+        return sum(step.dollars for step in self.steps)
+
+    @property
+    def planning_tokens(self) -> int:
+        return sum(step.input_tokens + step.output_tokens for step in self.steps)
+
+
+def ask(
+    question: str,
+    *,
+    tables: Mapping[str, str | Path] | None = None,
+    catalog: CatalogView | None = None,
+    memory: MemoryView | None = None,
+    settings: Settings | None = None,
+    serving: ServingConfig | None = None,
+    model: AgentModel | None = None,
+    replay: Path | None = None,
+    dry_run: bool = False,
+    max_cost: float | None = None,
+    config: LoopConfig | None = None,
+) -> AskResult:
+    """Plan a question over ``tables`` (name -> file) or a ``catalog``, run it unless ``dry_run``."""
+    settings = settings or Settings()
+    serving = serving or resolve_serving(settings.models)
+    agent_model = model or _model(serving, replay)
+    view = catalog or _catalog(tables, settings, serving)
+    store = memory or ListMemory(settings.state_path / "planner" / "memory.json")
+    ask_id = uuid.uuid4().hex[:12]
+    runs: list[Any] = []
+
+    def execute(plan: Node) -> Any:
+        from semray.api import Query
+
+        result = Query(plan, settings, serving).execute()
+        runs.append(result)
+        return result
+
+    runner = StepRunner(agent_model, max_cost)
+    planned = plan_question(
+        question,
+        catalog=view,
+        model=agent_model,
+        memory=store,
+        config=config or LoopConfig(),
+        executor=None if dry_run else execute,
+        runner=runner,
+        run_id=ask_id,
+    )
+    result = runs[-1] if runs else None
+    log.info("question_answered", ask_id=ask_id, dollars=runner.trace.dollars, iterations=planned.iterations)
+    return AskResult(
+        question=question,
+        answer=None if result is None else result.table,
+        plan_json=planned.plan_json,
+        datasets=planned.datasets,
+        steps=tuple(runner.trace.steps),
+        ask_id=ask_id,
+        run_id=None if result is None else result.run_id,
+        iterations=planned.iterations,
+        usage_line="" if result is None else result.usage_line(),
+    )
+
+
+def _model(serving: ServingConfig, replay: Path | None) -> AgentModel:
+    if replay is not None:
+        return RecordedModel.from_file(replay, profiles_from_serving(serving)["large"])
+    return TierModel(serving, "large")
+
+
+def _catalog(tables: Mapping[str, str | Path] | None, settings: Settings, serving: ServingConfig) -> CatalogView:
+    """Files named by the caller, else the LanceDB catalog under ``Settings.catalog_path``."""
+    if tables:
+        return SourceCatalog.from_paths(tables)
+    if not settings.catalog_path.is_dir():
+        raise AgentError(
+            f"ask needs datasets to plan over and there is no catalog at {settings.catalog_path}: give "
+            "tables={'name': 'file.csv'} (semray ask --table NAME=PATH), ingest some with `semray catalog`, "
+            "or pass catalog= (a CatalogView)"
+        )
+    from semray.catalog.store import Catalog
+    from semray.planner.agents.catalog_adapter import LanceCatalogView
+
+    return LanceCatalogView(Catalog.open(settings), serving.embedding)

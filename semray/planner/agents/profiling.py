@@ -1,0 +1,100 @@
+"""The profiling agent: find the datasets a question needs, then read their schemas and samples.
+
+Three recorded steps: a catalog search (datasets and document segments), the model's choice
+among the candidates, and the description of each chosen dataset. A name the model invents is
+dropped (the choice step records it); when none is left, the best search match is used.
+
+>>> profile = profile_question(runner, catalog, "average rating per product", ())  # doctest: +SKIP
+>>> [dataset.name for dataset in profile.datasets]  # doctest: +SKIP
+['reviews', 'products']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from semray.errors import TableNotFoundError
+from semray.planner.agents.catalog_view import CatalogView, DatasetHit, DatasetProfile, SegmentHit
+from semray.planner.agents.issues import PlanIssue, feedback_text
+from semray.planner.agents.json_repair import JsonRepairError, decode_json
+from semray.planner.agents.prompts import PROMPTS
+from semray.planner.agents.step import StepRunner
+from semray.serving.contract import ModelRequest, OutputConstraint
+
+CANDIDATES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """What the profiling agent found: the datasets to use, domain segments, and why."""
+
+    datasets: tuple[DatasetProfile, ...]
+    segments: tuple[SegmentHit, ...]
+    reason: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(dataset.name for dataset in self.datasets)
+
+    def text(self) -> str:
+        return "\n\n".join(dataset.describe() for dataset in self.datasets)
+
+
+def profile_question(
+    runner: StepRunner,
+    catalog: CatalogView,
+    question: str,
+    knowledge: Sequence[str],
+    feedback: tuple[PlanIssue, ...] = (),
+    structured: bool = True,
+) -> Profile:
+    """Search, choose and describe; every part is one recorded step."""
+    hits: list[DatasetHit] = []
+    segments: list[SegmentHit] = []
+
+    def search() -> tuple[str, str | None]:
+        hits.extend(catalog.find_datasets(question, CANDIDATES))
+        segments.extend(catalog.search_segments(question, 5))
+        return ", ".join(f"{hit.name} ({hit.score:.2f})" for hit in hits) or "no datasets", None
+
+    runner.run("profiling", "search", {"question": question}, search)
+    if not hits:
+        raise TableNotFoundError(question[:40], ())
+    candidates = "\n\n".join(catalog.describe(hit.name).describe(samples=1) for hit in hits)
+    prompt = PROMPTS["choose_datasets"]
+    assert prompt.output_schema is not None
+    request = ModelRequest(
+        prompt=prompt.render(
+            question=question,
+            candidates=candidates,
+            segments="\n".join(f"- [{s.dataset}] {s.text[:300]}" for s in segments) or "none",
+            knowledge="\n".join(f"- {line}" for line in knowledge) or "none",
+            feedback=feedback_text(feedback),
+        ),
+        system=prompt.system,
+        constraint=OutputConstraint.schema(prompt.output_schema) if structured else OutputConstraint.text(),
+        max_tokens=prompt.max_tokens,
+    )
+    outcome = runner.ask("profiling", "choose", {"question": question}, request)
+    chosen, reason = _chosen(outcome.response.text, [hit.name for hit in hits])
+    chosen = chosen or [hits[0].name]
+    profiles: list[DatasetProfile] = []
+
+    def describe() -> tuple[str, str | None]:
+        profiles.extend(catalog.describe(name) for name in chosen)
+        return "\n\n".join(profile.describe() for profile in profiles), None
+
+    runner.run("profiling", "describe", {"datasets": ", ".join(chosen)}, describe)
+    return Profile(tuple(profiles), tuple(segments), reason)
+
+
+def _chosen(text: str, known: list[str]) -> tuple[list[str], str]:
+    try:
+        value, _ = decode_json(text)
+    except JsonRepairError:
+        return [], ""
+    if not isinstance(value, dict) or not isinstance(value.get("datasets"), list):
+        return [], ""
+    names = [str(name) for name in value["datasets"] if str(name) in known]
+    return list(dict.fromkeys(names)), str(value.get("reason", ""))

@@ -1,0 +1,153 @@
+"""The one door every agent step goes through: it runs the step and records it in the trace.
+
+A step is a profiling probe, a plan draft, a manipulation pass, a validation, a memory write or
+an execution. ``StepRunner.run`` performs it (a model call or local work), prices the model's
+tokens with the tier's ``cost_model`` profile, checks the caller's budget, and appends a frozen
+``AgentStep`` to the trace. Nothing else calls a model or appends to a trace, so a later
+commit-or-retry unit (issue 25) wraps this one method.
+
+>>> runner = StepRunner(model=None)
+>>> runner.run("memory", "recall", {"task": "q"}, lambda: ("2 hints", None)).output
+'2 hints'
+>>> runner.trace.steps[0].dollars
+0.0
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from semray.log import get_logger
+from semray.planner.agents.errors import AgentError, BudgetExceededError
+from semray.planner.agents.models import AgentCall, AgentModel
+from semray.serving.contract import ModelRequest, ModelResponse
+
+log = get_logger(__name__)
+
+AgentName = Literal["profiling", "planning", "manipulation", "grammar", "semantic", "memory", "execution"]
+LocalWork = Callable[[], tuple[str, str | None]]
+"""Local work returns (output text, error text or None)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStep:
+    """One recorded step: what went in, what came out, what it cost."""
+
+    index: int
+    agent: str
+    kind: str
+    inputs: tuple[tuple[str, str], ...]
+    output: str
+    error: str | None = None
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    dollars: float = 0.0
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        """``3 manipulation/fill  1,200 in  300 out  $0.0041`` for the CLI and EXPLAIN."""
+        cost = f"{self.input_tokens:,} in  {self.output_tokens:,} out  ${self.dollars:.4f}" if self.model else "local"
+        status = f"  error: {self.error[:120]}" if self.error else ""
+        return f"{self.index:>2} {self.agent}/{self.kind}  {cost}{status}"
+
+
+@dataclass(slots=True)
+class Trace:
+    """Steps in order; only ``StepRunner`` appends."""
+
+    steps: list[AgentStep] = field(default_factory=list)
+
+    @property
+    def dollars(self) -> float:
+        return sum(step.dollars for step in self.steps)
+
+    @property
+    def tokens(self) -> int:
+        return sum(step.input_tokens + step.output_tokens for step in self.steps)
+
+    def of(self, agent: str) -> tuple[AgentStep, ...]:
+        return tuple(step for step in self.steps if step.agent == agent)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOutcome:
+    """What a model step gave the agent: the response and the recorded step."""
+
+    response: ModelResponse
+    step: AgentStep
+
+
+class StepRunner:
+    """Runs and records steps against one model and an optional budget in dollars."""
+
+    def __init__(self, model: AgentModel | None, max_cost: float | None = None) -> None:
+        self.model = model
+        self.max_cost = max_cost
+        self.trace = Trace()
+
+    def run(self, agent: AgentName, kind: str, inputs: Mapping[str, str], work: LocalWork) -> AgentStep:
+        """A local step (a catalog probe, a validation, a memory write)."""
+        started = time.perf_counter()
+        output, error = work()
+        return self._record(agent, kind, inputs, output, error, None, time.perf_counter() - started)
+
+    def ask(self, agent: AgentName, kind: str, inputs: Mapping[str, str], request: ModelRequest) -> ModelOutcome:
+        """A model step: the request goes to the model; its tokens are priced and recorded."""
+        if self.model is None:
+            raise AgentError(f"step {agent}/{kind} needs a model and this runner has none")
+        if self.max_cost is not None and self.trace.dollars >= self.max_cost:
+            raise BudgetExceededError(
+                f"the planning steps spent ${self.trace.dollars:.4f}, the --max-cost of ${self.max_cost:.4f}, "
+                f"before {agent}/{kind}; raise --max-cost or ask a narrower question"
+            )
+        started = time.perf_counter()
+        response = self.model.answer(AgentCall(agent, kind, request))
+        step = self._record(
+            agent,
+            kind,
+            {**inputs, "prompt": request.prompt},
+            response.text,
+            response.error,
+            response,
+            time.perf_counter() - started,
+        )
+        return ModelOutcome(response, step)
+
+    def _record(
+        self,
+        agent: str,
+        kind: str,
+        inputs: Mapping[str, str],
+        output: str,
+        error: str | None,
+        response: ModelResponse | None,
+        seconds: float,
+    ) -> AgentStep:
+        tokens_in = tokens_out = 0
+        dollars = 0.0
+        model = ""
+        if response is not None and self.model is not None:
+            usage = response.usage
+            tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
+            dollars = self.model.profile.dollars(tokens_in, tokens_out, usage.gpu_seconds)
+            model = response.model or self.model.name
+        step = AgentStep(
+            index=len(self.trace.steps),
+            agent=agent,
+            kind=kind,
+            inputs=tuple(sorted(inputs.items())),
+            output=output,
+            error=error,
+            model=model,
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            dollars=dollars,
+            seconds=seconds,
+        )
+        self.trace.steps.append(step)
+        log.debug("agent_step", agent=agent, kind=kind, tokens=tokens_in + tokens_out, dollars=dollars, error=error)
+        return step
