@@ -246,4 +246,4 @@ def model_estimate(
 
 def _load_estimators() -> None:
     # The estimator modules register themselves on import; imported here to avoid an import cycle.
-    from semray.cost_model import relational_cost, semantic_cost  # noqa: F401
+    from semray.cost_model import code_cost, relational_cost, semantic_cost  # noqa: F401

@@ -1,6 +1,7 @@
 """The plan IR: frozen logical operators, SQL expressions, schemas and JSON plans."""
 
 from semray.operators.base import Node, transform, walk
+from semray.operators.code import CodeExample, SandboxLimits, SemCode
 from semray.operators.explain import render_tree
 from semray.operators.plan import OPERATORS, RELATIONAL, SEMANTIC, PlanNode
 from semray.operators.relational import (
@@ -39,6 +40,7 @@ __all__ = [
     "ROW_ID",
     "SEMANTIC",
     "Aggregate",
+    "CodeExample",
     "Column",
     "Distinct",
     "ExtractField",
@@ -49,10 +51,12 @@ __all__ = [
     "Node",
     "PlanNode",
     "Project",
+    "SandboxLimits",
     "Scan",
     "Schema",
     "SemAgg",
     "SemClassify",
+    "SemCode",
     "SemExtract",
     "SemFilter",
     "SemJoin",

@@ -8,13 +8,13 @@ from sqlglot import exp
 
 from semray.operators import ROW_ID, Node
 from semray.sql.diagnostics import QueryText
-from semray.sql.rewrite import Replacement, semantic_name, to_sql
+from semray.sql.rewrite import EXPANDING_FUNCTIONS, Replacement, semantic_name, to_sql
 from semray.sql.scope import Relation
 
 
 @dataclass(frozen=True, slots=True)
 class SelectItem:
-    """One output column of a SELECT (a ``SEM_EXTRACT`` item stands for all its fields)."""
+    """One output column of a SELECT (a ``SEM_EXTRACT`` or ``SEM_CODE`` item stands for all its fields)."""
 
     expression: exp.Expr
     name: str
@@ -24,7 +24,7 @@ class SelectItem:
 
     @property
     def is_extract(self) -> bool:
-        return semantic_name(self.expression) == "SEM_EXTRACT"
+        return semantic_name(self.expression) in EXPANDING_FUNCTIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +70,12 @@ def select_items(select: exp.Select, relation: Relation, source: QueryText) -> l
     items: list[SelectItem] = []
     taken: set[str] = {ROW_ID}  # lower-cased: DuckDB names are case-insensitive
     for expression, alias, name, plan_name in raw:
-        if semantic_name(expression) == "SEM_EXTRACT":
+        if (expanding := semantic_name(expression)) in EXPANDING_FUNCTIONS:
             if alias:
                 raise source.unsupported(
                     expression,
-                    "an alias on SEM_EXTRACT",
-                    "SEM_EXTRACT expands to its fields; rename them in the field spec",
+                    f"an alias on {expanding}",
+                    f"{expanding} expands to its fields; rename them in the field spec",
                 )
             items.append(SelectItem(expression, ""))
             continue

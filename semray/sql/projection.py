@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from semray.operators import Distinct, Limit, NamedExpr, Node, Project, Sort, SortKey
+from semray.operators.code import SemCode
 from semray.sql.context import Context
 from semray.sql.diagnostics import QueryText
 from semray.sql.items import ExprScope, SelectItem, unique_name
 from semray.sql.literals import INT64_MAX, integer_literal, shown
 from semray.sql.rewrite import Replacement, is_aggregate, outermost, plan_column, plan_sql, semantic_name, to_sql
-from semray.sql.semantic_calls import located, sem_column, sem_extract
+from semray.sql.semantic_calls import located, sem_code, sem_column, sem_extract
 
 SEMANTIC_COLUMNS = ("SEM_FILTER", "SEM_MAP", "SEM_SCORE", "SEM_CLASSIFY")
 
@@ -63,9 +64,11 @@ def compile_items(
     exprs: list[NamedExpr] = []
     for item in items:
         if item.is_extract:
-            extract = sem_extract(node, item.expression, scope.relation, source)
+            build = sem_code if semantic_name(item.expression) == "SEM_CODE" else sem_extract
+            extract = build(node, item.expression, scope.relation, source)
             node = extract
-            for field in extract.fields:
+            fields = extract.outputs if isinstance(extract, SemCode) else extract.fields
+            for field in fields:
                 name = unique_name(field.name, reserved | {e.name.lower() for e in exprs})
                 exprs.append(NamedExpr(name=name, expr=to_sql(plan_column(field.name))))
             continue

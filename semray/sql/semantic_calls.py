@@ -9,6 +9,7 @@ SQL                                              plan
 ``SEM_CLASSIFY('{review}', 'pos|neg|neutral')``  ``SemClassify(labels=(...))``
 ``SEM_EXTRACT('{body}', 'sender: text, ...')``   ``SemExtract`` (one output column per field)
 ``SEM_AGG('summarize {review}')``                ``SemAgg(keys=<GROUP BY keys>)``
+``SEM_CODE('parse {raw}', 'day: date' [, code])``  ``SemCode`` (one output column per field)
 ``JOIN ... ON SEM_MATCH('{l.a} and {r.b} ...')`` ``SemJoin``
 ===============================================  =========================================
 
@@ -29,6 +30,7 @@ from sqlglot import exp
 
 from semray.errors import ColumnNotFoundError, PlanError
 from semray.operators import ExtractField, Node, SemAgg, SemClassify, SemExtract, SemFilter, SemJoin, SemMap
+from semray.operators.code import SemCode
 from semray.operators.semantic import ValueType
 from semray.operators.templates import template_columns
 from semray.sql.diagnostics import QueryText, UnsupportedSqlError, at_position, start_offset
@@ -154,6 +156,26 @@ def sem_extract(node: Node, call: exp.Expr, relation: Relation, source: QueryTex
     fields = extract_fields(_string_argument(call.expressions[1], call, source), call, source)
     with located(call, source):
         return SemExtract(input=node, instruction=text, fields=fields)
+
+
+def sem_code(node: Node, call: exp.Expr, relation: Relation, source: QueryText) -> SemCode:
+    """``SEM_CODE('instruction over {column}', 'name: type, ...' [, 'def transform(batch): ...'])``:
+    the instruction's references are the function's inputs; without the code, the large tier
+    writes it at plan time."""
+    template, literal = instruction(call, source)
+    _expect_arguments(call, 3, source)
+    if len(call.expressions) < 2:
+        raise source.unsupported(
+            call, "SEM_CODE without output fields", "write SEM_CODE('instruction over {column}', 'name: type, ...')"
+        )
+    text = rewrite_template(template, literal, relation_resolver(relation, "SEM_CODE"), source, "SEM_CODE")
+    fields = extract_fields(_string_argument(call.expressions[1], call, source), call, source)
+    code = _string_argument(call.expressions[2], call, source) if len(call.expressions) == 3 else None
+    with located(call, source):
+        inputs = template_columns(text, "SEM_CODE")
+        if not inputs:
+            raise PlanError("SEM_CODE: reference the input columns in the instruction, e.g. 'Parse {raw} as a date'")
+        return SemCode(input=node, instruction=text, inputs=inputs, outputs=fields, code=code)
 
 
 _FIELD = re.compile(r"^\s*(?P<name>[A-Za-z_][\w]*)\s*(?::\s*(?P<type>\w+))?\s*$")

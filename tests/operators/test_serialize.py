@@ -35,6 +35,7 @@ from semray.operators import (
     plan_json_schema,
     plan_to_json,
 )
+from semray.operators.code import CodeExample, SemCode
 
 
 def one_of_each(reviews: Scan, products: Scan) -> list[Node]:
@@ -56,6 +57,14 @@ def one_of_each(reviews: Scan, products: Scan) -> list[Node]:
         SemTopK(input=reviews, instruction="{review} is funny", k=2),
         SemAgg(input=reviews, instruction="summarise {review}", keys=("product",)),
         SemSearch(input=reviews, column="review", query="late", k=3, mode="hybrid"),
+        SemCode(
+            input=reviews,
+            instruction="Twice {rating}",
+            inputs=("rating",),
+            outputs=(ExtractField(name="twice", type="int"),),
+            examples=(CodeExample(inputs={"rating": 2}, outputs={"twice": 4}),),
+            code="def transform(batch):\n    return batch.assign(twice=batch['rating'] * 2)[['twice']]\n",
+        ),
     ]
 
 

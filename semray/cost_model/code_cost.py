@@ -1,0 +1,70 @@
+"""The cost estimator of SemCode: model calls at plan time only, CPU at execution.
+
+* Without code: the large tier writes the function and validates it on ``sample_rows`` rows:
+  one generation call (up to ``1 + RETRIES`` when validation fails: the interval's high end)
+  whose prompt carries the instruction, the rules and up to 10 sample rows, and, with
+  ``min_agreement``, one per-row answer for each sample row (an extraction of the output fields).
+  These calls are priced on the large tier; their number does not grow with the input.
+* With code (supplied, or generated and committed): no model call, no dollars, tier ``none``;
+  the function runs in the sandbox on CPU, which the cost model does not price.
+
+Rows: every input row gives one output row.
+"""
+
+from __future__ import annotations
+
+import json
+
+from semray.cost_model.estimates import ZERO, Interval, OperatorEstimate
+from semray.cost_model.plan_cost import NO_TIER, EstimationContext, model_estimate, register
+from semray.cost_model.semantic_cost import ASSUMED_CELL_TOKENS, MAX_CELL_TOKENS
+from semray.operators.base import Node
+from semray.operators.code import SemCode
+from semray.serving.prompts.code import CODE_MAX_TOKENS, MAX_SHOWN_ROWS, code_request
+from semray.serving.prompts.operators import build_request
+from semray.serving.simulator.tokens import TokenCounter
+
+GENERATION_ATTEMPTS = Interval(1.0, 1.0, 3.0)
+"""Generation calls: one when the first function passes, three after two retries."""
+CODE_OUTPUT_TOKENS = Interval(300.0, 60.0, float(CODE_MAX_TOKENS))
+"""Tokens of one written function."""
+
+
+@register(SemCode)
+def code_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: EstimationContext) -> OperatorEstimate:
+    assert isinstance(node, SemCode)
+    (rows,) = inputs
+    if node.committed:
+        return OperatorEstimate(path, node.label(), NO_TIER, rows, rows, ZERO, ZERO, ZERO, ZERO, ZERO, 1.0)
+    counter = TokenCounter()
+    cells = len(node.inputs)
+    sample = rows.minimum(float(node.sample_rows))
+    shown = sample.minimum(float(MAX_SHOWN_ROWS))
+    request = code_request(node.instruction, [(name, "") for name in node.inputs], node.output_types(), [], [])
+    fixed = float(counter.count_chat([request.system or "", request.prompt]))
+    per_row = Interval(ASSUMED_CELL_TOKENS * cells, 1.0 * cells, MAX_CELL_TOKENS * cells)
+    generation_in = GENERATION_ATTEMPTS * (Interval.exact(fixed) + shown * per_row)
+    calls = GENERATION_ATTEMPTS
+    input_tokens = generation_in
+    output_tokens = GENERATION_ATTEMPTS * CODE_OUTPUT_TOKENS
+    if node.min_agreement is not None:
+        asked = build_request("extract", node.instruction, request_id="estimate", fields=node.output_types())
+        row_fixed = float(counter.count_chat([asked.system or "", asked.prompt]))
+        answer = float(counter.count(json.dumps({name: None for name, _ in node.output_types()}))) + 4.0 * len(
+            node.outputs
+        )
+        calls = calls + sample
+        input_tokens = input_tokens + sample * (Interval.exact(row_fixed) + per_row)
+        output_tokens = output_tokens + sample.scale(answer)
+    return model_estimate(
+        node,
+        path,
+        context,
+        rows_in=rows,
+        rows_out=rows,
+        calls=calls,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        tier="large",
+        quality=node.min_agreement if node.min_agreement is not None else 1.0,
+    )

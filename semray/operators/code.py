@@ -1,0 +1,230 @@
+"""SemCode: one Python function, written by the large tier or by the user, run sandboxed per batch.
+
+For operations no operator covers (dates written many ways, amounts with currencies, a domain
+formula): an instruction, the input columns, the output columns with types, optional examples,
+and, once generated or supplied, the function's text. The text is content-addressed: its SHA-256
+is part of the plan (``code_sha256``), so a run and its resume execute the same code, and a plan
+file whose code was edited without its hash is refused. The function is
+
+    def transform(batch: pandas.DataFrame) -> pandas.DataFrame
+
+over the input columns only, returning the output columns, one row per input row. Execution
+(``semray.sandbox``) calls no model: it costs CPU only.
+
+>>> from semray.operators import Scan, Schema, SourceSpec
+>>> scan = Scan(source=SourceSpec(kind="csv", path="d.csv"), source_schema=Schema.of(("raw", "VARCHAR")))
+>>> node = SemCode(input=scan, instruction="Parse {raw} as a date", inputs=("raw",),
+...     outputs=(ExtractField(name="day", type="date"),))
+>>> node.output_schema.names
+('_rowid', 'raw', 'day')
+>>> node.committed
+False
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
+
+from semray.errors import PlanError
+from semray.operators.base import Node, NodeArgumentError, walk
+from semray.operators.relational import Frozen, Unary
+from semray.operators.schema import Column, Schema
+from semray.operators.semantic import SQL_TYPES, ExtractField
+from semray.operators.templates import check_template, template_columns
+
+FUNCTION_NAME = "transform"
+"""The function SemCode's code defines (``semray.sandbox.FUNCTION_NAME``)."""
+MAX_CODE_CHARS = 100_000
+
+Cell = StrictStr | StrictInt | StrictFloat | StrictBool | None
+
+
+def code_sha256(code: str) -> str:
+    """The content address of a function's text.
+
+    >>> code_sha256("def transform(batch):\\n    return batch\\n")[:12]
+    'e1047b39d755'
+    """
+    return hashlib.sha256(code.encode("utf-8")).hexdigest()
+
+
+class CodeExample(Frozen):
+    """One input row and the output the function must give for it (checked before commit):
+    ``CodeExample(inputs={"raw": "3 Jan 2024"}, outputs={"day": "2024-01-03"})``."""
+
+    inputs: dict[str, Cell]
+    outputs: dict[str, Cell]
+
+    def __hash__(self) -> int:
+        return hash((tuple(sorted(self.inputs.items())), tuple(sorted(self.outputs.items()))))
+
+
+class SandboxLimits(Frozen):
+    """What one batch may use in the sandbox: CPU seconds, added memory, wall-clock seconds."""
+
+    cpu_s: float = Field(default=10.0, gt=0.0, le=3600.0)
+    memory_mb: int = Field(default=1024, ge=64, le=65536)
+    wall_s: float = Field(default=30.0, gt=0.0, le=3600.0)
+
+
+class SemCode(Unary):
+    """Add typed columns computed by a Python function over batches, in a sandbox."""
+
+    op: Literal["sem_code"] = "sem_code"
+    row_preserving: ClassVar[bool] = True
+    instruction: str
+    """What the function computes, with ``{column}`` references to input columns."""
+    inputs: tuple[str, ...]
+    """The columns the function receives (nothing else of the row)."""
+    outputs: tuple[ExtractField, ...]
+    examples: tuple[CodeExample, ...] = ()
+    code: str | None = None
+    """The function's text; None until the large tier writes it at plan time."""
+    code_sha256: str | None = None
+    """SHA-256 of ``code`` (filled in when omitted; a mismatch is refused)."""
+    origin: Literal["user", "generated"] | None = None
+    """Who wrote ``code``: the user, or the large tier (validated before it was committed)."""
+    agreement: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Share of validation rows where the generated function agreed with the model's own answers."""
+    min_agreement: float | None = Field(default=0.9, gt=0.0, le=1.0)
+    """The agreement a generated function must reach on the sample; None: no per-row comparison."""
+    sample_rows: int = Field(default=20, ge=1, le=1000, strict=True)
+    """Input rows the generated function is validated on."""
+    limits: SandboxLimits = Field(default_factory=SandboxLimits)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _address_code(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        code, digest = data.get("code"), data.get("code_sha256")
+        if isinstance(code, str):
+            actual = code_sha256(code)
+            if digest is None:
+                data = {**data, "code_sha256": actual, "origin": data.get("origin") or "user"}
+            elif digest != actual:
+                raise NodeArgumentError(
+                    "SemCode",
+                    ("code_sha256",),
+                    f"the code's SHA-256 is {actual}, not {digest}: the code was changed after it was committed; "
+                    "remove code_sha256 (and agreement) to run the edited code as your own",
+                )
+        elif code is None and digest is not None:
+            raise NodeArgumentError("SemCode", ("code_sha256",), "a code hash without code; give the code or neither")
+        return data
+
+    @property
+    def committed(self) -> bool:
+        """Whether the node has its function (supplied, or generated and validated)."""
+        return self.code is not None
+
+    def derive_schema(self) -> Schema:
+        schema = self.input_schema
+        if not self.inputs:
+            raise PlanError("SemCode: give at least one input column, e.g. inputs=('raw_date',)")
+        schema.require(self.inputs, "SemCode inputs")
+        if len(set(self.inputs)) != len(self.inputs):
+            raise PlanError(f"SemCode: input columns repeat: {list(self.inputs)}")
+        referenced = check_template(self.instruction, schema.names, "SemCode")
+        if stray := [name for name in referenced if name not in self.inputs]:
+            raise PlanError(
+                f"SemCode: the instruction references {stray}, which are not inputs {list(self.inputs)}; "
+                "add them to inputs"
+            )
+        if not self.instruction.strip():
+            raise PlanError("SemCode: the instruction is empty; say what the function computes")
+        if not self.outputs:
+            raise PlanError("SemCode: give at least one output column, e.g. 'day: date'")
+        names = [field.name for field in self.outputs]
+        if len(set(names)) != len(names):
+            raise PlanError(f"SemCode: output columns repeat: {names}")
+        for name in names:
+            if name in schema:
+                raise PlanError(f"SemCode: output column {name!r} already exists in the input; choose another name")
+        self._check_examples(set(names))
+        if self.code is not None:
+            check_code(self.code)
+        elif self.origin is not None or self.agreement is not None:
+            raise PlanError("SemCode: origin and agreement describe code; without code leave them out")
+        columns = tuple(Column(name=field.name, type=SQL_TYPES[field.type]) for field in self.outputs)
+        return Schema(columns=schema.columns + columns)
+
+    def _check_examples(self, outputs: set[str]) -> None:
+        for position, example in enumerate(self.examples):
+            if set(example.inputs) != set(self.inputs):
+                raise NodeArgumentError(
+                    "SemCode",
+                    ("examples", str(position), "inputs"),
+                    f"an example gives {sorted(example.inputs)}; give exactly the inputs {list(self.inputs)}",
+                )
+            if set(example.outputs) != outputs:
+                raise NodeArgumentError(
+                    "SemCode",
+                    ("examples", str(position), "outputs"),
+                    f"an example gives {sorted(example.outputs)}; give exactly the outputs {sorted(outputs)}",
+                )
+
+    def columns_read(self) -> frozenset[str]:
+        return frozenset(self.inputs) | frozenset(template_columns(self.instruction, "SemCode"))
+
+    def output_types(self) -> tuple[tuple[str, str], ...]:
+        """(column, semray value type) of each output, e.g. ``(("day", "date"),)``."""
+        return tuple((field.name, field.type) for field in self.outputs)
+
+    def label(self) -> str:
+        outputs = ", ".join(f"{field.name}: {field.type}" for field in self.outputs)
+        if self.code_sha256 is None:
+            state = "no code yet: the large tier writes and validates it at plan time"
+        else:
+            by = "validated" + (f", agreement {self.agreement:.2f}" if self.agreement is not None else "")
+            who = "user code" if self.origin == "user" else f"generated, {by}"
+            state = f"code {self.code_sha256[:12]} ({who}); runs sandboxed, CPU only"
+        return f"SemCode [{state}] {self.instruction!r} -> {outputs}"
+
+
+def check_code(code: str) -> None:
+    """Refuse code that does not parse or defines no top-level ``transform(batch)``.
+
+    >>> check_code("def transform(batch):\\n    return batch\\n")
+    """
+    if len(code) > MAX_CODE_CHARS:
+        raise NodeArgumentError("SemCode", ("code",), f"the code has {len(code):,} characters, over {MAX_CODE_CHARS:,}")
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as error:
+        raise NodeArgumentError(
+            "SemCode", ("code",), f"the code does not parse: {error.msg} (line {error.lineno})"
+        ) from None
+    functions = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == FUNCTION_NAME
+    ]
+    if not functions or isinstance(functions[-1], ast.AsyncFunctionDef):
+        raise NodeArgumentError(
+            "SemCode",
+            ("code",),
+            f"the code defines no top-level function {FUNCTION_NAME}(batch); write "
+            f"'def {FUNCTION_NAME}(batch): ...' returning a pandas DataFrame of the output columns",
+        )
+
+
+def code_listing(plan: Node) -> str:
+    """EXPLAIN's listing of every SemCode's function (or that it is still to be written)."""
+    blocks = []
+    for node in walk(plan):
+        if not isinstance(node, SemCode):
+            continue
+        if node.code is None:
+            blocks.append(f"SemCode {node.instruction!r}: no code yet (the large tier writes it at plan time)")
+            continue
+        assert node.code_sha256 is not None
+        body = "\n".join(f"    {line}" for line in node.code.rstrip().splitlines())
+        blocks.append(
+            f"SemCode {node.instruction!r} code sha256:{node.code_sha256} ({node.origin}; sandboxed, CPU only)\n{body}"
+        )
+    return "\n\n".join(blocks)

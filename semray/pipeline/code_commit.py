@@ -1,0 +1,154 @@
+"""Plan time for SemCode: give every SemCode without code a validated function, journaled.
+
+``commit_code`` runs before a plan is lowered (``pipeline/run.py``; ``Query.with_code()``
+for an explicit step). For each SemCode without code, innermost first, it draws the first
+``sample_rows`` rows of the operator's input (running that input as a query), has the large tier
+write and validate the function (``code_generation.generate_code``), and returns the plan with
+the code, its hash, ``origin="generated"`` and the measured agreement in the node. The
+generation is one journaled run (``semray runs ls``): each committed function is a batch of the
+run's ledger under ``code:<operator key>`` with what its calls cost, so a resume of an
+interrupted generation pays only for the functions not yet committed. The executing run then
+journals the plan *with* the code, so it and its resume run the same code.
+
+The simulated tier answers from labels and cannot write code: a SemCode without code on a
+simulated large tier raises ``CodeGenerationUnavailableError`` before any call.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from semray.errors import CodeGenerationUnavailableError
+from semray.log import get_logger
+from semray.operators import Limit, Node, plan_to_json, transform, walk
+from semray.operators.code import SemCode
+from semray.pipeline.code_generation import Ask, GeneratedCode, generate_code
+from semray.pipeline.lower_semantic import operator_key
+from semray.serving.config import ServingConfig
+from semray.settings import Settings
+from semray.transactions import BatchLedger, LLMUsage, fingerprint, open_run
+
+log = get_logger(__name__)
+
+CODE_TIER = "large"
+CODE_BATCH = "function"
+"""The ledger's batch key of a committed function (one per SemCode)."""
+
+
+def pending_code(plan: Node) -> list[SemCode]:
+    """The SemCode operators of ``plan`` that have no code yet."""
+    return [node for node in walk(plan) if isinstance(node, SemCode) and node.code is None]
+
+
+def commit_code(plan: Node, settings: Settings, serving: ServingConfig | None) -> Node:
+    """``plan`` with a validated function in every SemCode (unchanged when none lacks one)."""
+    if not pending_code(plan):
+        return plan
+    config = serving or ServingConfig()
+    check_can_write_code(plan, config)
+    from semray.cluster.connect import connect
+    from semray.serving.deployments import start_tiers
+
+    document: dict[str, Any] = json.loads(plan_to_json(plan, indent=None))
+    large = config.tier(CODE_TIER)
+    identity = fingerprint({"generate_code": document, "model": f"{large.backend}:{large.model}"})
+    memory = '"kind": "memory"' in json.dumps(document)
+    run = open_run(
+        settings,
+        document,
+        None,
+        config={"purpose": "code_generation", "tiers": [CODE_TIER]},
+        plan_fingerprint=identity,
+        resume=not memory,
+    )
+    with run:
+        connect(settings)
+        tiers = start_tiers(config, settings, tiers=[CODE_TIER])
+
+        def ask(requests: Any) -> Any:
+            return tiers.generate(CODE_TIER, list(requests))
+
+        committed = commit_with(plan, ask, run.ledger, lambda node: sample_input(node, settings, serving))
+    return committed
+
+
+def commit_with(plan: Node, ask: Ask, ledger: BatchLedger | None, sample: Any) -> Node:
+    """``commit_code``'s work with the pieces given: ``ask`` answers on the large tier, ``ledger``
+    (optional) journals each function, ``sample(node)`` gives rows of a SemCode's input."""
+
+    def commit(node: Node) -> Node:
+        if not isinstance(node, SemCode) or node.code is not None:
+            return node
+        key = f"code:{operator_key(node)}"
+        found = ledger.lookup(key, CODE_BATCH) if ledger is not None else None
+        if found is not None:
+            row = found.to_pylist()[0]
+            log.info("code_reused", instruction=node.instruction, sha256=row["sha256"])
+            return with_code(node, str(row["code"]), row["agreement"])
+        generated = generate_code(node, sample(node), ask)
+        if ledger is not None:
+            ledger.commit(key, CODE_BATCH, (), _record(generated), usage=_usage(generated))
+        committed = with_code(node, generated.code, generated.agreement)
+        log.info(
+            "code_committed",
+            instruction=node.instruction,
+            sha256=committed.code_sha256,
+            attempts=len(generated.attempts),
+            agreement=generated.agreement,
+            calls=generated.calls,
+            dollars=generated.usage.dollars,
+        )
+        return committed
+
+    return transform(plan, commit)
+
+
+def with_code(node: SemCode, code: str, agreement: float | None) -> SemCode:
+    """``node`` with a generated, validated function committed to it."""
+    fields = {name: getattr(node, name) for name in type(node).model_fields}
+    fields.update(code=code, code_sha256=None, origin="generated", agreement=agreement)
+    return SemCode.model_validate(fields)
+
+
+def check_can_write_code(plan: Node, serving: ServingConfig) -> None:
+    """Refuse, before any call, a plan whose SemCode needs code from a tier that cannot write it."""
+    large = serving.tier(CODE_TIER)
+    if large.backend != "simulated":
+        return
+    first = pending_code(plan)[0]
+    raise CodeGenerationUnavailableError(
+        f"SemCode {first.instruction!r} has no code, and the large tier is simulated ({large.model}), which "
+        "answers from labels and cannot write code; supply the function yourself "
+        "(Query.sem_code(..., code='def transform(batch): ...'), or SEM_CODE('...', 'out: type', 'def transform...') "
+        "in SQL), or configure a real large tier (--models FILE / SEMRAY_MODELS with an openai, vllm or hf large tier)"
+    )
+
+
+def sample_input(node: SemCode, settings: Settings, serving: ServingConfig | None) -> pa.Table:
+    """The first ``sample_rows`` rows of the operator's input (a query of its own)."""
+    from semray.pipeline.run import collect
+
+    return collect(Limit(input=node.input, count=node.sample_rows), settings, serving)
+
+
+def _record(generated: GeneratedCode) -> pa.Table:
+    from semray.operators.code import code_sha256
+
+    return pa.table(
+        {
+            "code": [generated.code],
+            "sha256": [code_sha256(generated.code)],
+            "agreement": pa.array([generated.agreement], pa.float64()),
+            "attempts": [len(generated.attempts)],
+        }
+    )
+
+
+def _usage(generated: GeneratedCode) -> LLMUsage:
+    usage = generated.usage
+    return LLMUsage(
+        calls=generated.calls, tokens_in=usage.input_tokens, tokens_out=usage.output_tokens, dollars=usage.dollars
+    )
