@@ -3,7 +3,9 @@
 Rows are identified by their position in the indexed table (``_pos``), so a search returns
 positions and scores and the caller takes its own rows. Vectors are cosine-compared unit
 vectors; below ``ANN_MIN_ROWS`` rows the search is exact (no vector index to train), above it an
-``HnswSq`` index answers. The full-text index is LanceDB's native one (``lancedb.index.FTS``).
+``HnswSq`` index answers. The full-text index is LanceDB's native one (``lancedb.index.FTS``, the
+tokenizer of ``retrieval.full_text_index``). Searching, and the fusion of hybrid search, is
+``semray.catalog.retrieval``'s, shared with the catalog's segment search.
 
 >>> index = SearchIndex.build(folder, ["red apple", "blue sky"], vectors, full_text=True)  # doctest: +SKIP
 >>> index.search("fts", "apple", None, k=1)  # doctest: +SKIP
@@ -15,13 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from semray.errors import ExecutionError
+from semray.catalog.retrieval import ANN_MIN_ROWS, SearchMode, full_text_index, rank_rows
+from semray.errors import ExecutionError, SearchError
 from semray.log import get_logger
 
 log = get_logger(__name__)
@@ -30,9 +33,6 @@ POSITION = "_pos"
 TEXT = "text"
 VECTOR = "vector"
 TABLE_NAME = "rows"
-ANN_MIN_ROWS = 50_000
-"""Fewer rows are searched exactly: an HNSW index costs more to build than it saves."""
-SearchMode = Literal["vector", "fts", "hybrid"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,7 @@ class SearchIndex:
     ) -> SearchIndex:
         """Write the rows and build the indexes the search modes need."""
         import lancedb
-        from lancedb.index import FTS, HnswSq
+        from lancedb.index import HnswSq
 
         folder.mkdir(parents=True, exist_ok=True)
         columns: dict[str, pa.Array] = {
@@ -68,7 +68,7 @@ class SearchIndex:
         database = lancedb.connect(str(folder))
         table = database.create_table(TABLE_NAME, pa.table(columns), mode="overwrite")
         if full_text and len(texts):
-            table.create_index(TEXT, config=FTS(), replace=True)
+            table.create_index(TEXT, config=full_text_index(), replace=True)
         if vectors is not None and len(texts) >= ANN_MIN_ROWS:
             table.create_index(VECTOR, config=HnswSq(distance_type="cosine"), replace=True)
         log.info("search_index_built", folder=str(folder), rows=len(texts), vectors=vectors is not None, fts=full_text)
@@ -79,7 +79,8 @@ class SearchIndex:
     ) -> list[tuple[int, float]]:
         """(row position, score) of the best ``k`` rows, best first.
 
-        Scores: cosine similarity (vector), BM25 (fts), reciprocal-rank fusion (hybrid).
+        Scores: cosine similarity (vector), BM25 (fts), reciprocal-rank fusion (hybrid), as
+        ranked by ``semray.catalog.retrieval``.
         """
         if self.table.count_rows() == 0:
             return []
@@ -87,21 +88,11 @@ class SearchIndex:
             raise ExecutionError(f"{mode} search needs vectors of the rows and of the query")
         if mode in ("fts", "hybrid") and not self.full_text:
             raise ExecutionError(f"{mode} search needs the full-text index")
-        if mode == "vector":
-            found = self.table.search(query_vector, vector_column_name=VECTOR).metric("cosine").limit(k).to_arrow()
-            scores = [1.0 - float(distance) for distance in found.column("_distance").to_pylist()]
-        elif mode == "fts":
-            found = self.table.search(query, query_type="fts").limit(k).to_arrow()
-            scores = [float(score) for score in found.column("_score").to_pylist()]
-        else:
-            found = (
-                self.table.search(query_type="hybrid", vector_column_name=VECTOR)
-                .vector(query_vector)
-                .text(query)
-                .limit(k)
-                .to_arrow()
+        try:
+            found = rank_rows(
+                self.table, mode=mode, query=query, query_vector=query_vector, k=k, key=POSITION, columns=()
             )
-            scores = [float(score) for score in found.column("_relevance_score").to_pylist()]
-        positions = [int(position) for position in found.column(POSITION).to_pylist()]
-        ranked = sorted(zip(positions, scores, strict=True), key=lambda item: (-item[1], item[0]))
+        except SearchError as error:
+            raise ExecutionError(f"SemSearch: {error}") from error
+        ranked = sorted(((int(hit.row[POSITION]), hit.score) for hit in found), key=lambda item: (-item[1], item[0]))
         return ranked[:k]

@@ -1,0 +1,93 @@
+"""SemSearch over a catalogued dataset: rank the input's rows by the catalog's segment indexes instead of a run index.
+
+When SemSearch's input is (a subset of) the documents of a catalogued dataset, its rows need
+not be embedded and indexed again: the catalog's ``segments`` already hold their vectors and
+full-text index. Each input row names its document (``CatalogRoute.key_column``, the file's path
+within the dataset, the segments' ``document_id``); the search is restricted, as a LanceDB
+prefilter, to the dataset, the route's segment level and the documents of the input, so a
+filtered input gets its exact top k. A document scores as its best segment (its first hit in
+rank order); at the ``document`` level that is its one segment.
+
+Full-text scores differ a little from a run-scoped index: BM25's term statistics are the whole
+catalog's, not the input's.
+
+>>> route = CatalogRoute(dataset="notes", key_column="path")
+>>> search_catalogued_rows(segments, rows, route, "hybrid", "chest pain", vector, k=5)  # doctest: +SKIP
+[(12, 0.0327), (3, 0.0322), ...]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from semray.catalog.retrieval import SearchMode, rank_rows
+from semray.catalog.segment_filter import in_list, segment_filter
+from semray.catalog.tables import SEGMENT_LEVELS
+from semray.errors import SearchError
+from semray.log import get_logger
+
+log = get_logger(__name__)
+
+MAX_SEGMENTS_FETCHED = 10_000
+"""The most segment hits one search reads while collecting k distinct documents."""
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogRoute:
+    """Where a SemSearch input lives in the catalog: its dataset, the column naming each row's document, the level."""
+
+    dataset: str
+    key_column: str
+    level: str = "document"
+
+    def __post_init__(self) -> None:
+        if self.level not in SEGMENT_LEVELS:
+            raise SearchError(f"catalog route level {self.level!r} is not one of {', '.join(SEGMENT_LEVELS)}")
+
+
+def search_catalogued_rows(
+    segments: Any,
+    rows: pa.Table,
+    route: CatalogRoute,
+    mode: SearchMode,
+    query: str,
+    query_vector: npt.NDArray[np.float32] | None,
+    k: int,
+) -> list[tuple[int, float]]:
+    """(position in ``rows``, score) of the best ``k`` rows by the catalog's ``segments``, best first."""
+    if route.key_column not in rows.column_names:
+        raise SearchError(f"catalog route: the input has no column {route.key_column!r} naming its documents")
+    positions: dict[str, int] = {}
+    for position, document in enumerate(rows.column(route.key_column).to_pylist()):
+        if isinstance(document, str):
+            positions.setdefault(document, position)
+    if not positions or k < 1:
+        return []
+    scope = segment_filter(datasets=[route.dataset], levels=[route.level])
+    where = f"{scope} AND ({in_list('document_id', list(positions))})"
+    fetch = k
+    while True:
+        hits = rank_rows(
+            segments,
+            mode=mode,
+            query=query,
+            query_vector=query_vector,
+            k=fetch,
+            key="segment_id",
+            columns=("document_id",),
+            where=where,
+        )
+        best: dict[str, float] = {}
+        for hit in hits:
+            best.setdefault(hit.row["document_id"], hit.score)
+        exhausted = len(hits) < fetch or fetch >= MAX_SEGMENTS_FETCHED
+        if len(best) >= k or exhausted:
+            break
+        fetch = min(MAX_SEGMENTS_FETCHED, fetch * 4)
+    log.info("catalog_search_rows", dataset=route.dataset, level=route.level, rows=len(positions), hits=len(hits))
+    return [(positions[document], score) for document, score in list(best.items())[:k]]

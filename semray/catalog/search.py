@@ -1,0 +1,131 @@
+"""Search the catalog's ``segments`` table: its indexes, and vector, full-text or hybrid search with filters.
+
+``create_segment_indexes`` builds, on a ``segments`` table (``tables.segments_schema``):
+
+- LanceDB's native full-text index on ``text`` (``retrieval.full_text_index``: ICU words,
+  so Chinese or Japanese text is searchable too);
+- scalar indexes for the filters: a B-tree on ``dataset`` and ``document_id``, a bitmap on
+  ``level`` (four values);
+- from ``ANN_MIN_ROWS`` rows on, an HNSW index with scalar quantization (``HnswSq``, cosine) on
+  ``vector``; below that, vector search is exact, which is fast at that size and needs no
+  training.
+
+``search_segments`` ranks through ``retrieval.rank_rows`` (scores: cosine similarity, BM25, or
+reciprocal rank fusion ``sum 1 / (60 + rank)`` of the two lists for hybrid) with the filter of
+``segment_filter`` pushed into LanceDB as a prefilter.
+
+>>> create_segment_indexes(table)  # doctest: +SKIP
+>>> search_segments(table, "chest pain", vector, k=5, datasets=["notes"], levels=["chunk"])[0]  # doctest: +SKIP
+SegmentHit(segment_id='3f..', dataset='notes', document_id='a.md', level='chunk', path=('Intro',), ...)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from semray.catalog.retrieval import ANN_MIN_ROWS, SearchMode, full_text_index, rank_rows
+from semray.catalog.segment_filter import segment_filter
+from semray.errors import SearchError
+from semray.log import get_logger
+
+log = get_logger(__name__)
+
+ROWS_PER_HNSW_PARTITION = 1_000_000
+"""One HNSW graph per this many rows: one graph is best for recall, several bound training memory."""
+HIT_COLUMNS = ("segment_id", "dataset", "document_id", "level", "path", "text")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentHit:
+    """One segment found, its score (see the module doc) and its 1-based rank in each list searched."""
+
+    segment_id: str
+    dataset: str
+    document_id: str
+    level: str
+    path: tuple[str, ...]
+    text: str
+    score: float
+    vector_rank: int | None
+    fts_rank: int | None
+
+
+def create_segment_indexes(table: Any, *, ann_min_rows: int = ANN_MIN_ROWS) -> None:
+    """Build (or rebuild) the full-text, scalar and, past ``ann_min_rows`` rows, vector indexes of ``table``."""
+    from lancedb.index import Bitmap, BTree, HnswSq
+
+    _require_segments(table)
+    started = time.perf_counter()
+    rows = int(table.count_rows())
+    table.create_index("text", config=full_text_index(), replace=True)
+    table.create_index("dataset", config=BTree(), replace=True)
+    table.create_index("document_id", config=BTree(), replace=True)
+    table.create_index("level", config=Bitmap(), replace=True)
+    ann = rows >= ann_min_rows
+    if ann:
+        partitions = max(1, rows // ROWS_PER_HNSW_PARTITION)
+        table.create_index("vector", config=HnswSq(distance_type="cosine", num_partitions=partitions), replace=True)
+    log.info("segment_indexes_built", rows=rows, ann=ann, seconds=round(time.perf_counter() - started, 3))
+
+
+def search_segments(
+    table: Any,
+    query: str,
+    query_vector: npt.NDArray[np.float32] | None,
+    *,
+    k: int,
+    mode: SearchMode = "hybrid",
+    where: str | None = None,
+    datasets: Sequence[str] | None = None,
+    levels: Sequence[str] | None = None,
+) -> list[SegmentHit]:
+    """The ``k`` best segments for ``query`` (and ``query_vector``, for vector and hybrid), best first.
+
+    ``datasets`` / ``levels`` restrict the search (an empty list matches nothing); ``where`` is a
+    further SQL filter over the segments' scalar columns, checked by ``segment_filter``. Fewer
+    than ``k`` hits come back when fewer rows match (or, by full text, fewer contain a term).
+    """
+    _require_segments(table)
+    if (datasets is not None and not list(datasets)) or (levels is not None and not list(levels)):
+        return []
+    pushed = segment_filter(datasets=datasets, levels=levels, where=where)
+    found = rank_rows(
+        table,
+        mode=mode,
+        query=query,
+        query_vector=query_vector,
+        k=k,
+        key="segment_id",
+        columns=HIT_COLUMNS,
+        where=pushed,
+    )
+    return [
+        SegmentHit(
+            segment_id=hit.row["segment_id"],
+            dataset=hit.row["dataset"],
+            document_id=hit.row["document_id"],
+            level=hit.row["level"],
+            path=tuple(hit.row["path"] or ()),
+            text=hit.row["text"],
+            score=hit.score,
+            vector_rank=hit.vector_rank,
+            fts_rank=hit.fts_rank,
+        )
+        for hit in found
+    ]
+
+
+def _require_segments(table: Any) -> None:
+    names = set(table.schema.names)
+    missing = [name for name in (*HIT_COLUMNS, "vector") if name not in names]
+    if missing:
+        raise SearchError(
+            f"table {getattr(table, 'name', '?')!r} is not a segments table (no {', '.join(missing)}); "
+            "open the catalog's 'segments' table"
+        )
