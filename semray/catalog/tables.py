@@ -1,11 +1,13 @@
 """The catalog's LanceDB tables: their names and Arrow schemas, shared by ingest, search and memory.
 
 The catalog lives in one LanceDB folder (``Settings.catalog_path``, default
-``<state_dir>/catalog``). Every table is written whole by one ingest or memory write and read
-by name; Lance versions each write, so a query can pin the version it planned against.
+``<state_dir>/catalog``). An ingest stages its rows and publishes them into every table under
+the catalog lock, then records the Lance version of each table in a numbered manifest
+(``semray.catalog.store``); readers open the tables at a manifest's versions, so a query can pin
+the catalog version it planned against and never sees a half-published ingest.
 
 - ``datasets``: one row per registered dataset (a file, a table of a database, or the
-  documents of a folder), with its profile.
+  documents of a folder), with its profile and a vector of it for dataset search.
 - ``columns``: per-column statistics of every dataset.
 - ``files``: every file an ingest looked at, with its content hash and whether it was read;
   a re-ingest reads only files whose hash changed.
@@ -16,6 +18,8 @@ by name; Lance versions each write, so a query can pin the version it planned ag
 
 >>> segments_schema(384).field("vector").type
 FixedSizeListType(fixed_size_list<item: float>[384])
+>>> datasets_schema(384).field("vector").type.list_size
+384
 """
 
 from __future__ import annotations
@@ -32,22 +36,32 @@ MEMORY = "memory"
 SEGMENT_LEVELS = ("document", "section", "paragraph", "chunk")
 """Levels of the segment hierarchy, outermost first; a segment's parent is one level up."""
 
-DATASETS_SCHEMA = pa.schema(
-    [
-        pa.field("name", pa.string(), nullable=False),
-        pa.field("server", pa.string(), nullable=False),  # the registered data server it came from
-        pa.field("kind", pa.string(), nullable=False),  # a source kind (csv, parquet, sqlite, ...) or "documents"
-        pa.field("uri", pa.string(), nullable=False),
-        pa.field("source_options", pa.string()),  # JSON object: the reader options that open it (table=...)
-        pa.field("schema_json", pa.string(), nullable=False),  # JSON list of {"name", "type"}
-        pa.field("row_count", pa.int64()),
-        pa.field("sample_json", pa.string()),  # JSON list of up to 5 rows
-        pa.field("summary", pa.string()),
-        pa.field("summary_status", pa.string(), nullable=False),  # "summarised by <tier>" | "not summarised: ..."
-        pa.field("content_hash", pa.string(), nullable=False),
-        pa.field("ingested_at", pa.timestamp("us", tz="UTC"), nullable=False),
-    ]
-)
+
+def datasets_schema(dimension: int) -> pa.Schema:
+    """Datasets with a profile vector of ``dimension`` floats (the embedding tier's), for dataset search."""
+    return pa.schema(
+        [
+            pa.field("name", pa.string(), nullable=False),
+            pa.field("server", pa.string(), nullable=False),  # the registered data server it came from
+            pa.field("server_kind", pa.string(), nullable=False),  # folder | sqlite | duckdb | postgres
+            pa.field("server_uri", pa.string(), nullable=False),  # what `catalog add` was given, resolved
+            pa.field("kind", pa.string(), nullable=False),  # a source kind (csv, parquet, sqlite, ...) or "documents"
+            pa.field("uri", pa.string(), nullable=False),
+            pa.field("source_options", pa.string()),  # JSON object: the reader options that open it (table=...)
+            pa.field("schema_json", pa.string(), nullable=False),  # JSON list of {"name", "type"}
+            pa.field("schema_status", pa.string(), nullable=False),  # "declared" | "inferred: ..." (how, checked how)
+            pa.field("row_count", pa.int64()),
+            pa.field("stats_rows", pa.int64()),  # rows the column statistics were computed over (a sample when less)
+            pa.field("sample_json", pa.string()),  # JSON list of up to 5 rows
+            pa.field("summary", pa.string()),
+            pa.field("summary_status", pa.string(), nullable=False),  # "summarised by <tier>" | "not summarised: ..."
+            pa.field("profile_text", pa.string(), nullable=False),  # name, summary, columns: what dataset search reads
+            pa.field("content_hash", pa.string(), nullable=False),
+            pa.field("ingested_at", pa.timestamp("us", tz="UTC"), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), dimension), nullable=False),  # of profile_text, unit length
+        ]
+    )
+
 
 COLUMNS_SCHEMA = pa.schema(
     [
@@ -67,8 +81,9 @@ COLUMNS_SCHEMA = pa.schema(
 
 FILES_SCHEMA = pa.schema(
     [
-        pa.field("dataset", pa.string(), nullable=False),
-        pa.field("path", pa.string(), nullable=False),  # relative to the dataset's uri
+        pa.field("server", pa.string(), nullable=False),  # the data server the file belongs to
+        pa.field("dataset", pa.string(), nullable=False),  # its dataset (the server's name for files of none)
+        pa.field("path", pa.string(), nullable=False),  # relative to the server's folder
         pa.field("content_hash", pa.string(), nullable=False),  # sha256 of the bytes
         pa.field("size", pa.int64(), nullable=False),
         pa.field("status", pa.string(), nullable=False),  # "read" | "skipped"

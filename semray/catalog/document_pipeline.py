@@ -1,0 +1,302 @@
+"""Read, segment and embed documents: two batch functions, run on Ray Data actor pools or in process.
+
+``DocumentReader`` turns a batch of files (path, relative path, hash, size) into one row per
+document: its status (``read`` or ``skipped`` with the reason: unreadable, undecodable, corrupt,
+too large), encoding, format, text, its segments (``segment_document``, as a nested list with
+stable ids and parent ids) and its tabular snippets (``find_snippets``, each linked to the
+innermost segment holding its span). ``SegmentEmbedder`` adds a unit vector to every segment with
+the embedding tier (``SentenceEmbedder``). ``run_documents`` streams batches through both: on
+Ray Data (``map_batches`` over ``ActorPoolStrategy`` pools, the default) or, for tiny corpora and
+tests, the same two callables in this process.
+
+This module, with ``pipeline/materialize.py``, builds ray.data pipelines: an ingest is not a
+query plan (no operators, no journaled run), so it does not go through plan lowering.
+
+>>> segment_id("enron", "a.txt", (("document", 0),))
+'a6d2f68530797b9729a3c8c894bfcc39'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from semray.catalog.servers.base import DocumentFile
+from semray.errors import SemrayError
+from semray.log import get_logger
+from semray.serving.config import TierConfig
+
+log = get_logger(__name__)
+
+Engine = Literal["ray", "local"]
+READ_BATCH_DOCUMENTS = 16
+EMBED_BATCH_DOCUMENTS = 32
+EMBED_CHARS = 2000
+"""Characters of a segment the embedder sees: the model reads about 256 word pieces anyway, and a
+document's or section's whole text would cost tokenizing for nothing."""
+MAX_CHUNK_CHARS = 1000
+
+SEGMENT_TYPE = pa.struct(
+    [
+        pa.field("segment_id", pa.string(), nullable=False),
+        pa.field("parent_id", pa.string()),
+        pa.field("level", pa.string(), nullable=False),
+        pa.field("path", pa.list_(pa.string()), nullable=False),
+        pa.field("ordinal", pa.int32(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("start", pa.int64(), nullable=False),
+        pa.field("end", pa.int64(), nullable=False),
+    ]
+)
+SNIPPET_TYPE = pa.struct(
+    [
+        pa.field("snippet_id", pa.string(), nullable=False),
+        pa.field("segment_id", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("columns_json", pa.string(), nullable=False),
+        pa.field("rows_json", pa.string(), nullable=False),
+    ]
+)
+INPUT_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.string()),
+        pa.field("relative", pa.string()),
+        pa.field("content_hash", pa.string()),
+        pa.field("size", pa.int64()),
+    ]
+)
+DOCUMENT_SCHEMA = pa.schema(
+    [
+        pa.field("document_id", pa.string()),
+        pa.field("content_hash", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("status", pa.string()),
+        pa.field("reason", pa.string()),
+        pa.field("encoding", pa.string()),
+        pa.field("format", pa.string()),
+        pa.field("title", pa.string()),
+        pa.field("text", pa.string()),
+        pa.field("segments", pa.list_(SEGMENT_TYPE)),
+        pa.field("snippets", pa.list_(SNIPPET_TYPE)),
+    ]
+)
+
+
+def segment_id(dataset: str, document_id: str, chain: Sequence[tuple[str, int]]) -> str:
+    """A stable id: the hash of the dataset, the document and the (level, ordinal) chain from the root."""
+    key = json.dumps([dataset, document_id, [list(step) for step in chain]])
+    return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+
+
+def input_table(documents: Sequence[DocumentFile]) -> pa.Table:
+    return pa.table(
+        {
+            "path": [document.path for document in documents],
+            "relative": [document.relative for document in documents],
+            "content_hash": [document.content_hash for document in documents],
+            "size": [document.size for document in documents],
+        },
+        schema=INPUT_SCHEMA,
+    )
+
+
+class DocumentReader:
+    """Batch function: files -> one row per document with its segments and snippets (``DOCUMENT_SCHEMA``)."""
+
+    def __init__(self, dataset: str, max_chunk_chars: int = MAX_CHUNK_CHARS) -> None:
+        self.dataset = dataset
+        self.max_chunk_chars = max_chunk_chars
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        rows = [self._read(row) for row in batch.to_pylist()]
+        return pa.Table.from_pylist(rows, schema=DOCUMENT_SCHEMA)
+
+    def _read(self, row: dict[str, Any]) -> dict[str, Any]:
+        from semray.catalog.segments import segment_document
+        from semray.catalog.snippets import find_snippets
+        from semray.sources.documents import read_document
+
+        base = {"document_id": row["relative"], "content_hash": row["content_hash"], "size": row["size"]}
+        try:
+            document = read_document(Path(row["path"]))
+            root = segment_document(document, title=row["relative"], max_chunk_chars=self.max_chunk_chars)
+            snippets = find_snippets(document)
+        except (SemrayError, OSError) as error:
+            # One bad file is reported and skipped, never the end of the ingest.
+            reason = str(error) if isinstance(error, SemrayError) else f"unreadable: {error}"
+            log.warning("catalog_document_skipped", path=row["path"], reason=reason)
+            return {**base, "status": "skipped", "reason": reason, "segments": [], "snippets": []}
+        segments: list[dict[str, Any]] = []
+        spans: list[tuple[int, int, str, int]] = []  # start, end, id, depth: to link snippets
+        self._flatten(root, None, (), row["relative"], segments, spans, 0)
+        return {
+            **base,
+            "status": "read",
+            "reason": None,
+            "encoding": document.encoding,
+            "format": document.format,
+            "title": document.title,
+            "text": document.text,
+            "segments": segments,
+            "snippets": [self._snippet(row["relative"], snippet, spans) for snippet in snippets],
+        }
+
+    def _flatten(
+        self,
+        segment: Any,
+        parent: str | None,
+        chain: tuple[tuple[str, int], ...],
+        document_id: str,
+        out: list[dict[str, Any]],
+        spans: list[tuple[int, int, str, int]],
+        depth: int,
+    ) -> None:
+        chain = (*chain, (segment.level, segment.ordinal))
+        identifier = segment_id(self.dataset, document_id, chain)
+        out.append(
+            {
+                "segment_id": identifier,
+                "parent_id": parent,
+                "level": segment.level,
+                "path": list(segment.path),
+                "ordinal": segment.ordinal,
+                "text": segment.text,
+                "start": segment.start,
+                "end": segment.end,
+            }
+        )
+        spans.append((segment.start, segment.end, identifier, depth))
+        for child in segment.children:
+            self._flatten(child, identifier, chain, document_id, out, spans, depth + 1)
+
+    def _snippet(self, document_id: str, snippet: Any, spans: list[tuple[int, int, str, int]]) -> dict[str, Any]:
+        holding = [span for span in spans if span[0] <= snippet.start and snippet.end <= span[1]]
+        # the innermost: deepest, then shortest (the root holds every span, so there is one)
+        innermost = max(holding, key=lambda span: (span[3], span[0] - span[1]))[2] if holding else spans[0][2]
+        key = json.dumps([self.dataset, document_id, snippet.kind, snippet.start, snippet.end])
+        return {
+            "snippet_id": hashlib.blake2b(key.encode(), digest_size=16).hexdigest(),
+            "segment_id": innermost,
+            "kind": snippet.kind,
+            "columns_json": json.dumps(list(snippet.columns), ensure_ascii=False),
+            "rows_json": json.dumps([list(cells) for cells in snippet.rows], ensure_ascii=False),
+        }
+
+
+class SegmentEmbedder:
+    """Batch function: adds a ``vector`` (unit length, the embedding tier's) to every segment of every document."""
+
+    def __init__(self, config: TierConfig) -> None:
+        from semray.serving.backends.embedder import SentenceEmbedder
+
+        self.embedder = SentenceEmbedder(config)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        segments = batch.column("segments").combine_chunks()
+        flat = pc.list_flatten(segments)
+        texts = [text[:EMBED_CHARS] for text in flat.field("text").to_pylist()]
+        vectors = self.embed(texts)
+        vector_array = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), vectors.shape[1])
+        fields = [flat.field(index) for index in range(flat.type.num_fields)]
+        names = [flat.type.field(index).name for index in range(flat.type.num_fields)]
+        with_vectors = pa.StructArray.from_arrays([*fields, vector_array], names=[*names, "vector"])
+        offsets = pc.subtract(segments.offsets, segments.offsets[0])  # a sliced batch's offsets start past 0
+        nested = pa.ListArray.from_arrays(offsets, with_vectors)
+        return batch.set_column(batch.schema.get_field_index("segments"), "segments", nested)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = self.embedder.embed(list(texts))
+        if vectors.shape[0] == 0:
+            return np.zeros((0, self.embedder.dimension), dtype=np.float32)
+        return vectors
+
+
+class TextEmbedder:
+    """Batch function: a ``vector`` for the ``text`` column (dataset profiles)."""
+
+    def __init__(self, config: TierConfig) -> None:
+        self.embedder = SegmentEmbedder(config)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        vectors = self.embedder.embed([text or "" for text in batch.column("text").to_pylist()])
+        array = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), vectors.shape[1])
+        return batch.append_column("vector", array)
+
+
+_LOCAL_EMBEDDERS: dict[str, SegmentEmbedder] = {}
+
+
+def local_embedder(config: TierConfig) -> SegmentEmbedder:
+    """The in-process embedder of ``config``, loaded once per process (segments and profiles share it)."""
+    key = config.model_dump_json()
+    if key not in _LOCAL_EMBEDDERS:
+        _LOCAL_EMBEDDERS[key] = SegmentEmbedder(config)
+    return _LOCAL_EMBEDDERS[key]
+
+
+def run_documents(
+    documents: Sequence[DocumentFile], dataset: str, embedding: TierConfig, *, engine: Engine, actors: int = 1
+) -> Iterator[pa.Table]:
+    """Batches of ``DOCUMENT_SCHEMA`` rows whose segments carry vectors, streamed."""
+    table = input_table(documents)
+    if engine == "local":
+        reader, embedder = DocumentReader(dataset), local_embedder(embedding)
+        for start in range(0, table.num_rows, READ_BATCH_DOCUMENTS):
+            yield embedder(reader(table.slice(start, READ_BATCH_DOCUMENTS)))
+        return
+    import ray.data as rd
+
+    stream = (
+        rd.from_arrow(table)
+        .repartition(max(1, -(-table.num_rows // READ_BATCH_DOCUMENTS)))
+        .map_batches(
+            DocumentReader,
+            fn_constructor_args=(dataset,),
+            compute=rd.ActorPoolStrategy(min_size=1, max_size=actors),
+            batch_size=READ_BATCH_DOCUMENTS,
+            batch_format="pyarrow",
+            num_cpus=0.5,
+        )
+        .map_batches(
+            SegmentEmbedder,
+            fn_constructor_args=(embedding,),
+            compute=rd.ActorPoolStrategy(min_size=1, max_size=actors),
+            batch_size=EMBED_BATCH_DOCUMENTS,
+            batch_format="pyarrow",
+            num_cpus=embedding.num_cpus,
+        )
+    )
+    yield from stream.iter_batches(batch_format="pyarrow", batch_size=None)
+
+
+def embed_texts(texts: Sequence[str], embedding: TierConfig, *, engine: Engine) -> np.ndarray:
+    """Unit vectors of ``texts`` (dataset profiles), with the same embedder as segments."""
+    table = pa.table({"text": pa.array(list(texts), pa.string())})
+    if engine == "local" or not texts:
+        return local_embedder(embedding).embed(list(texts))
+    import ray.data as rd
+
+    result = (
+        rd.from_arrow(table)
+        .map_batches(
+            TextEmbedder,
+            fn_constructor_args=(embedding,),
+            compute=rd.ActorPoolStrategy(size=1),
+            batch_size=256,
+            batch_format="pyarrow",
+            num_cpus=embedding.num_cpus,
+        )
+        .to_arrow_refs()
+    )
+    import ray
+
+    tables = ray.get(result)
+    column = pa.concat_tables(tables).column("vector").combine_chunks()
+    return np.asarray(column.values.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(len(texts), -1)

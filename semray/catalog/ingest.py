@@ -1,0 +1,666 @@
+"""Ingest a data server into the catalog: hash, profile, read + segment + embed documents, publish.
+
+One ingest (``add_server`` or ``refresh``) compares every file's sha256 with the ``files`` table,
+profiles only the tables whose files changed, reads, segments and embeds only the documents that
+changed (``document_pipeline.run_documents``: Ray Data actor pools by default, ``engine="local"``
+runs the same functions in process), writes the new rows to a staging folder and publishes them as
+one catalog version (``Catalog.publish``). A file that cannot be read is skipped with its reason
+(``files`` table, the report's ``skipped``); a server with nothing readable is an error naming
+what was found. Nothing is visible until the publish, and a failed ingest leaves the catalog as it
+was.
+
+>>> report = add_server(Settings(state_dir=Path("/tmp/s")), "data/shop")  # doctest: +SKIP
+>>> (report.files.new, report.datasets)  # doctest: +SKIP
+(4, ('shop', 'shop_orders'))
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import shutil
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from semray.catalog.document_pipeline import Engine, embed_texts, run_documents
+from semray.catalog.profiling import TableProfile, profile_batches
+from semray.catalog.servers import DataServer, ServerProfile, dataset_name, normalise_name, open_server
+from semray.catalog.servers.base import FileState, ProfiledTable, combined_hash
+from semray.catalog.store import Catalog, ChangeSet, TableChange, in_list, quote
+from semray.catalog.summaries import Description, SummaryRequest, check_proposed_schema, describe_datasets
+from semray.catalog.tables import (
+    COLUMNS,
+    COLUMNS_SCHEMA,
+    DATASETS,
+    FILES,
+    FILES_SCHEMA,
+    SEGMENTS,
+    SNIPPETS,
+    SNIPPETS_SCHEMA,
+    datasets_schema,
+    segments_schema,
+)
+from semray.errors import CatalogError
+from semray.log import get_logger
+from semray.serving.config import TierConfig
+from semray.serving.profiles import resolve_serving
+from semray.settings import Settings
+
+log = get_logger(__name__)
+
+DOCUMENT_COLUMNS = pa.schema(
+    [
+        pa.field("document_id", pa.string()),
+        pa.field("format", pa.string()),
+        pa.field("encoding", pa.string()),
+        pa.field("title", pa.string()),
+        pa.field("chars", pa.int64()),
+        pa.field("text", pa.string()),
+    ]
+)
+"""The documents dataset as a plan scans it: one row per document that was read."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileCounts:
+    """Files of the server compared with the last ingest."""
+
+    unchanged: int = 0
+    changed: int = 0
+    new: int = 0
+    removed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    """What one ingest did; ``version`` is the catalog version it published."""
+
+    server: str
+    version: int
+    datasets: tuple[str, ...]
+    """Datasets (re)profiled by this ingest."""
+    unchanged_datasets: tuple[str, ...]
+    removed_datasets: tuple[str, ...]
+    files: FileCounts
+    skipped: tuple[tuple[str, str], ...]
+    """(path, reason) of every file skipped this time."""
+    documents_read: int = 0
+    segments: int = 0
+    snippets: int = 0
+    summary_statuses: Mapping[str, str] = field(default_factory=dict)
+
+
+def add_server(settings: Settings, target: str, *, name: str | None = None, engine: Engine = "ray") -> IngestReport:
+    """Register a data server (a folder, a file, a SQLite/DuckDB file, a postgres URI) and ingest it."""
+    server = open_server(target)
+    catalog = Catalog.open(settings)
+    servers = catalog.servers()
+    server_name = normalise_name(name) if name else _default_name(server)
+    for existing, (_kind, uri) in servers.items():
+        if uri == server.uri:
+            raise CatalogError(
+                f"{target!r} is already catalogued as {existing!r}; `semray catalog refresh {existing}` re-reads "
+                "what changed"
+            )
+    if server_name in servers:
+        raise CatalogError(
+            f"a data server named {server_name!r} is already catalogued (from {servers[server_name][1]}); choose "
+            f"another name with --name, e.g. --name {_free_name(server_name, servers)}"
+        )
+    return ingest(settings, catalog, server, server_name, engine=engine)
+
+
+def refresh(settings: Settings, name: str | None = None, *, engine: Engine = "ray") -> list[IngestReport]:
+    """Re-ingest what changed in one data server (by its name or one of its datasets'), or in all of them."""
+    catalog = Catalog.open(settings)
+    servers = catalog.servers()
+    if name is None:
+        chosen = sorted(servers)
+    elif name in servers:
+        chosen = [name]
+    else:
+        chosen = [catalog.dataset(name).server]
+    reports = []
+    for server_name in chosen:
+        kind, uri = servers[server_name]
+        if not kind:
+            raise CatalogError(f"data server {server_name!r} has no datasets left; drop it and add it again")
+        reports.append(ingest(settings, Catalog.open(settings), open_server(uri, kind), server_name, engine=engine))
+    return reports
+
+
+def drop(settings: Settings, name: str) -> tuple[int, tuple[str, ...]]:
+    """Remove a dataset, or every dataset of a data server; returns the new catalog version and what went."""
+    catalog = Catalog.open(settings)
+    servers = catalog.servers()
+    if name in servers:
+        names = tuple(record.name for record in catalog.datasets() if record.server == name)
+        where_files = f"server = {quote(name)}"
+    else:
+        names = (catalog.dataset(name).name,)
+        where_files = f"dataset = {quote(name)}"
+    changes = [
+        TableChange(DATASETS, delete_where=in_list("name", names)),
+        TableChange(COLUMNS, delete_where=in_list("dataset", names)),
+        TableChange(FILES, delete_where=where_files),
+        TableChange(SEGMENTS, delete_where=in_list("dataset", names)),
+        TableChange(SNIPPETS, delete_where=in_list("dataset", names)),
+    ]
+    version = catalog.publish(ChangeSet(catalog.version(), f"drop {name}", tuple(changes)))
+    return version, names
+
+
+def ingest(
+    settings: Settings, catalog: Catalog, server: DataServer, server_name: str, *, engine: Engine
+) -> IngestReport:
+    """Profile and read what changed in ``server`` since the catalog's files say, and publish it."""
+    staging = settings.catalog_path / "_staging" / uuid.uuid4().hex
+    staging.mkdir(parents=True)
+    try:
+        return _Ingest(settings, catalog, server, server_name, engine, staging).run()
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+class _Ingest:
+    """One ingest's state, from the server's profile to the change set."""
+
+    def __init__(
+        self, settings: Settings, catalog: Catalog, server: DataServer, name: str, engine: Engine, staging: Path
+    ) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.server = server
+        self.name = name
+        self.engine = engine
+        self.staging = staging
+        self.serving = resolve_serving(settings.models)
+        self.embedding = _embedding_tier(self.serving.embedding)
+        self.previous = {row["path"]: row for row in catalog.server_files(name)}
+        self.records = {record.name: record for record in catalog.datasets() if record.server == name}
+
+    def run(self) -> IngestReport:
+        previous_read = {path: row["content_hash"] for path, row in self.previous.items() if row["status"] == "read"}
+        profile = self.server.profile(previous_read)
+        self._check_names(profile)
+        if self.engine == "ray":
+            from semray.cluster.connect import connect
+
+            connect(self.settings)
+        documents = _Documents(self, profile) if profile.has_documents else None
+        if documents is not None:
+            documents.read()
+        readable = bool(profile.tables or profile.unchanged_tables or (documents and documents.any_read))
+        if not readable:
+            raise CatalogError(_nothing_readable(self.server.uri, profile, documents))
+        tables = {dataset_name(self.name, table.suffix): table for table in profile.tables}
+        to_describe = [
+            SummaryRequest(name, table.kind, table.profile, table.schema_status, table.sample_lines)
+            for name, table in tables.items()
+        ]
+        publishes_documents = documents is not None and documents.publishes
+        if documents is not None and documents.publishes:
+            to_describe.append(SummaryRequest(self.name, "documents", documents.profile()))
+        descriptions = dict(
+            zip([request.name for request in to_describe], describe_datasets(self.serving, to_describe), strict=True)
+        )
+        rows = [self._table_row(name, table, descriptions[name]) for name, table in tables.items()]
+        if documents is not None and documents.publishes:
+            rows.append(documents.dataset_row(descriptions[self.name]))
+        present = set(tables) | {dataset_name(self.name, suffix) for suffix in profile.unchanged_tables}
+        if documents is not None and documents.any_read:
+            present.add(self.name)
+        removed = tuple(sorted(set(self.records) - present))
+        changed = tuple(sorted(tables) + ([self.name] if publishes_documents else []))
+        file_rows = self._file_rows(profile, documents)
+        change_set = self._change_set(rows, tables, documents, changed, removed, file_rows)
+        version = self.catalog.publish(change_set)
+        skipped = tuple((row["path"], row["reason"] or "") for row in file_rows if row["status"] == "skipped")
+        report = IngestReport(
+            server=self.name,
+            version=version,
+            datasets=changed,
+            unchanged_datasets=tuple(sorted(present - set(changed))),
+            removed_datasets=removed,
+            files=self._counts(file_rows),
+            skipped=skipped,
+            documents_read=documents.read_count if documents else 0,
+            segments=documents.segment_count if documents else 0,
+            snippets=documents.snippet_count if documents else 0,
+            summary_statuses={row["name"]: row["summary_status"] for row in rows},
+        )
+        log.info("catalog_ingested", server=self.name, version=version, datasets=len(changed), skipped=len(skipped))
+        return report
+
+    def _check_names(self, profile: ServerProfile) -> None:
+        wanted = {dataset_name(self.name, table.suffix) for table in profile.tables}
+        wanted |= {dataset_name(self.name, suffix) for suffix in profile.unchanged_tables}
+        if profile.has_documents:
+            wanted.add(self.name)
+        taken = {record.name: record.server for record in self.catalog.datasets() if record.server != self.name}
+        for name in sorted(wanted & set(taken)):
+            free = _free_name(self.name, {*taken, *self.catalog.servers()})
+            raise CatalogError(
+                f"dataset name {name!r} is taken by data server {taken[name]!r}; add this one under another name "
+                f"with --name, e.g. --name {free}"
+            )
+
+    def _table_row(self, name: str, table: ProfiledTable, description: Description) -> dict[str, Any]:
+        schema = [{"name": column, "type": kind} for column, kind in table.profile.schema]
+        status = table.schema_status
+        if description.proposed_schema is not None and table.sample_lines:
+            status, schema = self._checked_proposal(table, description, schema)
+        return self._dataset_row(
+            name, table.kind, table.uri, table.options, schema, status, table.profile, description, table.content_hash
+        )
+
+    def _checked_proposal(
+        self, table: ProfiledTable, description: Description, schema: list[dict[str, Any]]
+    ) -> tuple[str, list[dict[str, Any]]]:
+        from semray.catalog.profiling import source_batches
+        from semray.sources import open_source
+
+        sample = next(iter(source_batches(open_source(table.kind, table.uri, table.options), 1000)), None)
+        proposal = description.proposed_schema or ()
+        problems = check_proposed_schema(sample, proposal) if sample is not None else ["no rows to check against"]
+        if problems:
+            return f"{table.schema_status}; a proposed schema was refused: {'; '.join(problems)}", schema
+        checked = [
+            {**column, "proposed_name": name, "proposed_type": kind}
+            for column, (name, kind) in zip(schema, proposal, strict=True)
+        ]
+        rows = sample.num_rows if sample is not None else 0
+        return f"{table.schema_status}; names and types proposed by the model, checked on {rows} rows", checked
+
+    def _dataset_row(
+        self,
+        name: str,
+        kind: str,
+        uri: str,
+        options: Mapping[str, Any],
+        schema: list[dict[str, Any]],
+        schema_status: str,
+        profile: TableProfile,
+        description: Description,
+        content_hash: str,
+    ) -> dict[str, Any]:
+        return {
+            "name": name,
+            "server": self.name,
+            "server_kind": self.server.kind,
+            "server_uri": self.server.uri,
+            "kind": kind,
+            "uri": uri,
+            "source_options": json.dumps(dict(options)),
+            "schema_json": json.dumps(schema),
+            "schema_status": schema_status,
+            "row_count": profile.row_count,
+            "stats_rows": profile.stats_rows,
+            "sample_json": profile.sample_json(),
+            "summary": description.summary,
+            "summary_status": description.summary_status,
+            "profile_text": profile_text(name, kind, profile, description.summary),
+            "content_hash": content_hash,
+            "ingested_at": datetime.datetime.now(datetime.UTC),
+            "_profile": profile,
+        }
+
+    def _file_rows(self, profile: ServerProfile, documents: _Documents | None) -> list[dict[str, Any]]:
+        rows: dict[str, dict[str, Any]] = {}
+        unchanged_tables = {dataset_name(self.name, suffix) for suffix in profile.unchanged_tables}
+        for path, row in self.previous.items():
+            if row["dataset"] in unchanged_tables or (
+                documents is not None and path in documents.unchanged and row["dataset"] == self.name
+            ):
+                rows[path] = dict(row)
+        for state in profile.files:
+            rows[state.relative] = self._file_row(state)
+        for state in documents.states if documents is not None else ():
+            rows[state.relative] = self._file_row(state)
+        return [rows[path] for path in sorted(rows)]
+
+    def _file_row(self, state: FileState) -> dict[str, Any]:
+        suffix = state.dataset_suffix
+        return {
+            "server": self.name,
+            "dataset": dataset_name(self.name, suffix) if suffix else self.name,
+            "path": state.relative,
+            "content_hash": state.content_hash,
+            "size": state.size,
+            "status": state.status,
+            "reason": state.reason,
+            "encoding": state.encoding,
+        }
+
+    def _counts(self, rows: Sequence[Mapping[str, Any]]) -> FileCounts:
+        now = {row["path"]: row["content_hash"] for row in rows}
+        before = {path: row["content_hash"] for path, row in self.previous.items()}
+        counts = Counter(
+            "unchanged" if before.get(path) == digest else "changed" if path in before else "new"
+            for path, digest in now.items()
+        )
+        return FileCounts(counts["unchanged"], counts["changed"], counts["new"], len(set(before) - set(now)))
+
+    def _change_set(
+        self,
+        rows: list[dict[str, Any]],
+        tables: Mapping[str, ProfiledTable],
+        documents: _Documents | None,
+        changed: Sequence[str],
+        removed: Sequence[str],
+        file_rows: list[dict[str, Any]],
+    ) -> ChangeSet:
+        replaced = [*changed, *removed]
+        vectors = (
+            embed_texts([row["profile_text"] for row in rows], self.embedding, engine=self.engine) if rows else None
+        )
+        changes = [
+            TableChange(
+                DATASETS,
+                delete_where=in_list("name", replaced),
+                rows=_datasets_table(rows, vectors) if rows else None,
+                after_write=_index_datasets,
+            ),
+            TableChange(
+                COLUMNS, delete_where=in_list("dataset", replaced), rows=_columns_table(rows) if rows else None
+            ),
+            TableChange(
+                FILES,
+                delete_where=f"server = {quote(self.name)}",
+                rows=pa.Table.from_pylist(file_rows, schema=FILES_SCHEMA) if file_rows else None,
+            ),
+        ]
+        files_to_place: dict[Path, Path] = {}
+        gone_documents = [name for name in removed if name == self.name]
+        if documents is not None and documents.publishes:
+            changes += documents.changes()
+            files_to_place[documents.staged_parquet] = documents.final_parquet
+        elif gone_documents:
+            changes += [
+                TableChange(SEGMENTS, delete_where=f"dataset = {quote(self.name)}"),
+                TableChange(SNIPPETS, delete_where=f"dataset = {quote(self.name)}"),
+            ]
+        return ChangeSet(
+            base_version=self.catalog.version(),
+            action=f"ingest {self.name}",
+            changes=tuple(changes),
+            files_to_place=files_to_place,
+        )
+
+
+class _Documents:
+    """The documents dataset of one ingest: the pipeline's output staged as parquet, its profile and row."""
+
+    def __init__(self, ingest: _Ingest, profile: ServerProfile) -> None:
+        self.ingest = ingest
+        self.dataset = ingest.name
+        self.files = profile.documents
+        self.unchanged = set(profile.unchanged_documents)
+        self.states: list[FileState] = []
+        self.read_count = self.segment_count = self.snippet_count = 0
+        self.staged_new = ingest.staging / "documents-new.parquet"
+        self.staged_segments = ingest.staging / "segments.parquet"
+        self.staged_snippets = ingest.staging / "snippets.parquet"
+        self.staged_parquet = ingest.staging / "documents.parquet"
+        self.final_parquet = ingest.staging  # set by read()
+        self.dimension: int | None = None
+        previous = ingest.records.get(self.dataset)
+        self.previous_parquet = Path(previous.uri) if previous is not None and previous.kind == "documents" else None
+        removed = {
+            path
+            for path, row in ingest.previous.items()
+            if row["dataset"] == self.dataset and path not in self.unchanged
+        }
+        self.replaced_ids = removed | {document.relative for document in self.files}
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.files) or bool(self.replaced_ids - self.unchanged) or self.previous_parquet is None
+
+    @property
+    def publishes(self) -> bool:
+        """This ingest writes the documents dataset: something changed and some document is readable."""
+        return self.changed and self.any_read
+
+    @property
+    def any_read(self) -> bool:
+        return self.read_count > 0 or bool(self.unchanged)
+
+    def read(self) -> None:
+        writers: dict[str, pq.ParquetWriter] = {}
+        try:
+            if self.files:
+                batches = run_documents(
+                    self.files,
+                    self.dataset,
+                    self.ingest.embedding,
+                    engine=self.ingest.engine,
+                    actors=max(1, self.ingest.settings.num_cpus // 2),
+                )
+                for batch in batches:
+                    self._take(batch, writers)
+        finally:
+            for writer in writers.values():
+                writer.close()
+        self._write_documents()
+
+    def _take(self, batch: pa.Table, writers: dict[str, pq.ParquetWriter]) -> None:
+        for row in batch.select(["document_id", "content_hash", "size", "status", "reason", "encoding"]).to_pylist():
+            self.states.append(
+                FileState(
+                    row["document_id"], row["content_hash"], row["size"], row["status"], row["reason"], row["encoding"]
+                )
+            )
+        read = batch.filter(pc.equal(batch.column("status"), "read"))
+        self.read_count += read.num_rows
+        if not read.num_rows:
+            return
+        texts = read.column("text")
+        documents = pa.table(
+            {
+                "document_id": read.column("document_id"),
+                "format": read.column("format"),
+                "encoding": read.column("encoding"),
+                "title": read.column("title"),
+                "chars": pc.utf8_length(texts).cast(pa.int64()),
+                "text": texts,
+            },
+            schema=DOCUMENT_COLUMNS,
+        )
+        _write(writers, "documents", self.staged_new, documents)
+        segments = _flatten_nested(read, "segments")
+        if segments.num_rows:
+            vector_type = segments.schema.field("vector").type
+            self.dimension = vector_type.list_size
+            schema = segments_schema(self.dimension)
+            segments = segments.append_column("dataset", pa.array([self.dataset] * segments.num_rows, pa.string()))
+            segments = segments.append_column("topic", pa.nulls(segments.num_rows, pa.string()))
+            _write(writers, "segments", self.staged_segments, segments.select(schema.names).cast(schema))
+            self.segment_count += segments.num_rows
+        snippets = _flatten_nested(read, "snippets")
+        if snippets.num_rows:
+            snippets = snippets.append_column("dataset", pa.array([self.dataset] * snippets.num_rows, pa.string()))
+            _write(
+                writers, "snippets", self.staged_snippets, snippets.select(SNIPPETS_SCHEMA.names).cast(SNIPPETS_SCHEMA)
+            )
+            self.snippet_count += snippets.num_rows
+
+    def _write_documents(self) -> None:
+        """All documents of the dataset: the unchanged ones from the last version's parquet, then the new ones."""
+        writer = pq.ParquetWriter(self.staged_parquet, DOCUMENT_COLUMNS)
+        hashes: dict[str, str] = {}
+        try:
+            if self.previous_parquet is not None and self.previous_parquet.is_file() and self.unchanged:
+                keep = pa.array(sorted(self.unchanged))
+                for batch in pq.ParquetFile(self.previous_parquet).iter_batches(batch_size=1024):
+                    table = pa.Table.from_batches([batch])
+                    kept = table.filter(pc.is_in(table.column("document_id"), value_set=keep))
+                    if kept.num_rows:
+                        writer.write_table(kept.cast(DOCUMENT_COLUMNS))
+            if self.staged_new.is_file():
+                for batch in pq.ParquetFile(self.staged_new).iter_batches(batch_size=1024):
+                    writer.write_table(pa.Table.from_batches([batch]).cast(DOCUMENT_COLUMNS))
+        finally:
+            writer.close()
+        for path, row in self.ingest.previous.items():
+            if path in self.unchanged:
+                hashes[path] = row["content_hash"]
+        hashes.update({state.relative: state.content_hash for state in self.states if state.status == "read"})
+        self.content_hash = combined_hash(hashes)
+        self.final_parquet = (
+            self.ingest.settings.catalog_path / "documents" / f"{self.dataset}-{self.content_hash[:16]}.parquet"
+        )
+
+    def profile(self) -> TableProfile:
+        file = pq.ParquetFile(self.staged_parquet)
+        return profile_batches(DOCUMENT_COLUMNS, file.iter_batches(batch_size=1024))
+
+    def dataset_row(self, description: Description) -> dict[str, Any]:
+        profile = self.profile()
+        schema = [{"name": column, "type": kind} for column, kind in profile.schema]
+        return self.ingest._dataset_row(
+            self.dataset,
+            "documents",
+            str(self.final_parquet),
+            {},
+            schema,
+            "declared",
+            profile,
+            description,
+            self.content_hash,
+        )
+
+    def changes(self) -> list[TableChange]:
+        from_dataset = f"dataset = {quote(self.dataset)}"
+        where = f"{from_dataset} AND {in_list('document_id', self.replaced_ids)}"
+        if self.ingest.records.get(self.dataset) is None:
+            where = from_dataset  # first ingest: clear whatever a dropped namesake left
+        return [
+            TableChange(
+                SEGMENTS, delete_where=where, rows=_read_staged(self.staged_segments), after_write=_index_segments
+            ),
+            TableChange(SNIPPETS, delete_where=where, rows=_read_staged(self.staged_snippets)),
+        ]
+
+
+def profile_text(name: str, kind: str, profile: TableProfile, summary: str | None) -> str:
+    """What dataset search matches: name, summary, columns with their top values."""
+    parts = [f"{name} ({kind}, {profile.row_count} rows)."]
+    if summary:
+        parts.append(summary)
+    for column in profile.columns:
+        values = ", ".join(value[:40] for value, _ in column.top_values[:3])
+        parts.append(f"{column.column} {column.type}" + (f": {values}" if values else ""))
+    return "\n".join(parts)
+
+
+def _index_datasets(table: Any) -> None:
+    from semray.catalog.catalog_search import index_datasets
+
+    if table.count_rows():
+        index_datasets(table)
+
+
+def _index_segments(table: Any) -> None:
+    from semray.catalog.search import create_segment_indexes
+
+    create_segment_indexes(table)
+
+
+def _read_staged(path: Path) -> pa.Table | None:
+    return pq.read_table(path) if path.is_file() else None
+
+
+def _write(writers: dict[str, pq.ParquetWriter], key: str, path: Path, table: pa.Table) -> None:
+    if key not in writers:
+        writers[key] = pq.ParquetWriter(path, table.schema)
+    writers[key].write_table(table)
+
+
+def _flatten_nested(batch: pa.Table, column: str) -> pa.Table:
+    """The list-of-struct column of every row as one flat table, with each item's ``document_id``."""
+    nested = batch.column(column).combine_chunks()
+    flat = pc.list_flatten(nested)
+    parents = pc.list_parent_indices(nested)
+    names = [flat.type.field(index).name for index in range(flat.type.num_fields)]
+    columns = {name: flat.field(index) for index, name in enumerate(names)}
+    columns["document_id"] = pc.take(batch.column("document_id"), parents)
+    return pa.table(columns)
+
+
+def _datasets_table(rows: list[dict[str, Any]], vectors: np.ndarray | None) -> pa.Table:
+    assert vectors is not None
+    schema = datasets_schema(int(vectors.shape[1]))
+    values = [{key: value for key, value in row.items() if not key.startswith("_")} for row in rows]
+    table = pa.Table.from_pylist(values, schema=datasets_schema(int(vectors.shape[1])).remove(len(schema) - 1))
+    flat = pa.array(vectors.astype(np.float32).reshape(-1), pa.float32())
+    return table.append_column(schema.field("vector"), pa.FixedSizeListArray.from_arrays(flat, int(vectors.shape[1])))
+
+
+def _columns_table(rows: Iterable[dict[str, Any]]) -> pa.Table:
+    records = []
+    for row in rows:
+        profile: TableProfile = row["_profile"]
+        for column in profile.columns:
+            records.append(
+                {
+                    "dataset": row["name"],
+                    "column": column.column,
+                    "type": column.type,
+                    "nulls": column.nulls,
+                    "distinct_estimate": column.distinct_estimate,
+                    "min": column.min,
+                    "max": column.max,
+                    "top_values_json": json.dumps([list(pair) for pair in column.top_values], ensure_ascii=False),
+                    "length_p50": column.length_p50,
+                    "length_p95": column.length_p95,
+                    "length_max": column.length_max,
+                }
+            )
+    return pa.Table.from_pylist(records, schema=COLUMNS_SCHEMA)
+
+
+def _embedding_tier(config: TierConfig) -> TierConfig:
+    if config.backend != "sentence_transformers":
+        raise CatalogError(
+            f"the catalog embeds with a sentence_transformers embedding tier; the profile's is {config.backend!r}. "
+            'Set [embedding] backend = "sentence_transformers" in the model profile'
+        )
+    return config
+
+
+def _default_name(server: DataServer) -> str:
+    if server.kind == "postgres":
+        return normalise_name(server.uri.rsplit("/", 1)[-1] or "postgres")
+    return normalise_name(Path(server.uri).stem if Path(server.uri).is_file() else Path(server.uri).name)
+
+
+def _free_name(name: str, taken: Iterable[str]) -> str:
+    used = set(taken)
+    number = 2
+    while f"{name}_{number}" in used:
+        number += 1
+    return f"{name}_{number}"
+
+
+def _nothing_readable(uri: str, profile: ServerProfile, documents: _Documents | None) -> str:
+    found = ", ".join(f"{count} {kind}" for kind, count in sorted(profile.found.items())) or "no files"
+    reasons = [
+        f"{state.relative}: {state.reason}"
+        for state in [*profile.files, *(documents.states if documents else ())]
+        if state.status == "skipped"
+    ]
+    shown = "; ".join(reasons[:5]) + (f"; and {len(reasons) - 5} more" if len(reasons) > 5 else "")
+    return (
+        f"nothing readable in {uri!r} (found {found}){': ' + shown if shown else ''}. The catalog reads csv, tsv, "
+        "json, jsonl, parquet, txt, md, html and pdf files, and SQLite/DuckDB databases"
+    )

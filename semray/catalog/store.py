@@ -1,0 +1,359 @@
+"""The catalog store: LanceDB tables read at one catalog version, changed only by publishing.
+
+Layout under ``Settings.catalog_path``:
+
+    datasets.lance, columns.lance, files.lance, segments.lance, snippets.lance   LanceDB tables
+    _manifests/v00000007.json   catalog version 7: the Lance version of every table at that version
+    documents/<dataset>-<hash>.parquet   the text of a documents dataset (what its Scan reads)
+    catalog.lock                held (flock) while publishing
+    _staging/<ingest>/          what an ingest wrote before publishing; removed after
+
+LanceDB has no transaction over several tables, so the numbered manifest is the commit point:
+``publish`` applies every table change under the catalog lock, then writes the next manifest
+atomically (``write_bytes_atomically``). Readers open each table at the version the manifest
+names, so a publish that fails or is killed half way changes nothing a reader sees; the next
+publish first restores any table whose latest Lance version is not its manifest's (the orphan
+writes of the failed one). Publishing is optimistic like run outputs: an ingest remembers the
+catalog version it compared against and its publish fails with ``CatalogError`` when another one
+published in between (first committer wins).
+
+>>> catalog = Catalog.open(Settings(state_dir=Path("/tmp/s")))  # doctest: +SKIP
+>>> [dataset.name for dataset in catalog.datasets()]  # doctest: +SKIP
+['enron', 'medical_patients']
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from semray.catalog.tables import COLUMNS, DATASETS, FILES, SEGMENTS, SNIPPETS
+from semray.errors import CatalogError, suggest
+from semray.log import get_logger
+from semray.operators import SourceSpec
+from semray.settings import Settings
+from semray.transactions.durability import exclusive_lock, make_directory_durably, write_bytes_atomically
+
+log = get_logger(__name__)
+
+TABLES = (DATASETS, COLUMNS, FILES, SEGMENTS, SNIPPETS)
+"""The tables an ingest publishes (``memory`` is the memory store's own)."""
+MANIFESTS = "_manifests"
+LOCK_WAIT_S = 120.0
+_MANIFEST = re.compile(r"^v(\d{8})\.json$")
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """One catalog version: the Lance version of every table that exists at it."""
+
+    version: int
+    tables: Mapping[str, int]
+    published_at: str = ""
+    action: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetRecord:
+    """A row of the ``datasets`` table, without its vector."""
+
+    name: str
+    server: str
+    server_kind: str
+    server_uri: str
+    kind: str
+    uri: str
+    source_options: dict[str, Any]
+    schema: tuple[dict[str, Any], ...]
+    schema_status: str
+    row_count: int | None
+    stats_rows: int | None
+    samples: tuple[dict[str, Any], ...]
+    summary: str | None
+    summary_status: str
+    profile_text: str
+    content_hash: str
+    ingested_at: datetime.datetime
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> DatasetRecord:
+        return cls(
+            name=row["name"],
+            server=row["server"],
+            server_kind=row["server_kind"],
+            server_uri=row["server_uri"],
+            kind=row["kind"],
+            uri=row["uri"],
+            source_options=json.loads(row["source_options"] or "{}"),
+            schema=tuple(json.loads(row["schema_json"])),
+            schema_status=row["schema_status"],
+            row_count=row["row_count"],
+            stats_rows=row["stats_rows"],
+            samples=tuple(json.loads(row["sample_json"] or "[]")),
+            summary=row["summary"],
+            summary_status=row["summary_status"],
+            profile_text=row["profile_text"],
+            content_hash=row["content_hash"],
+            ingested_at=row["ingested_at"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TableChange:
+    """Delete the rows matching ``delete_where`` (a Lance SQL filter), then add ``rows``."""
+
+    table: str
+    delete_where: str | None = None
+    rows: pa.Table | pa.RecordBatchReader | None = None
+    after_write: Callable[[Any], None] | None = None
+    """Called with the table once written (e.g. to build its indexes), before the manifest."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSet:
+    """What one ingest or drop publishes, computed against catalog version ``base_version``."""
+
+    base_version: int
+    action: str
+    changes: tuple[TableChange, ...] = ()
+    files_to_place: Mapping[Path, Path] = field(default_factory=dict)
+    """Staged files (documents parquet) moved into the catalog folder before the manifest is written."""
+
+
+class Catalog:
+    """The catalog at one version; ``Catalog.open(settings)`` opens the latest."""
+
+    def __init__(self, path: Path, manifest: Manifest, pinned: bool) -> None:
+        import lancedb
+
+        self.path = path
+        self.manifest = manifest
+        self.pinned = pinned
+        self._db = lancedb.connect(str(path))
+        self._tables: dict[str, Any] = {}
+
+    @classmethod
+    def open(cls, settings: Settings, version: int | None = None) -> Catalog:
+        """The catalog of ``settings`` at its latest version, or at ``version`` (``semray catalog ls --version``)."""
+        path = settings.catalog_path
+        make_directory_durably(path / MANIFESTS)
+        if version is None:
+            return cls(path, latest_manifest(path), pinned=False)
+        return cls(path, read_manifest(path, version), pinned=True)
+
+    # reading -----------------------------------------------------------------------------
+
+    def version(self) -> int:
+        """This catalog's version: 0 before anything was published."""
+        return self.manifest.version
+
+    def versions(self) -> list[Manifest]:
+        return [read_manifest(self.path, number) for number in manifest_numbers(self.path)]
+
+    def table(self, name: str) -> Any | None:
+        """The LanceDB table at this catalog version (read-only), or None when it has no such table yet."""
+        if name not in self.manifest.tables:
+            return None
+        if name not in self._tables:
+            table = self._db.open_table(name)
+            table.checkout(self.manifest.tables[name])
+            self._tables[name] = table
+        return self._tables[name]
+
+    def rows(self, name: str, where: str | None = None, columns: list[str] | None = None) -> pa.Table:
+        """Rows of a table at this version (all, or those matching a Lance SQL filter)."""
+        table = self.table(name)
+        if table is None:
+            return pa.table({})
+        query = table.search().limit(None)
+        if where is not None:
+            query = query.where(where)
+        if columns is not None:
+            query = query.select(columns)
+        result: pa.Table = query.to_arrow()
+        return result
+
+    def datasets(self) -> list[DatasetRecord]:
+        rows = self.rows(DATASETS)
+        if not rows.num_rows:
+            return []
+        records = [DatasetRecord.from_row(row) for row in rows.drop_columns(["vector"]).to_pylist()]
+        return sorted(records, key=lambda record: record.name)
+
+    def dataset(self, name: str) -> DatasetRecord:
+        rows = self.rows(DATASETS, where=f"name = {quote(name)}")
+        if not rows.num_rows:
+            raise self._unknown(name)
+        return DatasetRecord.from_row(rows.drop_columns(["vector"]).to_pylist()[0])
+
+    def columns(self, name: str) -> list[dict[str, Any]]:
+        self.dataset(name)
+        rows: list[dict[str, Any]] = self.rows(COLUMNS, where=f"dataset = {quote(name)}").to_pylist()
+        return rows
+
+    def files(self, name: str) -> list[dict[str, Any]]:
+        """The files of a dataset, or of every dataset of a server when ``name`` is a server's."""
+        if name in self.servers():
+            return self.server_files(name)
+        self.dataset(name)
+        rows: list[dict[str, Any]] = self.rows(FILES, where=f"dataset = {quote(name)}").to_pylist()
+        return rows
+
+    def servers(self) -> dict[str, tuple[str, str]]:
+        """Registered data servers: name -> (kind, uri)."""
+        rows = self.rows(DATASETS, columns=["server", "server_kind", "server_uri"])
+        servers = {row["server"]: (row["server_kind"], row["server_uri"]) for row in rows.to_pylist()}
+        files = self.rows(FILES, columns=["server"])
+        for server in set(files.column("server").to_pylist()) if files.num_rows else ():
+            servers.setdefault(server, ("", ""))
+        return servers
+
+    def server_files(self, server: str) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = self.rows(FILES, where=f"server = {quote(server)}").to_pylist()
+        return rows
+
+    def scan(self, name: str) -> SourceSpec:
+        """The Scan source of a catalogued dataset, e.g. ``SourceSpec(kind="csv", path=".../q3.csv")``."""
+        from semray.catalog.servers import open_server
+
+        record = self.dataset(name)
+        server = open_server(record.server_uri, record.server_kind) if record.server_kind else None
+        if server is None:
+            raise CatalogError(f"dataset {name!r} has no data server recorded; drop it and add it again")
+        return server.scan(record.kind, record.uri, record.source_options)
+
+    def _unknown(self, name: str) -> CatalogError:
+        names = [record.name for record in self.datasets()]
+        hint = suggest(name, names)
+        advice = (
+            f"did you mean {hint!r}?" if hint else f"datasets: {', '.join(names) or 'none (semray catalog add PATH)'}"
+        )
+        at = f" at catalog version {self.version()}" if self.pinned else ""
+        return CatalogError(f"dataset {name!r} not found in the catalog{at}; {advice}")
+
+    # writing -----------------------------------------------------------------------------
+
+    def publish(self, change_set: ChangeSet) -> int:
+        """Apply ``change_set`` and make it the next catalog version, atomically; returns that version."""
+        if self.pinned:
+            raise CatalogError(f"the catalog is pinned at version {self.version()}; open the latest to change it")
+        with exclusive_lock(self.path / "catalog.lock", f"the catalog lock of {self.path}", wait_s=LOCK_WAIT_S):
+            current = latest_manifest(self.path)
+            if current.version != change_set.base_version:
+                raise CatalogError(
+                    f"the catalog changed while this ingest ran (version {change_set.base_version} -> "
+                    f"{current.version}); run the command again"
+                )
+            tables = dict(current.tables)
+            for change in change_set.changes:
+                written = self._apply(change, current)
+                if written is not None:
+                    tables[change.table] = written
+            for staged, destination in change_set.files_to_place.items():
+                make_directory_durably(destination.parent)
+                staged.replace(destination)
+            next_version = current.version + 1
+            manifest = Manifest(
+                version=next_version,
+                tables=tables,
+                published_at=datetime.datetime.now(datetime.UTC).isoformat(),
+                action=change_set.action,
+            )
+            write_bytes_atomically(manifest_path(self.path, next_version), _manifest_bytes(manifest))
+        log.info("catalog_published", version=next_version, action=change_set.action)
+        self.manifest = manifest
+        self._tables.clear()
+        return next_version
+
+    def _apply(self, change: TableChange, current: Manifest) -> int | None:
+        """Write one change; the table's new Lance version, or None when the table does not exist and stays so."""
+        table = self._writable(change, current)
+        if table is None:
+            return None
+        if change.delete_where is not None and change.table in current.tables:
+            table.delete(change.delete_where)
+        if change.rows is not None:
+            table.add(change.rows)
+        if change.after_write is not None:
+            change.after_write(table)
+        version: int = table.version
+        return version
+
+    def _writable(self, change: TableChange, current: Manifest) -> Any | None:
+        """The latest table, rolled back to ``current``'s version if a failed publish wrote past it; None when
+        the table does not exist and there is nothing to add."""
+        existing = set(self._db.list_tables().tables)
+        recorded = current.tables.get(change.table)
+        if recorded is None:
+            if change.table in existing:  # created by a publish that never reached its manifest
+                self._db.drop_table(change.table)
+            if change.rows is None:
+                return None
+            return self._db.create_table(change.table, schema=change.rows.schema)
+        table = self._db.open_table(change.table)
+        if table.version != recorded:
+            log.warning("catalog_restoring_table", table=change.table, latest=table.version, manifest=recorded)
+            table.checkout(recorded)
+            table.restore()
+        return table
+
+
+def quote(value: str) -> str:
+    """A SQL string literal for Lance filters."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def in_list(column: str, values: Iterable[str]) -> str:
+    """``column IN ('a', 'b')``, or a filter matching nothing for no values."""
+    items = sorted(set(values))
+    return f"{column} IN ({', '.join(quote(value) for value in items)})" if items else "false"
+
+
+def manifest_path(path: Path, version: int) -> Path:
+    return path / MANIFESTS / f"v{version:08d}.json"
+
+
+def manifest_numbers(path: Path) -> list[int]:
+    folder = path / MANIFESTS
+    if not folder.is_dir():
+        return []
+    return sorted(int(match.group(1)) for entry in folder.iterdir() if (match := _MANIFEST.match(entry.name)))
+
+
+def latest_manifest(path: Path) -> Manifest:
+    numbers = manifest_numbers(path)
+    return read_manifest(path, numbers[-1]) if numbers else Manifest(version=0, tables={})
+
+
+def read_manifest(path: Path, version: int) -> Manifest:
+    if version == 0:
+        return Manifest(version=0, tables={})
+    file = manifest_path(path, version)
+    if not file.is_file():
+        numbers = manifest_numbers(path)
+        known = f"versions 1 to {numbers[-1]}" if numbers else "no versions yet"
+        raise CatalogError(f"catalog version {version} does not exist ({known}); `semray catalog versions` lists them")
+    document = json.loads(file.read_text(encoding="utf-8"))
+    return Manifest(
+        version=int(document["version"]),
+        tables={str(name): int(number) for name, number in document["tables"].items()},
+        published_at=str(document.get("published_at", "")),
+        action=str(document.get("action", "")),
+    )
+
+
+def _manifest_bytes(manifest: Manifest) -> bytes:
+    document = {
+        "version": manifest.version,
+        "tables": dict(manifest.tables),
+        "published_at": manifest.published_at,
+        "action": manifest.action,
+    }
+    return json.dumps(document, indent=2, sort_keys=True).encode()
