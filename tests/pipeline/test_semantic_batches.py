@@ -10,9 +10,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import semray
+from semray.operators.semantic import QualityTarget
 from semray.pipeline.limit_rounds import limited_rows, next_round
 from semray.pipeline.lower import lower
-from semray.operators.semantic import QualityTarget
 from semray.pipeline.spec import GrowingLimitStage, LimitStage, SemanticStage, Stage
 from semray.settings import Settings
 
