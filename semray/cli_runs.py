@@ -1,4 +1,4 @@
-"""``semray runs ls|show ID|resume ID|cancel ID``: journaled runs, their progress, cost and errors.
+"""``semray runs ls|show ID|watch ID|resume ID|cancel ID``: journaled runs, their progress, cost and errors.
 
 Registered on the ``semray`` parser by ``add_runs_commands(commands)``; every command has the
 ``(args, settings) -> exit code`` shape that ``semray.cli.main`` dispatches, and raises
@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from semray.cli_progress import add_budget, reporter_for
 from semray.settings import Settings
 
 if TYPE_CHECKING:
@@ -57,7 +58,17 @@ def add_runs_commands(subparsers: Any) -> None:
         "--format", choices=("table", "csv", "json"), default="table", help="rows of a run without an output file"
     )
     resume.add_argument("--output", "-o", type=Path, help="write those rows to this file instead of standard output")
+    add_budget(resume)
     resume.set_defaults(command=resume_command)
+
+    watch = actions.add_parser(
+        "watch",
+        help="follow a run from another shell until it ends: progress, calls, dollars, ETA; the exit code is its end "
+        "(0 succeeded, 1 failed, 3 cancelled or stopped at its budget, 4 interrupted)",
+    )
+    watch.add_argument("run_id", metavar="ID")
+    watch.add_argument("--interval", type=float, default=1.0, help="seconds between reads of its journal (default 1)")
+    watch.set_defaults(command=watch_command)
 
     cancel = actions.add_parser("cancel", help="stop a run between batches (a stopped run is marked cancelled)")
     cancel.add_argument("run_id", metavar="ID")
@@ -96,7 +107,9 @@ def resume_command(args: argparse.Namespace, settings: Settings) -> int:
     from semray.output import render
     from semray.pipeline.run import Written, resume
 
-    result = resume(settings, args.run_id)
+    if args.max_cost is not None:
+        settings = settings.model_copy(update={"max_cost": args.max_cost})
+    result = resume(settings, args.run_id, progress=reporter_for(settings))
     if isinstance(result, Written):
         _say(f"run {result.run_id}: published {result.rows} rows to {result.path} (version {result.version})\n")
     else:
@@ -104,10 +117,38 @@ def resume_command(args: argparse.Namespace, settings: Settings) -> int:
         if "_rowid" in table.column_names:
             table = table.drop_columns(["_rowid"])
         render(table, args.format, args.output)
-    _say(result.usage_line() + "\n")
     if line := result.failed_line():
         _say(line + "\n")
+    _say(result.usage_line() + "\n")
     return 0
+
+
+WATCH_EXIT_CODES = {"succeeded": 0, "failed": 1, "cancelled": 3, "interrupted": 4}
+
+
+def watch_command(args: argparse.Namespace, settings: Settings) -> int:
+    """Follow a run's journal until the run ends; its end state is the exit code (``WATCH_EXIT_CODES``)."""
+    import time
+
+    from semray.pipeline.progress import JournalTail, LogReporter, ProgressClock
+    from semray.transactions import show_run
+    from semray.transactions.registry import run_dir
+
+    tail = JournalTail(run_dir(settings, args.run_id))
+    reporter = reporter_for(settings) if sys.stderr.isatty() else LogReporter(max(args.interval, 0.1), "warning")
+    clock = ProgressClock()
+    while True:
+        progress = tail.poll()
+        reporter.update(progress, clock.eta_s(progress))
+        if progress.finished or not tail.driver_alive():
+            break
+        time.sleep(max(args.interval, 0.1))
+    progress = tail.poll()  # what the driver wrote last, before it let go of the run
+    reporter.close(progress)
+    status = show_run(settings, args.run_id).status  # "interrupted": it ended with no final status
+    _say(f"run {args.run_id} {status}" + (f": {progress.message}" if progress.message else "") + "\n")
+    _say(f"{progress.line()}\n")
+    return WATCH_EXIT_CODES.get(status, 1)
 
 
 def cancel_command(args: argparse.Namespace, settings: Settings) -> int:

@@ -33,6 +33,7 @@ from semray.errors import LoweringError
 from semray.log import get_logger
 from semray.operators.schema import ROW_ID
 from semray.operators.templates import template_columns
+from semray.pipeline.metering import named_udf, operator_name
 from semray.pipeline.spec import CascadeStage, SemanticTask, Stage
 from semray.pipeline.udfs import CONFIDENCE, ERROR, KEEP, TIER, SemanticBatchUDF
 from semray.serving import router
@@ -70,10 +71,11 @@ def build_cascade(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     )
     upstream = materialize(stage.inputs[0], context).repartition(target_num_rows_per_block=stage.batch_rows)
     pool = _pool(stage, context)
+    name = operator_name(task)  # its passes on the dashboard: "SemFilter[...] embedding proxy", ...
     instruction = tiers.embed([router.instruction_text(task.instruction)])[0]
     labels = tiers.embed(list(task.choices)) if task.kind == "classify" else None
     proxied = upstream.map_batches(
-        ProxyUDF, fn_constructor_args=(task, tiers, instruction, labels), **pool
+        named_udf(ProxyUDF, f"{name} embedding proxy"), fn_constructor_args=(task, tiers, instruction, labels), **pool
     ).materialize()
 
     large = SemanticBatchUDF(_on(task, "large"), stage.operator_key, tiers, context.ledger)
@@ -107,7 +109,9 @@ def build_cascade(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     small_confidence = np.full(len(ids), router.NOT_ASKED)
     if route.uses_small and ids:
         small = SemanticBatchUDF(_on(task, "small"), stage.operator_key + ":small", tiers, context.ledger)
-        with_small = proxied.map_batches(SmallUDF, fn_constructor_args=(small, route), **pool).materialize()
+        with_small = proxied.map_batches(
+            named_udf(SmallUDF, f"{name} small tier"), fn_constructor_args=(small, route), **pool
+        ).materialize()
         small_ids, small_confidence, small_keys = _small_columns(with_small)
         assert small_ids == ids, "the cascade's passes must see the same rows"
         position = {row_id: index for index, row_id in enumerate(ids)}
@@ -121,7 +125,9 @@ def build_cascade(stage: Stage, context: ExecutionContext) -> rd.Dataset:
         route = router.route_small(route, proxy, small_confidence, design, correct)
 
     _journal_route(stage, context.ledger, route, ids, proxy, small_confidence, sample, large_keys)
-    final: rd.Dataset = with_small.map_batches(FinalUDF, fn_constructor_args=(large, route, frozenset(sample)), **pool)
+    final: rd.Dataset = with_small.map_batches(
+        named_udf(FinalUDF, f"{name} route"), fn_constructor_args=(large, route, frozenset(sample)), **pool
+    )
     return final
 
 
@@ -309,7 +315,11 @@ class FinalUDF:
             self._small(batch.filter(pa.array(decided_by == router.SMALL))),
             self.large.answers(user.filter(pa.array(decided_by == router.LARGE))),
         ]
-        return self.large.apply(user, pa.concat_tables(parts))
+        output = self.large.apply(user, pa.concat_tables(parts))
+        meter = self.large.meter.on_tier("cascade")
+        meter.rows(batch.num_rows, output.num_rows)
+        meter.decided({name: int(np.sum(decided_by == code)) for code, name in enumerate(router.TIER_NAMES)})
+        return output
 
     def _embedding(self, rows: pa.Table) -> pa.Table:
         schema = self.large.answers_schema()

@@ -23,8 +23,8 @@ from semray.pipeline.lower import lower
 from semray.pipeline.spec import CascadeStage, SemanticStage, Stage, render_stages
 from semray.serving.config import ServingConfig
 from semray.settings import Settings
-from semray.transactions import BatchLedger, RowLookup, RunCancelledError, RunDetail, RunStateError, fingerprint
-from semray.transactions.registry import CANCEL_MARKER
+from semray.transactions import BatchLedger, RowLookup, RunDetail, RunStateError, fingerprint
+from semray.transactions.registry import CANCEL_MARKER, stopped_error
 
 LOWERING_SETTINGS = ("batch_size", "gather_rows", "semantic_batch_size", "semantic_batch_max", "semantic_actors")
 """Settings that change the physical plan; a resume by id lowers with the journaled values."""
@@ -182,5 +182,5 @@ class CancellableLedger(BatchLedger):
 
     def lookup_rows(self, operator_key: str, row_ids: Any) -> RowLookup:
         if (self.run_dir / CANCEL_MARKER).exists():
-            raise RunCancelledError(f"run {self.run_dir.name} was cancelled")
+            raise stopped_error(self.run_dir)  # says why: a cancel, or a budget reached
         return super().lookup_rows(operator_key, row_ids)

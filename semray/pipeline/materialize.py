@@ -22,6 +22,7 @@ from semray.errors import ExecutionError, LoweringError, SemrayError, SourceErro
 from semray.pipeline.batch_sql import empty_table, run_sql
 from semray.pipeline.limit_rounds import limited_rows
 from semray.pipeline.lower import PARTITION
+from semray.pipeline.metering import named_udf, operator_name
 from semray.pipeline.row_counts import RowCounts, count_rows, new_execution, take_counts
 from semray.pipeline.spec import (
     BatchSqlStage,
@@ -472,7 +473,7 @@ def build_semantic(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     # stops the model calls after a few batches instead of after a whole read block.
     upstream = materialize(stage.inputs[0], context).repartition(target_num_rows_per_block=stage.batch_rows)
     return upstream.map_batches(
-        SemanticBatchUDF,
+        named_udf(SemanticBatchUDF, operator_name(stage.task)),
         fn_constructor_args=(stage.task, stage.operator_key, context.tiers, context.ledger),
         fn_constructor_kwargs={"row_counts": context.row_counts, "counted_as": stage.operators},
         compute=rd.ActorPoolStrategy(min_size=1, max_size=stage.actors, max_tasks_in_flight_per_actor=2),
@@ -480,6 +481,23 @@ def build_semantic(stage: Stage, context: ExecutionContext) -> rd.Dataset:
         batch_format="pyarrow",
         # Actors wait on model calls, not on CPU: a small share lets them sit beside the
         # Serve replicas on a 2-CPU machine.
+        num_cpus=context.actor_cpus,
+    )
+
+
+def build_code(stage: Stage, context: ExecutionContext) -> rd.Dataset:
+    """SemCode: an actor pool, each actor feeding batches to its own sandbox process (CPU only)."""
+    from semray.pipeline.code_stage import CodeBatchUDF, CodeStage
+
+    assert isinstance(stage, CodeStage)
+    upstream = materialize(stage.inputs[0], context)
+    return upstream.map_batches(
+        CodeBatchUDF,
+        fn_constructor_args=(stage,),
+        compute=rd.ActorPoolStrategy(min_size=1, max_size=stage.actors),
+        batch_size=stage.batch_rows,
+        batch_format="pyarrow",
+        # The sandbox child does the work; the actor only moves batches over a pipe.
         num_cpus=context.actor_cpus,
     )
 
@@ -502,11 +520,13 @@ BUILDERS: dict[type[Stage], Callable[[Stage, ExecutionContext], rd.Dataset]] = {
 def _register_more_builders() -> None:
     """Cascade and set-level stages live in their own modules, which import this one."""
     from semray.pipeline.cascade import build_cascade
+    from semray.pipeline.code_stage import CodeStage
     from semray.pipeline.set_ops import SET_BUILDERS
     from semray.pipeline.spec import CascadeStage
 
     BUILDERS.update(SET_BUILDERS)
     BUILDERS[CascadeStage] = build_cascade
+    BUILDERS[CodeStage] = build_code
 
 
 _register_more_builders()

@@ -22,6 +22,7 @@ publishes nothing); below it, ``Result.failures`` and ``Result.failed_line()`` s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,10 +38,12 @@ from semray.errors import LoweringError, SemrayError
 from semray.log import get_logger
 from semray.operators.base import Node
 from semray.pipeline import materialize
+from semray.pipeline.budget import Forecast, check_forecast, forecast, in_flight_batches
 from semray.pipeline.failed_rows import FailedRows, check_failed_rows, failed_rows, operator_labels
 from semray.pipeline.journaled import CancellableLedger, Job, job_to_resume, model_tiers
 from semray.pipeline.lower import lower
 from semray.pipeline.measure_run import MeasuredRun, Planning, measure_plan, seed_of
+from semray.pipeline.progress import LogReporter, ProgressReporter, RunWatcher
 from semray.pipeline.spec import render_stages
 from semray.serving.config import ServingConfig
 from semray.serving.deployments import TierHandles, start_tiers
@@ -56,6 +59,7 @@ from semray.transactions import (
     resume_run,
     show_run,
 )
+from semray.transactions.registry import stopped_error
 
 log = get_logger(__name__)
 
@@ -152,17 +156,23 @@ def explain_physical(plan: Node, settings: Settings) -> str:
 
 
 def execute(
-    plan: Node, settings: Settings, serving: ServingConfig | None = None, planning: Planning | None = None
+    plan: Node,
+    settings: Settings,
+    serving: ServingConfig | None = None,
+    planning: Planning | None = None,
+    progress: ProgressReporter | None = None,
 ) -> Result:
     """Run a plan to completion and return its rows with the run's usage.
 
     With ``planning``, the run measures statistics on ``plan`` first and executes the plan
-    ``planning.choose`` makes of them (see the module docstring).
+    ``planning.choose`` makes of them (see the module docstring). ``progress`` shows the run's
+    progress and cost while it runs (default: ``run_progress`` log lines, ``Settings.progress_interval_s``);
+    ``Settings.max_cost`` is its budget (``semray.pipeline.budget``).
     """
     plan, planning = _without_models(plan, settings, serving, planning)
     if planning is not None:
         started = time.perf_counter()
-        with _measured_run(plan, settings, serving, planning, output=None) as (run, job, handles, measured):
+        with _measured_run(plan, settings, serving, planning, None, progress) as (run, job, handles, measured):
             before = _paid(run)
             table, rows = _collect(job, _context(run, handles))
             failures = _failures(run, job)
@@ -174,7 +184,8 @@ def execute(
         table, rows = _collect(job, materialize.ExecutionContext())
         log.info("query_finished", rows=table.num_rows, seconds=round(time.perf_counter() - started, 3))
         return Result(table, operator_rows=rows)
-    with _open(job, output=None) as run, _cancellable(run):
+    expected = _forecast(job)
+    with _open(job, output=None) as run, _cancellable(run), _watched(run, job, expected, progress):
         started, tiers = _connect_and_start_tiers(job)
         before = _paid(run)
         table, rows = _collect(job, _context(run, tiers))
@@ -194,12 +205,13 @@ def iter_batches(
     batch_rows: int | None = None,
     serving: ServingConfig | None = None,
     planning: Planning | None = None,
+    progress: ProgressReporter | None = None,
 ) -> Iterator[pa.Table]:
     """Stream results; a plan with models runs journaled, and a cancel request stops it between batches."""
     plan, planning = _without_models(plan, settings, serving, planning)
     size = batch_rows or settings.batch_size
     if planning is not None:
-        with _measured_run(plan, settings, serving, planning, output=None) as (run, job, handles, _):
+        with _measured_run(plan, settings, serving, planning, None, progress) as (run, job, handles, _):
             yield from _stream(run, job, handles, size)
         return
     job = Job.prepare(plan, settings, serving)
@@ -207,7 +219,8 @@ def iter_batches(
         connect(settings)
         yield from materialize.iter_batches(job.stages, _schema(job), size, materialize.ExecutionContext())
         return
-    with _open(job, output=None) as run, _cancellable(run):
+    expected = _forecast(job)
+    with _open(job, output=None) as run, _cancellable(run), _watched(run, job, expected, progress):
         _, tiers = _connect_and_start_tiers(job)
         yield from _stream(run, job, tiers, size)
 
@@ -231,7 +244,12 @@ def write_parquet(
 
 
 def publish_parquet(
-    plan: Node, settings: Settings, path: Path, serving: ServingConfig | None = None, planning: Planning | None = None
+    plan: Node,
+    settings: Settings,
+    path: Path,
+    serving: ServingConfig | None = None,
+    planning: Planning | None = None,
+    progress: ProgressReporter | None = None,
 ) -> Written:
     """Write results through a run: staged next to ``path``, then published with one atomic rename.
 
@@ -244,25 +262,30 @@ def publish_parquet(
     plan, planning = _without_models(plan, settings, serving, planning)
     if planning is not None:
         started = time.perf_counter()
-        with _measured_run(plan, settings, serving, planning, output=target) as (run, job, handles, measured):
+        with _measured_run(plan, settings, serving, planning, target, progress) as (run, job, handles, measured):
             before = _paid(run)
             rows, version, failures = _write_and_publish(run, job, handles)
         return _written(job, run, target, rows, version, before, started, failures, measured)
     job = Job.prepare(plan, settings, serving)
-    with _open(job, output=target) as run, _cancellable(run):
+    expected = _forecast(job)
+    with _open(job, output=target) as run, _cancellable(run), _watched(run, job, expected, progress):
         started, tiers = _connect_and_start_tiers(job)
         before = _paid(run)
         rows, version, failures = _write_and_publish(run, job, tiers)
     return _written(job, run, target, rows, version, before, started, failures)
 
 
-def resume(settings: Settings, run_id: str, serving: ServingConfig | None = None) -> Result | Written:
+def resume(
+    settings: Settings, run_id: str, serving: ServingConfig | None = None, progress: ProgressReporter | None = None
+) -> Result | Written:
     """Resume a run by id (``semray runs resume ID``): execute its journaled plan, skip committed batches.
 
     The run's lowering settings and serving configuration come from its journal; ``serving``
     replaces the latter (needed when it held in-memory simulator tables). A run whose
     output is a file publishes there (``Written``); one without returns its rows (``Result``).
-    Runs over in-memory tables resume only in the process that started them.
+    Runs over in-memory tables resume only in the process that started them. ``settings.max_cost``
+    is the resumed run's budget (over everything it paid, all attempts: a run stopped at its budget
+    resumes with a higher one).
     """
     detail = show_run(settings, run_id)
     if detail.config.get("measure") is not None:
@@ -271,7 +294,8 @@ def resume(settings: Settings, run_id: str, serving: ServingConfig | None = None
             "with measure=True (and the same policy): it resumes this run and pays nothing twice"
         )
     job = job_to_resume(detail, settings, serving)
-    with resume_run(settings, run_id) as run, _cancellable(run):
+    expected = _forecast(job, paid=detail.usage.dollars, done=detail.rows_committed, run_id=run_id)
+    with resume_run(settings, run_id) as run, _cancellable(run), _watched(run, job, expected, progress):
         started, tiers = _connect_and_start_tiers(job)
         before = _paid(run)
         target = run.output
@@ -299,7 +323,12 @@ def _without_models(
 
 @contextlib.contextmanager
 def _measured_run(
-    plan: Node, settings: Settings, serving: ServingConfig | None, planning: Planning, output: OutputTarget | None
+    plan: Node,
+    settings: Settings,
+    serving: ServingConfig | None,
+    planning: Planning,
+    output: OutputTarget | None,
+    progress: ProgressReporter | None = None,
 ) -> Iterator[tuple[Run, Job, TierHandles, MeasuredRun]]:
     """Open (or resume) the run of ``plan`` measured under ``planning``, measure, choose the plan.
 
@@ -313,7 +342,9 @@ def _measured_run(
     run = open_run(
         settings, written.document, output, config=config, plan_fingerprint=identity, resume=not written.reads_memory
     )
-    with run, _cancellable(run):
+    # Not estimated before measuring (the measured statistics choose the plan), but watched: its
+    # progress and cost show, and a budget stops it.
+    with run, _cancellable(run), _watched(run, written, None, progress):
         connect(settings)  # once the attempt has begun, as in _connect_and_start_tiers
         if written.simulated:
             log.warning("simulated_model_tier", tiers=wanted, note="answers come from labels, not a model")
@@ -396,8 +427,36 @@ def _cancellable(run: Run) -> Iterator[None]:
     except SemrayError as error:
         # Ray Data reports an actor's RunCancelledError as a failed UDF; the marker says why.
         if not isinstance(error, RunCancelledError) and run.is_cancelled():
-            raise RunCancelledError(f"run {run.run_id} was cancelled") from error
+            raise stopped_error(run.path) from error
         raise
+
+
+def _forecast(job: Job, paid: float = 0.0, done: int = 0, run_id: str = "") -> Forecast | None:
+    """The cost model's forecast of the job's model calls, checked against its budget
+    (``BudgetError`` before anything starts; on a resume, against what is left of it)."""
+    expected = forecast(job.plan, job.serving) if job.tiers else None
+    share = done / expected.rows if expected is not None and expected.rows else 0.0
+    check_forecast(expected, job.settings.max_cost, paid=paid, done_share=share, run_id=run_id)
+    return expected
+
+
+@contextlib.contextmanager
+def _watched(run: Run, job: Job, expected: Forecast | None, progress: ProgressReporter | None) -> Iterator[None]:
+    """Journal the forecast, then tail the journal while the pipeline runs (``RunWatcher``):
+    progress and cost to ``progress`` and the dashboard, the budget enforced between batches."""
+    if expected is not None:
+        run.record_estimates(
+            {"forecast": dataclasses.asdict(expected)}, expected_rows=expected.rows, expected_dollars=expected.dollars
+        )
+    reporter = progress if progress is not None else LogReporter(job.settings.progress_interval_s)
+    with RunWatcher(
+        run.path,
+        reporter,
+        budget=job.settings.max_cost,
+        in_flight=in_flight_batches(job.stages),
+        stop=run.request_stop,
+    ):
+        yield
 
 
 def _ledger(run: Run) -> CancellableLedger:

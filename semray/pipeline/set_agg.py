@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from semray.operators.schema import ROW_ID
 from semray.pipeline.batch_sql import empty_table
+from semray.pipeline.metering import operator_name
 from semray.pipeline.set_asking import JournaledAsker
 from semray.pipeline.set_spec import AggStage
 from semray.serving.deployments import TierHandles
@@ -125,7 +126,7 @@ def aggregate_rows(
     trace: AggregationTrace | None = None,
 ) -> pa.Table:
     """One output row per group (one row for all rows without keys, even none)."""
-    asker = JournaledAsker(tiers, stage.task.tier, ledger, stage.operator_key)
+    asker = JournaledAsker(tiers, stage.task.tier, ledger, stage.operator_key, operator_name(stage.task, "SemAgg"))
     groups: dict[tuple[object, ...], list[str]] = {}
     for row in table.to_pylist():
         key = tuple(row[name] for name in stage.keys)

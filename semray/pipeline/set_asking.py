@@ -12,6 +12,7 @@ the questions that failed are committed with their reasons, so the run counts th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -20,6 +21,7 @@ import pyarrow as pa
 from semray.log import get_logger
 from semray.operators.schema import ROW_ID
 from semray.pipeline.failed_rows import row_failures
+from semray.pipeline.metering import OperatorMeter
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.deployments import TierHandles
 from semray.transactions import BatchLedger, LLMUsage, batch_key
@@ -59,9 +61,19 @@ class JournaledAsker:
     tier: str
     ledger: BatchLedger | None
     operator_key: str
+    name: str = ""
+    """The plan operator's name on the Ray dashboard, e.g. ``SemAgg[summarize the reviews]``
+    (default: the operator key)."""
     usage: LLMUsage = field(default_factory=LLMUsage)
     """What this asker paid (this attempt)."""
     failures: int = 0
+
+    @property
+    def meter(self) -> OperatorMeter:
+        run_dir = getattr(self.ledger, "run_dir", None)
+        return OperatorMeter.of(
+            run_dir.name if run_dir is not None else None, self.name or self.operator_key, self.tier
+        )
 
     def ask(self, requests: Sequence[ModelRequest]) -> dict[str, str | None]:
         ids = [request.request_id for request in requests]
@@ -73,7 +85,9 @@ class JournaledAsker:
             chunk = todo[start : start + CHUNK]
             if self.ledger is not None:
                 self.ledger.raise_if_fenced()  # a worker of a run's older attempt stops paying at once
+            started = time.perf_counter()
             responses = self.tiers.generate(self.tier, chunk)
+            self.meter.responses(responses, time.perf_counter() - started)
             fresh = {
                 request.request_id: answer_text(response) for request, response in zip(chunk, responses, strict=True)
             }
@@ -83,6 +97,7 @@ class JournaledAsker:
                 if fresh[request.request_id] is None
             }
             self.failures += len(errors)
+            self.meter.failed(len(errors))
             self._commit(fresh, usage_of(responses), errors)
             answers.update(fresh)
         return answers

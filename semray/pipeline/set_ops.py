@@ -20,6 +20,7 @@ import ray.data as rd
 from semray.errors import LoweringError
 from semray.log import get_logger
 from semray.pipeline.batch_sql import empty_table
+from semray.pipeline.metering import named_udf, operator_name
 from semray.pipeline.set_agg import aggregate_rows
 from semray.pipeline.set_join import candidate_pairs
 from semray.pipeline.set_search import search_rows
@@ -68,7 +69,7 @@ def build_embed(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, EmbedStage)
     upstream = materialize(stage.inputs[0], context)
     return upstream.map_batches(
-        EmbedBatchUDF,
+        named_udf(EmbedBatchUDF, operator_name(stage.task, "Embed")),
         fn_constructor_args=(stage.task.instruction, _tiers(context, stage)),
         compute=rd.ActorPoolStrategy(min_size=1, max_size=stage.actors),
         batch_size=stage.batch_rows,

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from semray.operators.schema import ROW_ID
+from semray.pipeline.metering import operator_name
 from semray.pipeline.set_asking import JournaledAsker
 from semray.pipeline.set_spec import VECTOR, TopKStage
 from semray.serving.deployments import TierHandles
@@ -95,7 +96,7 @@ def rank_rows(table: pa.Table, stage: TopKStage, tiers: TierHandles, ledger: Bat
     rows = table.to_pylist()
     ids = [str(row[ROW_ID]) for row in rows]
     records = [render_prompt(stage.record_template, row, allow_non_string=True).text for row in rows]
-    asker = JournaledAsker(tiers, stage.task.tier, ledger, stage.operator_key)
+    asker = JournaledAsker(tiers, stage.task.tier, ledger, stage.operator_key, operator_name(stage.task, "SemTopK"))
 
     def better(pairs: list[tuple[Any, Any]]) -> list[bool]:
         requests = [

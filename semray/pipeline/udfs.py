@@ -12,6 +12,7 @@ batch too, by reason (``semray.pipeline.failed_rows``), so the run counts them p
 from __future__ import annotations
 
 import datetime
+import time
 from collections import Counter
 from typing import Any
 
@@ -22,6 +23,7 @@ from semray.errors import FailedRowsError
 from semray.log import get_logger
 from semray.operators.schema import ROW_ID
 from semray.pipeline.failed_rows import failure_reason, first_row_failed, row_failures
+from semray.pipeline.metering import OPERATOR_NAMES, OperatorMeter
 from semray.pipeline.row_counts import RowCounts, count_rows
 from semray.pipeline.spec import SemanticTask, estimation_key
 from semray.serving.contract import ModelResponse
@@ -59,9 +61,12 @@ class SemanticBatchUDF:
         self.ledger = ledger
         self.row_counts = row_counts
         self.counted_as = counted_as
+        self.meter = OperatorMeter.for_task(run_of(ledger), task)
+        """The operator's metrics on the Ray dashboard (``semray.cluster.metrics``)."""
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         output = self.apply(batch, self.answers(batch))
+        self.meter.rows(batch.num_rows, output.num_rows)
         if self.row_counts is not None and self.counted_as:
             count_rows(output, self.row_counts, self.counted_as)
         return output
@@ -129,12 +134,15 @@ class SemanticBatchUDF:
         if self.ledger is not None:
             # An orphaned actor of a killed driver stops here once a resume began: it pays no more.
             self.ledger.raise_if_fenced()
+        started = time.perf_counter()
         responses = self.tiers.generate(task.tier, requests)
+        self.meter.responses(responses, time.perf_counter() - started)
         truncated = sum(1 for response in responses if response.truncated)
         if truncated:
             # The tier cut these prompts to its context length (TierConfig.truncation); say how many.
             log.info("semantic_prompts_truncated", kind=task.kind, tier=task.tier, rows=truncated)
         answers = self._answers(ids, responses)
+        self.meter.failed(answers.num_rows - answers.column(ERROR).null_count)
         if self.ledger is not None:
             self._commit(answers, _usage(responses))
         return answers
@@ -241,7 +249,10 @@ class SemanticBatchUDF:
         return result
 
 
-OPERATOR_NAMES = {"filter": "SemFilter", "map": "SemMap", "score": "SemMap", "classify": "SemClassify"}
+def run_of(ledger: BatchLedger | None) -> str | None:
+    """The run id a ledger commits to (its folder's name); None without one."""
+    run_dir = getattr(ledger, "run_dir", None)
+    return run_dir.name if run_dir is not None else None
 
 
 def task_label(task: SemanticTask) -> str:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from semray.log import get_logger
 from semray.settings import Settings
 from semray.transactions.durability import acquire_lock, is_locked, release_lock, write_bytes_atomically
-from semray.transactions.errors import RunInUseError, RunNotFoundError, TransactionError
+from semray.transactions.errors import RunCancelledError, RunInUseError, RunNotFoundError, TransactionError
 from semray.transactions.journal import JOURNAL_NAME, JournalWriter, read_journal
 from semray.transactions.keys import is_run_id
 from semray.transactions.publish import current_version
@@ -163,6 +163,37 @@ def is_cancelled(settings: Settings, run_id: str) -> bool:
     return (runs_dir(settings) / run_id / CANCEL_MARKER).exists()
 
 
+CANCEL_REQUESTED = "cancel requested"
+
+
+def request_stop(path: Path, reason: str) -> None:
+    """Ask the run in ``path`` to stop between batches, saying why (``stop_reason`` reads it).
+
+    What ``cancel_run`` does for a live driver, with a reason of the caller's (a budget reached:
+    ``semray.pipeline.progress``); the run finishes as cancelled with ``reason`` as its message.
+    """
+    write_bytes_atomically(path / CANCEL_MARKER, reason.encode("utf-8") + b"\n")
+    log.info("run_stop_requested", run_id=path.name, reason=reason)
+
+
+def stop_reason(path: Path) -> str | None:
+    """Why the run in ``path`` was asked to stop: None when it was not, else the marker's text
+    (``"cancel requested"`` for ``semray runs cancel``)."""
+    try:
+        text = (path / CANCEL_MARKER).read_text(encoding="utf-8", errors="replace").strip()
+    except FileNotFoundError:
+        return None
+    return text or CANCEL_REQUESTED
+
+
+def stopped_error(path: Path) -> RunCancelledError:
+    """The error a run asked to stop raises between batches: its reason when one was given."""
+    reason = stop_reason(path)
+    if reason is None or reason == CANCEL_REQUESTED:
+        return RunCancelledError(f"run {path.name} was cancelled")
+    return RunCancelledError(f"run {path.name} {reason}")
+
+
 def cancel_run(settings: Settings, run_id: str) -> RunStatus:
     """Ask a run to stop. A live driver sees the marker between batches and finishes as cancelled;
     a run with no live driver is marked cancelled at once. Returns the status after the request."""
@@ -171,7 +202,7 @@ def cancel_run(settings: Settings, run_id: str) -> RunStatus:
     status = effective_status(path, state)
     if status in ("succeeded", "failed", "cancelled"):
         return status
-    write_bytes_atomically(path / CANCEL_MARKER, b"cancel requested\n")
+    write_bytes_atomically(path / CANCEL_MARKER, CANCEL_REQUESTED.encode("utf-8") + b"\n")
     try:
         fd = acquire_lock(path / DRIVER_LOCK, f"run {run_id}", wait_s=0.0)
     except RunInUseError:

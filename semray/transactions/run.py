@@ -59,8 +59,10 @@ from semray.transactions.registry import (
     find_resumable,
     load_state,
     publish_landed,
+    request_stop,
     run_dir,
     runs_dir,
+    stopped_error,
 )
 from semray.transactions.state import RunState
 
@@ -144,8 +146,13 @@ class Run:
         return (self.path / CANCEL_MARKER).exists()
 
     def raise_if_cancelled(self) -> None:
+        """Raise ``RunCancelledError`` once a stop was asked for (its message says why)."""
         if self.is_cancelled():
-            raise RunCancelledError(f"run {self.run_id} was cancelled")
+            raise stopped_error(self.path)
+
+    def request_stop(self, reason: str) -> None:
+        """Stop this run between batches (actors and driver), finishing it cancelled with ``reason``."""
+        request_stop(self.path, reason)
 
     def staging_path(self) -> Path:
         """Where to write results before ``publish()``: a ``.parquet`` file path or a folder, next to the output."""

@@ -1,0 +1,102 @@
+"""How the CLI shows a run's progress and cost: a rich progress bar on a terminal, log lines elsewhere.
+
+``reporter_for(settings)`` is what ``semray sql`` / ``semray run`` / ``semray runs resume`` pass
+to the run (``semray.pipeline.progress.ProgressReporter``); ``semray runs watch ID`` draws the
+same bar from another shell.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from semray.pipeline.progress import LogReporter, ProgressReporter, RunProgress, format_seconds
+from semray.settings import Settings
+
+
+class BarReporter:
+    """A rich progress bar on standard error: rows done of the estimate, calls, dollars of the
+    estimated cost, ETA (rows, calls and dollars alone when the run has no estimate)."""
+
+    def __init__(self, console: Any = None) -> None:
+        from rich.console import Console
+
+        self.console = console if console is not None else Console(stderr=True)
+        self._bar: Any = None
+        self._task: Any = None
+
+    def update(self, progress: RunProgress, eta_s: float | None) -> None:
+        if self._bar is None:
+            self._start(progress)
+        total = progress.rows_expected or None
+        done = min(progress.rows_done, total) if total else progress.rows_done
+        self._bar.update(self._task, total=total, completed=done, detail=detail(progress, eta_s))
+
+    def close(self, progress: RunProgress) -> None:
+        if self._bar is None:
+            return
+        self._bar.update(self._task, detail=detail(progress, None))
+        self._bar.stop()
+        self._bar = None
+
+    def _start(self, progress: RunProgress) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self._bar = Progress(
+            TextColumn("run {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("rows  {task.fields[detail]}"),
+            console=self.console,
+            transient=False,
+        )
+        self._task = self._bar.add_task(progress.run_id, total=progress.rows_expected or None, detail="")
+        self._bar.start()
+
+
+def detail(progress: RunProgress, eta_s: float | None) -> str:
+    """``12 calls, $0.0012 of ~$0.0400, ETA 1m05s``."""
+    text = f"{progress.usage.calls} calls, ${progress.usage.dollars:.4f}"
+    if progress.dollars_expected is not None:
+        text += f" of ~${progress.dollars_expected:.4f}"
+    if eta_s is not None:
+        text += f", ETA {format_seconds(eta_s)}"
+    return text
+
+
+def reporter_for(settings: Settings, terminal: bool | None = None) -> ProgressReporter:
+    """The bar when standard error is a terminal, else ``run_progress`` lines every
+    ``progress_interval_s`` at warning level, so they show under the CLI's default log level."""
+    if terminal if terminal is not None else sys.stderr.isatty():
+        return BarReporter()
+    return LogReporter(settings.progress_interval_s, level="warning")
+
+
+def add_budget(parser: Any) -> None:
+    """``--max-cost DOLLARS`` on a command that runs a query (``Settings.max_cost``)."""
+    parser.add_argument(
+        "--max-cost",
+        type=_dollars,
+        metavar="DOLLARS",
+        help="budget for the run's model calls: refuse a plan estimated over it, stop the run between batches "
+        "before its projected cost passes it (resumable: semray runs resume ID --max-cost HIGHER)",
+    )
+
+
+def with_budget(query: Any, args: Any) -> Any:
+    """``query`` with ``--max-cost`` as its settings' budget (unchanged without the flag)."""
+    if getattr(args, "max_cost", None) is None:
+        return query
+    return query.with_settings(query.settings.model_copy(update={"max_cost": args.max_cost}))
+
+
+def _dollars(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a budget in dollars above 0, e.g. 2.50")
+    return value
