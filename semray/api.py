@@ -46,6 +46,7 @@ from semray.operators import (
     render_tree,
 )
 from semray.operators.base import quality_warnings
+from semray.operators.code import CodeExample, SandboxLimits, SemCode, code_listing
 from semray.operators.semantic import (
     ExtractField,
     QualityTarget,
@@ -54,6 +55,7 @@ from semray.operators.semantic import (
     as_quality,
     with_quality,
 )
+from semray.operators.templates import template_columns
 from semray.output import without_row_ids
 from semray.settings import Settings
 from semray.sources import open_source, register_table
@@ -296,6 +298,56 @@ class Query:
     def sem_search(self, column: str, query: str, k: int, mode: Literal["vector", "fts", "hybrid"] = "vector") -> Query:
         return self._then(SemSearch(input=self._plan, column=column, query=query, k=k, mode=mode))
 
+    def sem_code(
+        self,
+        instruction: str,
+        outputs: str | Sequence[ExtractField],
+        inputs: Sequence[str] | None = None,
+        *,
+        code: str | None = None,
+        examples: Sequence[CodeExample | tuple[Mapping[str, Any], Mapping[str, Any]]] = (),
+        min_agreement: float | None = 0.9,
+        sample_rows: int = 20,
+        limits: SandboxLimits | None = None,
+    ) -> Query:
+        """Add typed columns computed by one Python function, run sandboxed: the large tier writes and
+        validates it at plan time, or give it as ``code``:
+        ``q.sem_code("Parse {raw} as a date", "day: date", examples=[({"raw": "3 Jan 2024"}, {"day": "2024-01-03"})])``.
+
+        ``inputs`` defaults to the instruction's ``{column}`` references. The function is
+        ``def transform(batch)`` over a pandas DataFrame of the inputs, returning the outputs
+        (``docs/sandbox.md``). Execution calls no model.
+        """
+        fields = parse_fields(outputs) if isinstance(outputs, str) else tuple(outputs)
+        columns = tuple(inputs) if inputs is not None else template_columns(instruction, "SemCode")
+        shown = tuple(
+            example
+            if isinstance(example, CodeExample)
+            else CodeExample(inputs=dict(example[0]), outputs=dict(example[1]))
+            for example in examples
+        )
+        node = SemCode(
+            input=self._plan,
+            instruction=instruction,
+            inputs=columns,
+            outputs=fields,
+            examples=shown,
+            code=code,
+            min_agreement=min_agreement,
+            sample_rows=sample_rows,
+            limits=limits or SandboxLimits(),
+        )
+        return self._then(node)
+
+    def with_code(self) -> Query:
+        """This query with a validated function in every SemCode that has none: the large tier writes
+        each one now (one journaled run), so ``to_json()`` saves the plan with its code."""
+        from semray.pipeline.code_commit import commit_code, pending_code
+
+        if not pending_code(self._plan):
+            return self
+        return self._then(commit_code(self._plan, self.settings, self._tiers()))
+
     # inspection and output ----------------------------------------------------------
     def optimized(self, policy: Any = None, statistics: Any = None) -> Query:
         """This query after the optimizer: rewrite rules and join ordering, which keep its results,
@@ -346,7 +398,9 @@ class Query:
                 "\nOperators' rows were not counted in this run (count_rows is auto and the plan calls no model, "
                 "or off): Settings(count_rows='on') or `semray explain --analyze` counts them."
             )
-        return text + "\n\n" + explain_physical(runs, self.settings) + tier_lines(self._plan, self._tiers())
+        listing = code_listing(runs)
+        code = f"\n\nCode (sandboxed; execution costs CPU only)\n{listing}" if listing else ""
+        return text + "\n\n" + explain_physical(runs, self.settings) + code + tier_lines(self._plan, self._tiers())
 
     def _runnable(self, optimize: bool) -> Node:
         return self.optimized().plan if optimize else self._plan
@@ -365,7 +419,7 @@ class Query:
         table = self.execute(optimize, policy=policy, measure=measure).table
         return table if row_ids else without_row_ids(table)
 
-    def execute(self, optimize: bool = True, *, policy: Any = None, measure: Any = False) -> Any:
+    def execute(self, optimize: bool = True, *, policy: Any = None, measure: Any = False, progress: Any = None) -> Any:
         """Run the plan; a ``Result`` with the rows, the run id and its model usage.
 
         ``optimize`` applies the optimizer's rewrite rules and join ordering first (they keep the
@@ -377,10 +431,20 @@ class Query:
         and choose the tiers with them (policy ``MinCost()`` unless given); the labels bought are
         journaled and reused by execution, and ``Result.measured`` says what was measured and
         what it cost: ``q.execute(policy=MinCost(quality=0.9), measure=True)``.
+
+        While a run with model calls runs, ``progress`` (a ``semray.pipeline.progress.ProgressReporter``)
+        gets its progress and cost at every poll of its journal; by default it logs a ``run_progress``
+        line every ``Settings.progress_interval_s``. ``Settings.max_cost`` is the run's budget in
+        dollars: ``q.with_settings(q.settings.model_copy(update={"max_cost": 2.0})).execute()``
+        (``semray.pipeline.budget``).
         """
+        from semray.pipeline.code_commit import pending_code
         from semray.pipeline.run import execute
 
-        result = execute(*self._to_run(optimize, policy, measure), self._tiers(), self._planning(policy, measure))
+        if pending_code(self._plan):
+            return self.with_code().execute(optimize, policy=policy, measure=measure, progress=progress)
+        run = self._to_run(optimize, policy, measure)
+        result = execute(*run, self._tiers(), self._planning(policy, measure), progress)
         warnings = quality_warnings(self._plan)
         return dataclasses.replace(result, warnings=warnings) if warnings else result
 
@@ -398,8 +462,11 @@ class Query:
         row_ids: bool = False,
     ) -> Iterator[pa.Table]:
         """Stream results as Arrow tables without holding them all in memory (options as `collect`)."""
+        from semray.pipeline.code_commit import pending_code
         from semray.pipeline.run import iter_batches
 
+        if pending_code(self._plan):
+            return self.with_code().iter_batches(batch_rows, optimize, policy=policy, measure=measure)
         plan, settings = self._to_run(optimize, policy, measure)
         batches = iter_batches(plan, settings, batch_rows, self._tiers(), self._planning(policy, measure))
         return batches if row_ids else (without_row_ids(batch) for batch in batches)
@@ -411,13 +478,17 @@ class Query:
         return int(self.publish_parquet(path, optimize, policy=policy, measure=measure).rows)
 
     def publish_parquet(
-        self, path: str | Path, optimize: bool = True, *, policy: Any = None, measure: Any = False
+        self, path: str | Path, optimize: bool = True, *, policy: Any = None, measure: Any = False, progress: Any = None
     ) -> Any:
-        """`write_parquet`, returning the ``Written`` (rows, run id, version, usage, failed rows)."""
+        """`write_parquet`, returning the ``Written`` (rows, run id, version, usage, failed rows);
+        ``progress`` as in `execute`."""
+        from semray.pipeline.code_commit import pending_code
         from semray.pipeline.run import publish_parquet
 
+        if pending_code(self._plan):
+            return self.with_code().publish_parquet(path, optimize, policy=policy, measure=measure, progress=progress)
         plan, settings = self._to_run(optimize, policy, measure)
-        return publish_parquet(plan, settings, Path(path), self._tiers(), self._planning(policy, measure))
+        return publish_parquet(plan, settings, Path(path), self._tiers(), self._planning(policy, measure), progress)
 
     def _to_run(self, optimize: bool, policy: Any, measure: Any) -> tuple[Node, Settings]:
         """The plan a run starts from: with ``measure``, the plan statistics are measured on.
@@ -500,6 +571,14 @@ def read_sql(
     suffix = Path(path).suffix.lower()
     kind = "duckdb" if suffix in (".duckdb", ".ddb") else "sqlite"
     return _scan(kind, str(path), {"table": table, "query": query}, settings)
+
+
+def read_catalog(name: str, settings: Settings | None = None, version: int | None = None) -> Query:
+    """A query over a catalogued dataset by name (``semray catalog ls``), at the latest or a pinned catalog version."""
+    from semray.catalog.store import Catalog
+
+    spec = Catalog.open(settings or Settings(), version=version).scan(name)
+    return _scan(spec.kind, spec.path, spec.options, settings)
 
 
 def from_arrow(table: pa.Table, name: str | None = None, settings: Settings | None = None) -> Query:

@@ -11,7 +11,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from semray.cli_ask import add_ask_command
+from semray.cli_catalog import add_catalog_commands
+from semray.cli_cluster import add_cluster_commands, attach_local_cluster
 from semray.cli_models import add_models_commands
+from semray.cli_progress import add_budget, reporter_for, with_budget
 from semray.cli_runs import add_runs_commands
 from semray.errors import SemrayError
 from semray.log import configure_logging, get_logger
@@ -26,9 +30,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging(args.log_level, args.log_format)
     given = {"state_dir": args.state_dir, "ray_address": args.ray_address, "models": args.models}
-    settings = Settings(**{k: v for k, v in given.items() if v is not None})
     command: Callable[[argparse.Namespace, Settings], int] = args.command
     try:
+        settings = Settings(**{k: v for k, v in given.items() if v is not None})
+        settings = attach_local_cluster(args, settings)  # a running `semray up` cluster, instead of a new Ray
         return command(args, settings)
     except SemrayError as error:
         sys.stderr.write(f"error: {error}\n")
@@ -59,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run a JSON plan file")
     run.add_argument("plan", type=Path)
+    add_budget(run)
     _add_quality(run)
     _add_planning(run)
     _add_output(run)
@@ -80,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--table", "-t", action="append", default=[], metavar="NAME=PATH", help="a table by name (repeatable)"
     )
     sql.add_argument("--explain", action="store_true", help="show the plan instead of the rows")
+    add_budget(sql)
     _add_analyze(sql)
     _add_quality(sql)
     _add_planning(sql)
@@ -108,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_command(commands)
     add_runs_commands(commands)
     add_models_commands(commands)
+    add_catalog_commands(commands)
+    add_cluster_commands(commands)
+    add_ask_command(commands)
     return parser
 
 
@@ -197,17 +207,18 @@ def _planning(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_query(query: Any, args: argparse.Namespace, publish: bool = True) -> int:
     """Run and emit; ``publish``: Parquet output is written through the run, published atomically."""
-    planning = _planning(args)
+    planning = {**_planning(args), "progress": reporter_for(query.settings)}
+    query = with_budget(query, args)
     if publish and args.format == "parquet" and args.output:
         written = query.publish_parquet(args.output, **planning)
         _say(f"wrote {written.rows} rows to {args.output}\n")
         _say_failed(written)
+        _say(written.usage_line() + "\n")  # the last line: calls, tokens, dollars, run id
         return 0
     result = query.execute(**planning)
     emit(result.table, args)
-    if planning["measure"] is not False:
-        _say(result.usage_line() + "\n")
     _say_failed(result)
+    _say(result.usage_line() + "\n")
     return 0
 
 

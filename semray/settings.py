@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -59,12 +59,40 @@ class Settings(BaseSettings):
         "models (a line written per batch, beside at least one model call per batch), on counts every plan, "
         "off none",
     )
+    max_cost: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="budget in dollars for a run's model calls (CLI --max-cost): a plan estimated to cost more is "
+        "refused before it starts, and a run whose projected cost would pass it stops between batches, cancelled "
+        "and resumable (`semray runs resume ID --max-cost HIGHER`); None: no budget",
+    )
+    progress_interval_s: float = Field(
+        default=10.0,
+        ge=0.0,
+        description="a run with model calls logs a run_progress line (rows done of the estimate, calls, dollars of the "
+        "estimate, ETA) every this many seconds while it runs, unless the caller shows progress itself (the CLI's "
+        "bar on a terminal); 0: no lines",
+    )
     log_format: str = Field(default="auto", description="auto | console | json")
     log_level: str = Field(default="info")
 
     catalog_dir: Path | None = Field(
         default=None, description="the LanceDB catalog of datasets, segments and memory; default <state_dir>/catalog"
     )
+
+    allow_job_local_state: bool = Field(
+        default=False,
+        description="inside a Ray job, accept a state folder in the job's temporary working directory (its runs, "
+        "journals and cache are lost when the job ends; see docs/cluster.md)",
+    )
+
+    @field_validator("state_dir", mode="before")
+    @classmethod
+    def _local_state_dir(cls, value: object) -> object:
+        from semray.cluster.shared_state import refuse_object_store_uri
+
+        refuse_object_store_uri(value)
+        return value
 
     @property
     def state_path(self) -> Path:

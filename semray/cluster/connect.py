@@ -12,6 +12,7 @@ from pathlib import Path
 import ray
 
 from semray.cluster.loopback import LOOPBACK_ENV
+from semray.cluster.shared_state import check_state_dir
 from semray.errors import ClusterError
 from semray.log import get_logger
 from semray.settings import Settings
@@ -31,6 +32,7 @@ def connect(settings: Settings) -> None:
     """
     if ray.is_initialized():
         return
+    check_state_dir(settings)  # inside a Ray job: refuse a state folder that dies with the job
     if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0":
         log.warning(
             "ray_may_bind_all_interfaces", hint="import semray before ray, or set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0"
@@ -44,7 +46,7 @@ def connect(settings: Settings) -> None:
             ray.init(address=address, log_to_driver=True, configure_logging=False)
         except (ConnectionError, RuntimeError, ray.exceptions.AuthenticationError) as error:
             reason = str(error).split(". ")[0]
-            raise ClusterError(f"cannot reach the Ray cluster at {address}: {reason}{_auth_hint()}") from None
+            raise ClusterError(f"cannot reach the Ray cluster at {address}: {reason}{auth_hint()}") from None
         _configure_data_context()
         return
     # Worker processes inherit this; Serve replicas then bind their gRPC server to loopback.
@@ -65,7 +67,7 @@ def connect(settings: Settings) -> None:
     _configure_data_context()
 
 
-def _auth_hint() -> str:
+def auth_hint() -> str:
     """What to set when the failure may be token authentication (on by default since Ray 2.59)."""
     if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
         if not (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")):
@@ -81,9 +83,9 @@ def _auth_hint() -> str:
     )
 
 
-def ray_temp_dir(settings: Settings) -> Path:
-    """A Ray temp dir under the state folder, short enough for Unix socket paths."""
-    wanted = settings.state_path / "ray"
+def ray_temp_dir(settings: Settings, name: str = "ray") -> Path:
+    """A Ray temp dir ``<state>/<name>``, or a short /tmp link to it, short enough for Unix socket paths."""
+    wanted = settings.state_path / name
     wanted.mkdir(parents=True, exist_ok=True)
     # Ray appends about 60 characters (session_<date>_<pid>/sockets/plasma_store).
     if len(str(wanted)) <= SOCKET_PATH_LIMIT - 70:

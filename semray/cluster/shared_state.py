@@ -1,0 +1,75 @@
+"""The state folder on a cluster: a shared POSIX path, never a Ray job's temporary directory.
+
+A Ray job runs its driver in a temporary working directory (``.../runtime_resources/
+working_dir_files/...``) that is deleted with the job. The default state folder, ``.semray``,
+is relative, so inside a job its runs, journals and response cache would land there and vanish:
+``semray runs ls`` on the submitting machine would never see them. ``check_state_dir`` refuses
+that unless ``Settings.allow_job_local_state`` says otherwise.
+
+Object-store URIs (``s3://``, ``gs://``, ...) are refused too: the journal appends under
+``flock``, commits are fsync'd files renamed into place, publishing swaps a hard link or a
+symlink with ``os.replace``, the fence is an fsync'd rename checked under the journal lock, and
+the response cache is SQLite in WAL mode. None of that has an equivalent through pyarrow's
+filesystems (no locks, no atomic rename on S3/GCS), so the state folder must be a POSIX path
+every node sees (NFS, a mounted volume).
+
+>>> in_job = {"RAY_JOB_CONFIG_JSON_ENV_VAR": "{}"}
+>>> check_state_dir(Settings(state_dir=Path("/shared/semray")), environ=in_job)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from semray.errors import StateDirError
+
+if TYPE_CHECKING:
+    from semray.settings import Settings
+
+JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+"""Set by Ray's job supervisor in the environment of every submitted job's driver."""
+STATE_DIR_ENV = "SEMRAY_STATE_DIR"
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
+"""``s3://b/x``, and ``s3:/b/x`` (what ``Path("s3://b/x")`` keeps of it)."""
+
+
+def refuse_object_store_uri(value: object) -> None:
+    """Raise ``StateDirError`` for a state folder given as a URI (see the module docstring)."""
+    text = str(value)
+    if isinstance(value, str | Path) and _URI.match(text):
+        raise StateDirError(
+            f"state folder {text!r} is a URI: semray's state (run journals under flock, fsync'd renames, "
+            "hard-linked outputs, the SQLite response cache) needs a POSIX file system, and object stores are not "
+            f"supported. Set {STATE_DIR_ENV} (or --state-dir) to a path every node sees, e.g. an NFS mount or a "
+            "bucket mounted with a POSIX-compliant FUSE driver"
+        )
+
+
+def in_ray_job(environ: Mapping[str, str] | None = None) -> bool:
+    """True in the driver of a job submitted to Ray (``ray job submit``, ``semray submit``)."""
+    return JOB_CONFIG_ENV in (os.environ if environ is None else environ)
+
+
+def check_state_dir(settings: Settings, environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
+    """Inside a Ray job, refuse a state folder that is relative or under the job's working directory.
+
+    Outside a job this does nothing; ``Settings.allow_job_local_state`` turns the check off.
+    """
+    if settings.allow_job_local_state or not in_ray_job(environ):
+        return
+    working = (cwd or Path.cwd()).resolve()
+    state = settings.state_path
+    relative = not settings.state_dir.expanduser().is_absolute()
+    if not relative and not state.is_relative_to(working):
+        return
+    why = "is relative, so it lies" if relative else "lies"
+    raise StateDirError(
+        f"this Ray job's state folder {str(settings.state_dir)!r} {why} in the job's temporary working "
+        f"directory ({state}): its runs, journals and response cache would be deleted with the job and "
+        f"`semray runs ls` would never see them. Set {STATE_DIR_ENV} to shared storage every node sees (`semray "
+        "submit --state-dir /shared/semray ...` does), or set SEMRAY_ALLOW_JOB_LOCAL_STATE=1 to accept losing them"
+    )
