@@ -65,9 +65,13 @@ def detail(progress: RunProgress, eta_s: float | None) -> str:
 
 
 def reporter_for(settings: Settings, terminal: bool | None = None) -> ProgressReporter:
-    """The bar when standard error is a terminal, else ``run_progress`` lines every
-    ``progress_interval_s`` at warning level, so they show under the CLI's default log level."""
+    """The bar when standard error is a terminal (Ray Data's own bars then stay off, so the two
+    do not collide), else ``run_progress`` lines every ``progress_interval_s`` at warning level,
+    so they show under the CLI's default log level."""
     if terminal if terminal is not None else sys.stderr.isatty():
+        from semray.cluster.connect import leave_terminal_to_semray
+
+        leave_terminal_to_semray()
         return BarReporter()
     return LogReporter(settings.progress_interval_s, level="warning")
 

@@ -22,6 +22,30 @@ log = get_logger(__name__)
 SOCKET_PATH_LIMIT = 107
 """Unix socket paths longer than this fail; Ray's temp dir must stay short."""
 
+_TERMINAL_BARS = {"semray": False}
+"""Whether semray draws its own progress bar on this process's terminal (``leave_terminal_to_semray``).
+Process-wide, as Ray Data's ``DataContext`` it decides about is."""
+
+
+def leave_terminal_to_semray() -> None:
+    """semray draws its run's progress bar on standard error (the CLI's ``BarReporter``): Ray
+    Data's own tqdm bars, otherwise on wherever standard error is a terminal, are turned off so
+    the two do not overwrite each other. Call before the run starts; later connects keep it."""
+    _TERMINAL_BARS["semray"] = True
+    if "ray.data" in sys.modules:  # already configured by an earlier connect
+        from ray.data import DataContext
+
+        DataContext.get_current().enable_progress_bars = False
+
+
+def ray_data_progress_bars(terminal: bool) -> bool:
+    """Whether Ray Data draws its bars: on a terminal, unless semray draws its own there.
+
+    >>> ray_data_progress_bars(terminal=False)
+    False
+    """
+    return terminal and not _TERMINAL_BARS["semray"]
+
 
 def connect(settings: Settings) -> None:
     """Start (or join) Ray once per process; later calls are no-ops.
@@ -103,14 +127,14 @@ def _configure_data_context() -> None:
     from ray.data import DataContext  # the one import of ray.data outside pipeline/, for global options
 
     # Ray Data narrates every dataset at INFO; keep its warnings, minus the one about
-    # progress bars, which are on only where someone watches a terminal.
+    # progress bars, which are on only where someone watches a terminal and semray draws none.
     data_logger = logging.getLogger("ray.data")
     data_logger.setLevel(logging.WARNING)
     data_logger.addFilter(lambda record: "Progress bars disabled" not in record.getMessage())
     context = DataContext.get_current()
     # Deterministic output order makes runs reproducible and ORDER BY ... LIMIT exact.
     context.execution_options.preserve_order = True
-    context.enable_progress_bars = sys.stderr.isatty()
+    context.enable_progress_bars = ray_data_progress_bars(sys.stderr.isatty())
     context.print_on_execution_start = False
 
 

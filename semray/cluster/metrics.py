@@ -8,14 +8,20 @@ them and ``docs/cluster.md`` says where to look.
 
 Who records what:
 
-* the semantic actors, once per batch (``semray.pipeline.metering.OperatorMeter``): rows in
-  and out, model requests, calls, cache hits, model errors, tokens, dollars, failed rows, the
-  batch's model round trip, and in a cascade the tier that decided each row;
-* the driver, every poll of the run's journal (``semray.pipeline.progress``): rows done and
-  expected, dollars spent and estimated, the budget.
+* the driver, from each batch its attempt committed to the run's journal
+  (``semray.pipeline.metering.CommitMeter``, fed by ``semray.pipeline.progress``): rows in and
+  out, model calls, tokens, dollars, failed rows (``DRIVER_COUNTERS``). The driver outlives the
+  actor pools, so these reach the metrics agent even for a run of a few seconds;
+* the driver, every poll of the journal: rows done and expected, dollars spent and estimated,
+  the budget (the gauges);
+* the semantic actors, once per batch (``semray.pipeline.metering.OperatorMeter``), only what
+  the journal does not know: model requests (cache hits included), cache hits, model errors, a
+  cascade's rows by deciding tier, the batch's model round trip (``ACTOR_COUNTERS``, the
+  histogram). A worker exports every ~10 s and Ray Data ends an actor pool with its dataset,
+  so a pool that ends within that interval loses its last points.
 
 >>> tags = MetricTags(run="20260101-000000-ab12", operator="SemFilter[review is positive]", tier="large")
->>> record_rows(tags, rows_in=32, rows_out=12)  # doctest: +SKIP
+>>> record_committed(tags, CommittedPoint(rows_in=32, rows_out=12, calls=32))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -30,19 +36,24 @@ OPERATOR_TAGS = ("run", "operator", "tier")
 RUN_TAGS = ("run",)
 BATCH_SECONDS_BOUNDARIES = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
-COUNTERS: dict[str, str] = {
-    "semray_rows_in": "rows a semantic operator received",
-    "semray_rows_out": "rows a semantic operator passed on (a filter: the kept ones)",
-    "semray_model_requests": "rows (questions) sent to a model tier, cache hits included",
+DRIVER_COUNTERS: dict[str, str] = {
+    "semray_rows_in": "rows of a semantic operator's committed batches (answered and failed)",
+    "semray_rows_out": "rows a semantic operator's committed batches passed on (a filter: the kept ones)",
     "semray_model_calls": "model calls paid (a repair re-ask counts twice, a cache hit zero)",
-    "semray_cache_hits": "requests answered by the durable response cache",
-    "semray_model_errors": "requests the tier answered with an error code",
     "semray_tokens_in": "prompt tokens paid",
     "semray_tokens_out": "completion tokens paid",
     "semray_dollars": "dollars paid for model calls",
     "semray_failed_rows": "rows that got no answer (a model error, an off-format reply, ...)",
+}
+"""Counted by the driver from the journal's committed (and fenced-off) batches."""
+ACTOR_COUNTERS: dict[str, str] = {
+    "semray_model_requests": "rows (questions) sent to a model tier, cache hits included",
+    "semray_cache_hits": "requests answered by the durable response cache",
+    "semray_model_errors": "requests the tier answered with an error code",
     "semray_cascade_rows": "rows of a cascade by the tier that decided them (tier tag)",
 }
+"""Counted by the semantic actors: what the journal does not record."""
+COUNTERS: dict[str, str] = {**DRIVER_COUNTERS, **ACTOR_COUNTERS}
 GAUGES: dict[str, str] = {
     "semray_run_rows_done": "rows the run's semantic operators committed (all attempts)",
     "semray_run_rows_expected": "rows the cost model expects the run's semantic operators to take",
@@ -70,16 +81,25 @@ class MetricTags:
 
 @dataclass(frozen=True, slots=True)
 class ModelUsagePoint:
-    """What one batch's model round trip asked and paid."""
+    """What one batch's model round trip asked (an actor's view; what it paid is journaled)."""
 
     requests: int = 0
-    calls: int = 0
     cache_hits: int = 0
     errors: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedPoint:
+    """What one committed batch holds and paid, as its journal record says."""
+
+    rows_in: int = 0
+    rows_out: int = 0
+    failed_rows: int = 0
+    calls: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
     dollars: float = 0.0
-    seconds: float = 0.0
 
 
 class _Metrics:
@@ -103,29 +123,26 @@ def _metrics() -> _Metrics:
     return _Metrics()
 
 
-def record_rows(tags: MetricTags, rows_in: int, rows_out: int) -> None:
-    """A batch went through a semantic operator: ``rows_in`` in, ``rows_out`` passed on."""
-    metrics, point = _metrics(), tags.as_dict()
-    metrics.add("semray_rows_in", rows_in, point)
-    metrics.add("semray_rows_out", rows_out, point)
+def record_committed(tags: MetricTags, point: CommittedPoint) -> None:
+    """A batch of the driver's attempt committed (the driver, as it reads the journal)."""
+    metrics, where = _metrics(), tags.as_dict()
+    metrics.add("semray_rows_in", point.rows_in, where)
+    metrics.add("semray_rows_out", point.rows_out, where)
+    metrics.add("semray_failed_rows", point.failed_rows, where)
+    metrics.add("semray_model_calls", point.calls, where)
+    metrics.add("semray_tokens_in", point.tokens_in, where)
+    metrics.add("semray_tokens_out", point.tokens_out, where)
+    metrics.add("semray_dollars", point.dollars, where)
 
 
 def record_model_usage(tags: MetricTags, usage: ModelUsagePoint) -> None:
-    """A batch's model round trip: what it asked, what it paid, how long it took."""
+    """A batch's model round trip (an actor): what it asked, the cache's share, how long it took."""
     metrics, point = _metrics(), tags.as_dict()
     metrics.add("semray_model_requests", usage.requests, point)
-    metrics.add("semray_model_calls", usage.calls, point)
     metrics.add("semray_cache_hits", usage.cache_hits, point)
     metrics.add("semray_model_errors", usage.errors, point)
-    metrics.add("semray_tokens_in", usage.tokens_in, point)
-    metrics.add("semray_tokens_out", usage.tokens_out, point)
-    metrics.add("semray_dollars", usage.dollars, point)
     if usage.requests:
         metrics.histograms["semray_batch_model_seconds"].observe(usage.seconds, tags=point)
-
-
-def record_failed_rows(tags: MetricTags, rows: int) -> None:
-    _metrics().add("semray_failed_rows", rows, tags.as_dict())
 
 
 def record_cascade_rows(tags: MetricTags, decided: Mapping[str, int]) -> None:

@@ -316,9 +316,9 @@ class FinalUDF:
             self.large.answers(user.filter(pa.array(decided_by == router.LARGE))),
         ]
         output = self.large.apply(user, pa.concat_tables(parts))
-        meter = self.large.meter.on_tier("cascade")
-        meter.rows(batch.num_rows, output.num_rows)
-        meter.decided({name: int(np.sum(decided_by == code)) for code, name in enumerate(router.TIER_NAMES)})
+        self.large.meter.on_tier("cascade").decided(
+            {name: int(np.sum(decided_by == code)) for code, name in enumerate(router.TIER_NAMES)}
+        )
         return output
 
     def _embedding(self, rows: pa.Table) -> pa.Table:

@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -382,15 +382,24 @@ def collect(stage: Stage, schema: pa.Schema, context: ExecutionContext | None = 
 
 def iter_batches(
     stage: Stage, schema: pa.Schema, batch_rows: int, context: ExecutionContext | None = None
-) -> Iterator[pa.Table]:
-    """Stream the pipeline's output as Arrow tables of about ``batch_rows`` rows."""
+) -> Generator[pa.Table, None, None]:
+    """Stream the pipeline's output as Arrow tables of about ``batch_rows`` rows (close it to stop early)."""
     _reset_block_size()
     context = with_actor_budget(stage, context or ExecutionContext())
-    with reported_failures():
-        for batch in materialize(stage, context).iter_batches(batch_size=batch_rows, batch_format="pyarrow"):
-            table = cast(pa.Table, batch)  # batch_format="pyarrow"
-            if table.num_rows:
-                yield table.select(schema.names).cast(schema)
+    batches = materialize(stage, context).iter_batches(batch_size=batch_rows, batch_format="pyarrow")
+    try:
+        with reported_failures():
+            for batch in batches:
+                table = cast(pa.Table, batch)  # batch_format="pyarrow"
+                if table.num_rows:
+                    yield table.select(schema.names).cast(schema)
+    finally:
+        # Closed here, not when collected: a caller that stops early (a cancelled or budget-stopped
+        # run) may keep this frame alive in a traceback, and with it the executor and its actor
+        # pools, which then hold the CPUs a resume in the same process needs.
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
 
 
 @contextlib.contextmanager

@@ -1,26 +1,39 @@
-"""What a semantic operator's actors report to the Ray dashboard, one batch at a time.
+"""What a run's semantic operators report to the Ray dashboard, one batch at a time.
 
-One ``OperatorMeter`` per operator (picklable: the actors get it with their constructor
-arguments) turns what a batch did into ``semray.cluster.metrics`` points: the rows it took
-and passed on (``rows``), what its model round trip asked and paid (``responses``: the same
-``UsageTotals`` the serving layer's usage accounting sums), and in a cascade the tier that
-decided each row (``decided``). Usage is counted as the tier reports it, whether or not the
-batch then commits, so the dashboard shows what was spent; the journal shows what was bought.
+Two recorders, so that nothing is counted twice:
+
+* ``CommitMeter``, in the driver: every batch the driver's attempt commits to the journal (read
+  by ``semray.pipeline.progress.RunWatcher``) becomes rows in and out, failed rows, calls,
+  tokens and dollars. The driver outlives the actor pools, so these reach the metrics agent
+  even when a pool ends within Ray's ~10 s export interval. A batch an actor paid for and
+  never committed (killed mid-batch) is not counted; one a resume fenced off
+  (``BatchRefused``) counts its usage, not its rows.
+* ``OperatorMeter``, in the actors (picklable: they get it with their constructor arguments):
+  only what the journal lacks: a model round trip's requests, cache hits and errors
+  (``responses``, from the serving layer's ``UsageTotals``), its seconds, and in a cascade the
+  tier that decided each row (``decided``). These can lag or be lost for a pool that ends
+  within the export interval.
+
+The driver tags a journal key with the operator name and tier the actors use
+(``operator_tags``, journaled with the run as ``operator_metrics``).
 
 >>> meter = OperatorMeter.of("run-1", "SemFilter[review is positive]", "large")
->>> meter.rows(32, 12)  # doctest: +SKIP
+>>> meter.decided({"embedding": 20, "small": 8, "large": 4})  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from semray.cluster import metrics
-from semray.pipeline.spec import SemanticTask
+from semray.pipeline.set_spec import AggStage, EmbedStage, TopKStage
+from semray.pipeline.spec import CascadeStage, SemanticStage, SemanticTask, Stage
 from semray.serving.contract import ModelResponse
 from semray.serving.usage import UsageTotals
+from semray.transactions import LLMUsage
+from semray.transactions.records import BatchCommitted, BatchRefused, Record, RunStarted
 
 NO_RUN = "-"
 """The run tag of work outside a journaled run (a UDF driven by hand, tests)."""
@@ -59,29 +72,16 @@ class OperatorMeter:
     def on_tier(self, tier: str) -> OperatorMeter:
         return OperatorMeter(metrics.MetricTags(self.tags.run, self.tags.operator, tier))
 
-    def rows(self, rows_in: int, rows_out: int) -> None:
-        metrics.record_rows(self.tags, rows_in, rows_out)
-
     def responses(self, responses: Sequence[ModelResponse], seconds: float) -> None:
-        """A model round trip's responses; the requests that got an error count as failed rows."""
+        """A model round trip's requests, cache hits and errors, and its seconds (what it paid
+        is counted by the driver from the journal: ``CommitMeter``)."""
         totals = sum((UsageTotals.of(response) for response in responses), UsageTotals())
-        paid = [response for response in responses if not response.cache_hit]
         metrics.record_model_usage(
             self.tags,
             metrics.ModelUsagePoint(
-                requests=totals.requests,
-                calls=totals.calls,
-                cache_hits=totals.cache_hits,
-                errors=totals.errors,
-                tokens_in=sum(response.usage.input_tokens for response in paid),
-                tokens_out=sum(response.usage.output_tokens for response in paid),
-                dollars=sum(response.usage.dollars for response in paid),
-                seconds=seconds,
+                requests=totals.requests, cache_hits=totals.cache_hits, errors=totals.errors, seconds=seconds
             ),
         )
-
-    def failed(self, rows: int) -> None:
-        metrics.record_failed_rows(self.tags, rows)
 
     def decided(self, rows_by_tier: Mapping[str, int]) -> None:
         metrics.record_cascade_rows(self.tags, rows_by_tier)
@@ -104,3 +104,105 @@ def named_udf(udf: type[Any], name: str) -> type[Any]:
 
 
 _NAMED: dict[tuple[type[Any], str], type[Any]] = {}
+
+
+STAGE_KINDS: dict[type[Stage], str] = {TopKStage: "SemTopK", AggStage: "SemAgg", EmbedStage: "Embed"}
+"""Set operators, named by their stage (their task's kind does not say)."""
+
+
+def operator_tags(stages: Stage) -> dict[str, Any]:
+    """What the driver needs to tag a journal key as the actors do, for the run's journal config.
+
+    ``operators``: journal key -> [operator name, tier] of each model-calling stage (a cascade's
+    large answers under its key, its small tier's under ``KEY:small``); ``questions``: question
+    key -> operator name, for the answers estimation bought (``answers:QUESTION:TIER``).
+    """
+    operators: dict[str, list[str]] = {}
+    questions: dict[str, str] = {}
+
+    def visit(stage: Stage) -> None:
+        if isinstance(stage, SemanticStage):
+            name = operator_name(stage.task, STAGE_KINDS.get(type(stage)))
+            if isinstance(stage, CascadeStage):
+                operators[stage.operator_key] = [name, "large"]
+                operators[stage.operator_key + ":small"] = [name, "small"]
+            else:
+                operators[stage.operator_key] = [name, stage.task.tier]
+            if stage.task.question_key is not None:
+                questions[stage.task.question_key] = name
+        for child in stage.inputs:
+            visit(child)
+
+    visit(stages)
+    return {"operators": operators, "questions": questions}
+
+
+@dataclass
+class CommitMeter:
+    """The driver's counters of the batches its attempt commits (module docstring).
+
+    ``observe`` each journal record in order (the run's first, ``RunStarted``, carries the
+    tags). Only the batches of ``attempt`` count: an earlier attempt's driver counted its own,
+    so a resume counts what it adds, and a batch journaled twice counts once. Rows count for
+    the plan's operators only (answers bought while estimating are paid, and counted in usage,
+    under a key of no operator).
+    """
+
+    run: str
+    attempt: int
+    operators: dict[str, tuple[str, str]] = field(default_factory=dict)
+    questions: dict[str, str] = field(default_factory=dict)
+    _seen: set[tuple[str, str]] = field(default_factory=set)
+
+    def observe(self, record: Record) -> None:
+        match record:
+            case RunStarted():
+                self._read_tags(record.config.get("operator_metrics"))
+            case BatchCommitted() if record.attempt == self.attempt:
+                key = (record.operator_key, record.batch_key)
+                if key in self._seen:
+                    return
+                self._seen.add(key)
+                failed = sum(len(group.row_ids) for group in record.failed)
+                counted = record.operator_key in self.operators
+                self._record(
+                    record.operator_key,
+                    record.usage,
+                    rows_in=len(record.row_ids) + failed if counted else 0,
+                    rows_out=record.rows_out if counted else 0,
+                    failed=failed if counted else 0,
+                )
+            case BatchRefused() if record.current_attempt == self.attempt:
+                self._record(record.operator_key, record.usage)
+
+    def tags(self, operator_key: str) -> metrics.MetricTags:
+        """The journal key's operator and tier; the key itself (no tier) for one the run did not name."""
+        if operator_key in self.operators:
+            name, tier = self.operators[operator_key]
+            return metrics.MetricTags(self.run, name, tier)
+        prefix, _, rest = operator_key.partition(":")
+        question, _, tier = rest.rpartition(":")
+        if prefix == "answers" and question in self.questions:
+            return metrics.MetricTags(self.run, self.questions[question], tier)
+        return metrics.MetricTags(self.run, operator_key, "")
+
+    def _read_tags(self, config: object) -> None:
+        if not isinstance(config, dict):
+            return  # a run journaled before operator_metrics: its keys are their own tags
+        operators, questions = config.get("operators"), config.get("questions")
+        if isinstance(operators, dict):
+            self.operators = {str(key): (str(value[0]), str(value[1])) for key, value in operators.items()}
+        if isinstance(questions, dict):
+            self.questions = {str(key): str(value) for key, value in questions.items()}
+
+    def _record(self, operator_key: str, usage: LLMUsage, rows_in: int = 0, rows_out: int = 0, failed: int = 0) -> None:
+        point = metrics.CommittedPoint(
+            rows_in=rows_in,
+            rows_out=rows_out,
+            failed_rows=failed,
+            calls=usage.calls,
+            tokens_in=usage.tokens_in,
+            tokens_out=usage.tokens_out,
+            dollars=usage.dollars,
+        )
+        metrics.record_committed(self.tags(operator_key), point)

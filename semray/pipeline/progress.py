@@ -7,7 +7,8 @@ knows: rows done of the cost model's estimate, model calls, tokens, dollars of t
 ``ProgressClock`` turns successive polls into a rate and an ETA.
 
 In the driver a ``RunWatcher`` thread polls every half second while the pipeline runs: it sets
-the run's gauges on the Ray dashboard (``semray.cluster.metrics.record_run``), hands each poll to
+the run's gauges on the Ray dashboard (``semray.cluster.metrics.record_run``), counts the
+batches its attempt committed per operator (``semray.pipeline.metering.CommitMeter``), hands each poll to
 a ``ProgressReporter`` (the CLI's progress bar on a terminal, else ``LogReporter``: a
 ``run_progress`` line every ``Settings.progress_interval_s``) and, with a budget, asks the run to
 stop once its projected cost would pass it (``semray.pipeline.budget``).
@@ -30,12 +31,14 @@ from typing import Any, Protocol, Self
 from semray.cluster import metrics
 from semray.log import get_logger
 from semray.pipeline.budget import budget_stop
+from semray.pipeline.metering import CommitMeter
 from semray.transactions import LLMUsage, TransactionError, read_journal
 from semray.transactions.durability import is_locked
 from semray.transactions.journal import JOURNAL_NAME
 from semray.transactions.records import (
     BatchCommitted,
     EstimatesRecorded,
+    Record,
     RunFinished,
     RunResumed,
     RunStarted,
@@ -113,8 +116,10 @@ class JournalTail:
     batch committed twice once; usage counts every committed batch, as ``semray runs show`` does.
     """
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, on_record: Callable[[Record], None] | None = None) -> None:
+        """``on_record`` sees every new record, in journal order (the driver's ``CommitMeter``)."""
         self.run_dir = run_dir
+        self.on_record = on_record
         self._offset = 0
         self._operators: frozenset[str] | None = None
         self._seen: set[tuple[str, str]] = set()
@@ -130,6 +135,8 @@ class JournalTail:
         progress = self._progress
         for record in read.records:
             progress = self._fold(progress, record)
+            if self.on_record is not None:
+                self.on_record(record)
         self._progress = progress
         return progress
 
@@ -243,7 +250,9 @@ class RunWatcher:
     """The driver's thread that tails its run's journal while the pipeline runs (module docstring).
 
     ``stop(reason)`` is how it stops the run over budget (``Run.request_stop``); ``budget`` None
-    watches only. A failing poll is logged and retried at the next one: watching never fails a run.
+    watches only. ``attempt`` is the driver's: only its batches count on the dashboard's
+    per-operator counters. A failing poll is logged and retried at the next one: watching never
+    fails a run.
     """
 
     def __init__(
@@ -255,8 +264,10 @@ class RunWatcher:
         in_flight: int = 0,
         stop: Callable[[str], None] | None = None,
         poll_s: float = POLL_S,
+        attempt: int = 1,
     ) -> None:
-        self.tail = JournalTail(run_dir)
+        self.meter = CommitMeter(run_dir.name, attempt)
+        self.tail = JournalTail(run_dir, on_record=self.meter.observe)
         self.reporter = reporter
         self.budget = budget
         self.in_flight = in_flight

@@ -43,6 +43,7 @@ from semray.pipeline.failed_rows import FailedRows, check_failed_rows, failed_ro
 from semray.pipeline.journaled import CancellableLedger, Job, job_to_resume, model_tiers
 from semray.pipeline.lower import lower
 from semray.pipeline.measure_run import MeasuredRun, Planning, measure_plan, seed_of
+from semray.pipeline.metering import operator_tags
 from semray.pipeline.progress import LogReporter, ProgressReporter, RunWatcher
 from semray.pipeline.spec import render_stages
 from semray.serving.config import ServingConfig
@@ -399,7 +400,7 @@ def _journal_config(job: Job) -> dict[str, Any]:
     """What the run journals about the job, with each model-calling operator's label, by key, for
     ``semray runs show`` (which reads the journal only)."""
     labels = {key: label for key, (label, _) in operator_labels(job.plan, job.stages).items()}
-    return {**job.journal_config(), "operator_labels": labels}
+    return {**job.journal_config(), "operator_labels": labels, "operator_metrics": operator_tags(job.stages)}
 
 
 def _failures(run: Run, job: Job) -> FailedRows:
@@ -455,6 +456,7 @@ def _watched(run: Run, job: Job, expected: Forecast | None, progress: ProgressRe
         budget=job.settings.max_cost,
         in_flight=in_flight_batches(job.stages),
         stop=run.request_stop,
+        attempt=run.attempt,
     ):
         yield
 
@@ -489,8 +491,11 @@ def _write_and_publish(run: Run, job: Job, tiers: TierHandles | None) -> tuple[i
     schema = _schema(job)
     context = _context(run, tiers) if tiers is not None else materialize.ExecutionContext()
     rows = 0
-    with pq.ParquetWriter(run.staging_path(), schema) as writer:
-        for batch in materialize.iter_batches(job.stages, schema, job.settings.batch_size, context):
+    batches = materialize.iter_batches(job.stages, schema, job.settings.batch_size, context)
+    # Closed on the way out (a cancel or budget stop raises mid-stream): the pipeline's actor
+    # pools end now, not when the traceback is collected.
+    with pq.ParquetWriter(run.staging_path(), schema) as writer, contextlib.closing(batches):
+        for batch in batches:
             run.raise_if_cancelled()
             writer.write_table(batch)
             rows += batch.num_rows

@@ -97,7 +97,6 @@ class JournaledAsker:
                 if fresh[request.request_id] is None
             }
             self.failures += len(errors)
-            self.meter.failed(len(errors))
             self._commit(fresh, usage_of(responses), errors)
             answers.update(fresh)
         return answers

@@ -62,11 +62,10 @@ class SemanticBatchUDF:
         self.row_counts = row_counts
         self.counted_as = counted_as
         self.meter = OperatorMeter.for_task(run_of(ledger), task)
-        """The operator's metrics on the Ray dashboard (``semray.cluster.metrics``)."""
+        """What only the actors know of the operator's calls, to the Ray dashboard (``pipeline/metering.py``)."""
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         output = self.apply(batch, self.answers(batch))
-        self.meter.rows(batch.num_rows, output.num_rows)
         if self.row_counts is not None and self.counted_as:
             count_rows(output, self.row_counts, self.counted_as)
         return output
@@ -142,7 +141,6 @@ class SemanticBatchUDF:
             # The tier cut these prompts to its context length (TierConfig.truncation); say how many.
             log.info("semantic_prompts_truncated", kind=task.kind, tier=task.tier, rows=truncated)
         answers = self._answers(ids, responses)
-        self.meter.failed(answers.num_rows - answers.column(ERROR).null_count)
         if self.ledger is not None:
             self._commit(answers, _usage(responses))
         return answers

@@ -2,8 +2,8 @@
 
 The metrics are read from the Ray node's metrics export (the Prometheus endpoint the dashboard
 and Prometheus scrape, ``MetricsExportPort`` of ``ray.nodes()``), not through a seam: the
-actors' and the driver's points reach it within Ray's report interval (about 10 s here), so the
-test polls it for up to a minute. Values are summed over the series of every worker
+driver's points reach it within Ray's report interval (about 10 s here), so the test polls it
+for up to a minute and a half. Values are summed over the series of every worker
 (``WorkerId`` tag) of the run.
 """
 
@@ -110,24 +110,32 @@ def test_the_driver_reports_the_runs_progress_and_cost(finished: Any) -> None:
     assert found.get(("ray_semray_run_dollars_estimated", "", ""), 0.0) > 0  # estimated beside actual
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Ray Data kills the actor pool when the dataset ends, and a worker's last points (up to Ray's ~10 s "
-    "report interval) never reach the metrics agent: a run this short loses all of its actors' counters",
-)
-def test_the_actors_report_rows_calls_tokens_and_dollars(finished: Any) -> None:
+def test_the_driver_counts_rows_calls_tokens_and_dollars_per_operator(finished: Any) -> None:
+    """From the journal, in the driver, which outlives the actor pool: exact, and counted once
+    (the actors no longer count these, so a sum over every worker's series is the run's)."""
     usage, on_large = finished.usage, (OPERATOR, "large")
     want = {
         ("ray_semray_rows_in_total", *on_large): ROWS,
         ("ray_semray_rows_out_total", *on_large): finished.table.num_rows,
-        ("ray_semray_model_requests_total", *on_large): ROWS,
         ("ray_semray_model_calls_total", *on_large): usage.calls,
         ("ray_semray_tokens_in_total", *on_large): usage.tokens_in,
         ("ray_semray_tokens_out_total", *on_large): usage.tokens_out,
         ("ray_semray_dollars_total", *on_large): usage.dollars,
     }
-    found = wait_for(finished.run_id, want, timeout_s=40)
+    found = wait_for(finished.run_id, want)
     assert {key: found.get(key) for key in want} == {key: pytest.approx(value) for key, value in want.items()}
+    assert found.get(("ray_semray_failed_rows_total", *on_large), 0.0) == 0  # error_rate 0: none failed
+
+
+def test_what_only_the_actors_count_is_never_more_than_they_did(finished: Any) -> None:
+    """Model requests and cache hits come from the actors, whose last points are lost when Ray Data
+    ends the pool within Ray's ~10 s report interval: on a run this short they arrive in full on
+    some runs and not at all on others (docs/cluster.md). What arrives is never counted twice."""
+    on_large = (OPERATOR, "large")
+    requests = ("ray_semray_model_requests_total", *on_large)
+    found = wait_for(finished.run_id, {requests: ROWS}, timeout_s=20)
+    assert found.get(requests, 0.0) <= ROWS
+    assert found.get(("ray_semray_cache_hits_total", *on_large), 0.0) == 0  # the cache is off
 
 
 def test_ray_data_names_the_operator_after_the_plan(
