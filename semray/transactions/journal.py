@@ -17,9 +17,9 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from semray.log import get_logger
 from semray.transactions.durability import fsync_directory
@@ -28,6 +28,7 @@ from semray.transactions.records import RECORD_ADAPTER, JournalRecord, Record, e
 log = get_logger(__name__)
 
 JOURNAL_NAME = "journal.jsonl"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +121,21 @@ def read_journal(path: Path, offset: int = 0, include_unterminated: bool = True)
     between the write and the fsync); pass ``include_unterminated=False`` to leave it
     for a later read, as incremental readers racing a live writer must.
     """
+    records, skipped, end = read_journal_as(path, RECORD_ADAPTER, offset, include_unterminated)
+    return JournalRead(records=records, skipped=skipped, end_offset=end)
+
+
+def read_journal_as(
+    path: Path, adapter: TypeAdapter[T], offset: int = 0, include_unterminated: bool = True
+) -> tuple[tuple[T, ...], tuple[SkippedLine, ...], int]:
+    """``read_journal`` for a journal of other record kinds (an agent trace): records, skipped lines, end offset.
+
+    >>> records, skipped, end = read_journal_as(trace_dir / "journal.jsonl", TRACE_ADAPTER)  # doctest: +SKIP
+    """
     with path.open("rb") as handle:
         handle.seek(offset)
         data = handle.read()
-    records: list[JournalRecord] = []
+    records: list[T] = []
     skipped: list[SkippedLine] = []
     position = 0
     while position < len(data):
@@ -134,9 +146,9 @@ def read_journal(path: Path, offset: int = 0, include_unterminated: bool = True)
         end = newline if terminated else len(data)
         line = data[position:end]
         if line.strip():
-            record, reason = _parse(line)
-            if record is not None:
-                records.append(record)
+            parsed, reason = _parse(line, adapter)
+            if parsed is not None:
+                records.append(parsed[0])
             else:
                 skipped.append(SkippedLine(offset=offset + position, length=len(line), reason=reason))
                 log.warning(
@@ -148,12 +160,12 @@ def read_journal(path: Path, offset: int = 0, include_unterminated: bool = True)
                     last_line=not terminated,
                 )
         position = end + 1 if terminated else end
-    return JournalRead(records=tuple(records), skipped=tuple(skipped), end_offset=offset + position)
+    return tuple(records), tuple(skipped), offset + position
 
 
-def _parse(line: bytes) -> tuple[JournalRecord | None, str]:
+def _parse(line: bytes, adapter: TypeAdapter[T]) -> tuple[tuple[T] | None, str]:
     try:
-        return RECORD_ADAPTER.validate_json(line), ""
+        return (adapter.validate_json(line),), ""
     except ValidationError as error:
         first = error.errors()[0]
         kind = "torn or invalid JSON" if first["type"] == "json_invalid" else first["msg"]

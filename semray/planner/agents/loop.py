@@ -14,21 +14,24 @@ draft as feedback. After the last iteration, or success, the memory manager cons
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from semray.log import get_logger
 from semray.operators import Node, plan_to_json
+from semray.planner.agents.ask_journal import AskTrace
 from semray.planner.agents.catalog_view import CatalogView, MemoryView
-from semray.planner.agents.drafting import fill_plan, outline_plan
+from semray.planner.agents.confidence import Scorer, decision_divergence
+from semray.planner.agents.drafting import Outline, fill_plan, outline_plan
 from semray.planner.agents.errors import PlanningFailedError
 from semray.planner.agents.grammar import GrammarReport, check_plan_text
 from semray.planner.agents.issues import PlanIssue
 from semray.planner.agents.memory import MemoryManager
 from semray.planner.agents.models import AgentModel
-from semray.planner.agents.profiling import profile_question
+from semray.planner.agents.profiling import Profile, profile_question
 from semray.planner.agents.semantic import judge_plan
 from semray.planner.agents.step import StepRunner, Trace
+from semray.planner.agents.units import StagedMemory, UnitAttempt, UnitFailedError, UnitPolicy, UnitRunner, Verdict
 
 log = get_logger(__name__)
 
@@ -44,6 +47,7 @@ class LoopConfig:
     judges: int = 3
     semantic: bool = True
     memory: bool = True
+    units: UnitPolicy = field(default_factory=UnitPolicy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,55 +73,141 @@ def plan_question(
     executor: Executor | None = None,
     runner: StepRunner | None = None,
     run_id: str | None = None,
+    trace: AskTrace | None = None,
+    scorer: Scorer | None = None,
 ) -> PlanningResult:
-    """Plan (and, with ``executor``, run) a question; raises PlanningFailedError past the bound."""
+    """Plan (and, with ``executor``, run) a question; raises PlanningFailedError past the bound.
+
+    The work is five commit-or-retry units (``units.py``): recall, profile, outline, plan (one
+    attempt per draft, at most ``max_iterations``) and consolidate. With ``trace`` they are journaled
+    and a resumed ask replays its committed units; with ``scorer`` the dataset choice is checked
+    by decision confidence divergence.
+    """
     runner = runner or StepRunner(model)
     structured = model.structured_output
-    manager = MemoryManager(runner, memory if config.memory else None)
+    staged = StagedMemory(memory) if memory is not None and config.memory else None
+    manager = MemoryManager(runner, staged)
+    units = UnitRunner(runner, config.units, trace, staged)
+    finished: Literal["succeeded", "failed"] | None = None
     try:
-        knowledge = manager.recall(question)
-        profile = profile_question(runner, catalog, question, knowledge, structured=structured)
-        outline = outline_plan(runner, question, profile, knowledge, (), structured)
-        previous, feedback = "", tuple[PlanIssue, ...]()
-        for iteration in range(1, config.max_iterations + 1):
-            text = fill_plan(
-                runner, question, outline, profile, [*knowledge, *manager.short.hints], previous, feedback, structured
+        knowledge = units.run("recall", lambda _: manager.recall(question), _passes).value
+        profile = units.run(
+            "profile",
+            lambda attempt: profile_question(runner, catalog, question, knowledge, attempt.feedback, structured),
+            lambda found, _: _check_decision(scorer, question, found, config.units.decision_margin),
+        ).value
+        drafting = _Drafting(
+            profile,
+            units.run(
+                "outline", lambda _: outline_plan(runner, question, profile, knowledge, (), structured), _passes
+            ).value,
+        )
+
+        def draft(attempt: UnitAttempt) -> str:
+            return fill_plan(
+                runner,
+                question,
+                drafting.outline,
+                drafting.profile,
+                [*knowledge, *manager.short.hints],
+                drafting.previous,
+                attempt.feedback,
+                structured,
             )
-            report = _validate(runner, text, catalog, profile.names)
+
+        def validate(text: str, attempt: UnitAttempt) -> Verdict:
+            report = _validate(runner, text, catalog, drafting.profile.names)
             issues = report.issues
             if report.plan is not None and not issues and config.semantic:
                 verdict = judge_plan(runner, question, report.plan, knowledge, config.judges, structured)
                 issues = () if verdict.issue is None else (verdict.issue,)
-            executed: Any = None
             if report.plan is not None and not issues and executor is not None:
-                executed, issues = _execute(runner, executor, report.plan)
+                drafting.executed, issues = _execute(runner, executor, report.plan)
             if report.plan is not None and not issues:
-                log.info("question_planned", iterations=iteration, steps=len(runner.trace.steps))
-                return PlanningResult(
-                    report.plan,
-                    plan_to_json(report.plan),
-                    profile.names,
-                    iteration,
-                    runner.trace,
-                    tuple(manager.short.issues),
-                    executed,
-                )
-            manager.short.note(issues)
-            categories = {manager.classify(question, issue, structured) for issue in issues}
+                drafting.plan = report.plan
+                attempt.write_file("plan.json", plan_to_json(report.plan).encode())
+                return Verdict()
+            return Verdict(issues or (PlanIssue("plan", "the draft is not a plan", "json"),))
+
+        def route(text: str, verdict: Verdict, _: UnitAttempt) -> None:
+            manager.short.note(verdict.issues)
+            categories = {manager.classify(question, issue, structured) for issue in verdict.issues}
             if "data" in categories:
-                profile = profile_question(runner, catalog, question, knowledge, issues, structured)
+                drafting.profile = profile_question(runner, catalog, question, knowledge, verdict.issues, structured)
             if "semantic" in categories:
-                outline = outline_plan(runner, question, profile, knowledge, issues, structured)
-            previous, feedback = text, issues
-        last = tuple(issue.line() for issue in feedback)
-        raise PlanningFailedError(
-            f"no valid plan after {config.max_iterations} drafts; the last one had: "
-            + " ".join(last)
-            + " (rephrase the question, name the datasets, or raise max_iterations)",
-            last,
+                drafting.outline = outline_plan(
+                    runner, question, drafting.profile, knowledge, verdict.issues, structured
+                )
+            drafting.previous = text
+
+        try:
+            planned = units.run("plan", draft, validate, max_attempts=config.max_iterations, after_failure=route)
+        except UnitFailedError as failed:
+            finished = "failed"
+            last = tuple(issue.line() for issue in failed.issues)
+            raise PlanningFailedError(
+                f"no valid plan after {config.max_iterations} drafts; the last one had: "
+                + " ".join(last)
+                + " (rephrase the question, name the datasets, or raise max_iterations)",
+                last,
+            ) from None
+        assert drafting.plan is not None  # a committed plan unit set it
+        log.info("question_planned", iterations=planned.attempts, steps=len(runner.trace.steps))
+        finished = "succeeded"
+        return PlanningResult(
+            drafting.plan,
+            plan_to_json(drafting.plan),
+            drafting.profile.names,
+            planned.attempts,
+            runner.trace,
+            tuple(manager.short.issues),
+            drafting.executed,
         )
     finally:
-        manager.consolidate(question, run_id)
+        units.run("consolidate", lambda _: manager.consolidate(question, run_id), _passes)
+        if trace is not None and finished is not None:
+            trace.finish(finished)  # a crash leaves the trace unfinished: the same ask resumes it
+
+
+@dataclass(slots=True)
+class _Drafting:
+    """What the plan unit's attempts share: the routed profile and outline, the last draft, the result."""
+
+    profile: Profile
+    outline: Outline
+    previous: str = ""
+    plan: Node | None = None
+    executed: Any = None
+
+
+def _passes(_value: object, _attempt: UnitAttempt) -> Verdict:
+    """Validation of a unit with nothing to check (recall, outline, consolidate)."""
+    return Verdict()
+
+
+def _check_decision(scorer: Scorer | None, question: str, profile: Profile, margin: float) -> Verdict:
+    """Decision confidence divergence of the dataset choice against the other search hits."""
+    alternatives = tuple(name for name in profile.candidates if name not in profile.names)
+    if scorer is None or not alternatives or not profile.names:
+        return Verdict()
+    context = (
+        f"Question: {question}\nCandidate datasets: {', '.join(profile.candidates)}\n"
+        f"Reason: {profile.reason or 'none'}\nDatasets to use:"
+    )
+    score = decision_divergence(
+        scorer, context, " " + ", ".join(profile.names), tuple(f" {name}" for name in alternatives)
+    )
+    signals = (("decision_margin", score.margin), ("decision_confidence", score.chosen_confidence))
+    if score.margin >= margin:
+        return Verdict(signals=signals)
+    issue = PlanIssue(
+        "datasets",
+        f"the dataset choice is weakly supported: {score.evidence()}, below the margin {margin:.2f}",
+        "table",
+        "re-read the candidates' columns and samples and choose the datasets the question needs",
+    )
+    log.info("decision_divergence_low", margin=score.margin, threshold=margin, chosen=profile.names)
+    return Verdict((issue,), signals, soft=True)
 
 
 def _validate(runner: StepRunner, text: str, catalog: CatalogView, datasets: tuple[str, ...]) -> GrammarReport:

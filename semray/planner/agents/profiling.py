@@ -32,6 +32,8 @@ class Profile:
     datasets: tuple[DatasetProfile, ...]
     segments: tuple[SegmentHit, ...]
     reason: str
+    candidates: tuple[str, ...] = ()
+    """Every dataset the search offered: the alternatives a decision-confidence check scores."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -86,7 +88,7 @@ def profile_question(
         return "\n\n".join(profile.describe() for profile in profiles), None
 
     runner.run("profiling", "describe", {"datasets": ", ".join(chosen)}, describe)
-    return Profile(tuple(profiles), tuple(segments), reason)
+    return Profile(tuple(profiles), tuple(segments), reason, tuple(hit.name for hit in hits))
 
 
 def _chosen(text: str, known: list[str]) -> tuple[list[str], str]:

@@ -4,7 +4,8 @@ A step is a profiling probe, a plan draft, a manipulation pass, a validation, a 
 an execution. ``StepRunner.run`` performs it (a model call or local work), prices the model's
 tokens with the tier's ``cost_model`` profile, checks the caller's budget, and appends a frozen
 ``AgentStep`` to the trace. Nothing else calls a model or appends to a trace, so a later
-commit-or-retry unit (issue 25) wraps this one method.
+commit-or-retry unit (``units.py``) wraps this one method: it answers steps of units committed
+before a crash from the journal (``replay``) and journals every step (``listeners``).
 
 >>> runner = StepRunner(model=None)
 >>> runner.run("memory", "recall", {"task": "q"}, lambda: ("2 hints", None)).output
@@ -30,6 +31,10 @@ log = get_logger(__name__)
 AgentName = Literal["profiling", "planning", "manipulation", "grammar", "semantic", "memory", "execution"]
 LocalWork = Callable[[], tuple[str, str | None]]
 """Local work returns (output text, error text or None)."""
+Replay = Callable[[str, str], ModelResponse | None]
+"""A committed step's journaled response for (agent, kind), or None to call the model (``units.py``)."""
+StepListener = Callable[["AgentStep", ModelResponse | None], None]
+"""Told of every recorded step, with the model's response (None for local work): the unit journal."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +52,8 @@ class AgentStep:
     output_tokens: int = 0
     dollars: float = 0.0
     seconds: float = 0.0
+    replayed: bool = False
+    """Answered from the journal of a committed unit (a resumed ask): not paid again."""
 
     def line(self) -> str:
         """``3 manipulation/fill  1,200 in  300 out  $0.0041`` for the CLI and EXPLAIN."""
@@ -88,6 +95,8 @@ class StepRunner:
         self.model = model
         self.max_cost = max_cost
         self.trace = Trace()
+        self.replay: Replay | None = None
+        self.listeners: list[StepListener] = []
 
     def run(self, agent: AgentName, kind: str, inputs: Mapping[str, str], work: LocalWork) -> AgentStep:
         """A local step (a catalog probe, a validation, a memory write)."""
@@ -105,7 +114,8 @@ class StepRunner:
                 f"before {agent}/{kind}; raise --max-cost or ask a narrower question"
             )
         started = time.perf_counter()
-        response = self.model.answer(AgentCall(agent, kind, request))
+        replayed = self.replay(agent, kind) if self.replay is not None else None
+        response = replayed if replayed is not None else self.model.answer(AgentCall(agent, kind, request))
         step = self._record(
             agent,
             kind,
@@ -114,6 +124,7 @@ class StepRunner:
             response.error,
             response,
             time.perf_counter() - started,
+            replayed is not None,
         )
         return ModelOutcome(response, step)
 
@@ -126,6 +137,7 @@ class StepRunner:
         error: str | None,
         response: ModelResponse | None,
         seconds: float,
+        replayed: bool = False,
     ) -> AgentStep:
         tokens_in = tokens_out = 0
         dollars = 0.0
@@ -133,7 +145,7 @@ class StepRunner:
         if response is not None and self.model is not None:
             usage = response.usage
             tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
-            dollars = self.model.profile.dollars(tokens_in, tokens_out, usage.gpu_seconds)
+            dollars = 0.0 if replayed else self.model.profile.dollars(tokens_in, tokens_out, usage.gpu_seconds)
             model = response.model or self.model.name
         step = AgentStep(
             index=len(self.trace.steps),
@@ -147,7 +159,10 @@ class StepRunner:
             output_tokens=tokens_out,
             dollars=dollars,
             seconds=seconds,
+            replayed=replayed,
         )
         self.trace.steps.append(step)
+        for listener in self.listeners:
+            listener(step, response)
         log.debug("agent_step", agent=agent, kind=kind, tokens=tokens_in + tokens_out, dollars=dollars, error=error)
         return step

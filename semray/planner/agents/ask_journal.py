@@ -1,0 +1,255 @@
+"""The durable trace of one ask: units, attempts, steps and verdicts in an append-only journal.
+
+Each ask has a folder ``<state_dir>/asks/<ask_id>/`` holding ``journal.jsonl``, written with the
+run journal's writer (``transactions/journal.py``: one ``flock``'d, fsync'd JSON line per record,
+torn lines skipped on read) and a ``driver.lock`` held by the live process. Records:
+``ask_started`` (the ask's key: question, model and what else the caller names), ``ask_resumed``,
+``agent_step`` (inputs, output, the model's whole response, tokens, dollars), ``unit_verdict``
+and ``unit_committed`` (the commit point of a unit), ``ask_finished``.
+
+Re-running the same ask (same key) after a crash reopens the newest unfinished trace: the steps of
+its committed units are replayed from the journal instead of being paid for again.
+
+>>> trace = open_ask_trace(Path(".semray"), "average rating per product", "gpt")  # doctest: +SKIP
+>>> sorted(trace.committed)  # doctest: +SKIP
+[0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, TypeAdapter
+
+from semray.log import get_logger
+from semray.planner.agents.errors import AgentError
+from semray.serving.contract import ModelResponse
+from semray.transactions.durability import acquire_lock, make_directory_durably, release_lock
+from semray.transactions.journal import JOURNAL_NAME, JournalWriter, read_journal_as
+from semray.transactions.records import Record
+
+log = get_logger(__name__)
+
+ASKS_FOLDER = "asks"
+LOCK_NAME = "driver.lock"
+
+
+class AskTraceError(AgentError):
+    """An ask's trace folder cannot be opened or read (another live process holds it, or it is damaged)."""
+
+
+class AskStarted(Record):
+    kind: Literal["ask_started"] = "ask_started"
+    ask_id: str
+    key: str
+    question: str
+    model: str
+
+
+class AskResumed(Record):
+    kind: Literal["ask_resumed"] = "ask_resumed"
+    pid: int = Field(default_factory=os.getpid)
+
+
+class StepJournaled(Record):
+    """One agent step of one attempt of one unit; ``response`` is the model's whole answer (None: local work)."""
+
+    kind: Literal["agent_step"] = "agent_step"
+    unit: int
+    unit_name: str
+    unit_attempt: int
+    index: int
+    agent: str
+    step: str
+    inputs: dict[str, str]
+    output: str
+    error: str | None = None
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    dollars: float = 0.0
+    replayed: bool = False
+    response: ModelResponse | None = None
+
+
+class UnitVerdictJournaled(Record):
+    """What validation said of one attempt: the issues found and the signals measured (name -> value)."""
+
+    kind: Literal["unit_verdict"] = "unit_verdict"
+    unit: int
+    unit_name: str
+    unit_attempt: int
+    ok: bool
+    issues: tuple[str, ...] = ()
+    signals: dict[str, float] = Field(default_factory=dict)
+
+
+class UnitCommitted(Record):
+    """The commit point of a unit: its effects are visible to later units from here on."""
+
+    kind: Literal["unit_committed"] = "unit_committed"
+    unit: int
+    unit_name: str
+    attempts: int
+    forced: bool = False
+    """The last attempt failed only soft signals (low confidence) and was committed after the last retry."""
+    files: tuple[str, ...] = ()
+
+
+class AskFinished(Record):
+    kind: Literal["ask_finished"] = "ask_finished"
+    status: Literal["succeeded", "failed"]
+    message: str | None = None
+
+
+AskRecord = Annotated[
+    AskStarted | AskResumed | StepJournaled | UnitVerdictJournaled | UnitCommitted | AskFinished,
+    Field(discriminator="kind"),
+]
+ASK_ADAPTER: TypeAdapter[AskRecord] = TypeAdapter(AskRecord)
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedUnit:
+    """A unit committed in an earlier process: its name and every step of all its attempts, in order."""
+
+    name: str
+    steps: tuple[StepJournaled, ...]
+
+
+@dataclass(slots=True)
+class AskTrace:
+    """An open trace folder; only this process appends to it while it holds the lock."""
+
+    folder: Path
+    ask_id: str
+    key: str
+    resumed: bool
+    attempt: int = 1
+    """1 for a new ask, one more per resume (the ``attempt`` of every record it writes)."""
+    committed: dict[int, CommittedUnit] = field(default_factory=dict)
+    _writer: JournalWriter | None = None
+    _lock_fd: int | None = None
+
+    @property
+    def workspace(self) -> Path:
+        """Where units publish their files (``plan.json``) once they commit."""
+        return self.folder / "workspace"
+
+    def append(self, record: Record) -> None:
+        if self._writer is None:
+            raise AskTraceError(f"the trace of ask {self.ask_id} is closed")
+        self._writer.append(record)
+
+    def finish(self, status: Literal["succeeded", "failed"], message: str | None = None) -> None:
+        self.append(AskFinished(attempt=self.attempt, status=status, message=message))
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._lock_fd is not None:
+            release_lock(self._lock_fd)
+            self._lock_fd = None
+
+
+def ask_key(question: str, model: str, extra: str = "") -> str:
+    """What makes two asks the same ask: ``ask_key("q", "m") == ask_key("q", "m")``."""
+    return hashlib.sha256("\x1f".join((question, model, extra)).encode()).hexdigest()[:24]
+
+
+def open_ask_trace(state_dir: Path, question: str, model: str, extra: str = "") -> AskTrace:
+    """Resume the newest unfinished trace of the same ask, else start a new one."""
+    key = ask_key(question, model, extra)
+    root = state_dir / ASKS_FOLDER
+    make_directory_durably(root)
+    for folder in sorted(root.iterdir(), reverse=True):
+        records = _records(folder)
+        if not records or not isinstance(records[0], AskStarted) or records[0].key != key:
+            continue
+        if any(isinstance(record, AskFinished) for record in records):
+            break  # the newest trace of this ask finished: a new ask starts afresh
+        return _resume(folder, records[0], records)
+    ask_id = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{os.urandom(3).hex()}"
+    folder = root / ask_id
+    make_directory_durably(folder)
+    lock = acquire_lock(folder / LOCK_NAME, f"ask {ask_id}")
+    writer = JournalWriter.create(folder / JOURNAL_NAME)
+    writer.append(AskStarted(ask_id=ask_id, key=key, question=question, model=model))
+    log.info("ask_trace_started", ask_id=ask_id, folder=str(folder))
+    return AskTrace(folder, ask_id, key, False, 1, {}, writer, lock)
+
+
+def read_ask_trace(folder: Path) -> tuple[AskRecord, ...]:
+    """Every record of a trace folder, in order (``semray runs show``-like views read this)."""
+    return _records(folder)
+
+
+def committed_units(records: tuple[AskRecord, ...]) -> dict[int, CommittedUnit]:
+    """Units with a ``unit_committed`` record, each with the steps of all its attempts (newest process's)."""
+    steps: dict[int, list[StepJournaled]] = {}
+    committed: dict[int, CommittedUnit] = {}
+    for record in records:
+        if isinstance(record, StepJournaled) and record.unit not in committed:
+            if record.unit_attempt == 1 and record.index == 0:
+                steps[record.unit] = []  # a unit begun again in a later process replaces its uncommitted steps
+            steps.setdefault(record.unit, []).append(record)
+        elif isinstance(record, UnitCommitted):
+            committed[record.unit] = CommittedUnit(record.unit_name, tuple(steps.get(record.unit, ())))
+    return committed
+
+
+def render_ask_trace(folder: Path) -> str:
+    """A readable trace: one line per unit attempt and step, the verdicts and the commits."""
+    lines: list[str] = []
+    for record in _records(folder):
+        if isinstance(record, AskStarted):
+            lines.append(f"ask {record.ask_id}: {record.question} ({record.model})")
+        elif isinstance(record, AskResumed):
+            lines.append(f"resumed by pid {record.pid}")
+        elif isinstance(record, StepJournaled):
+            cost = (
+                "replayed"
+                if record.replayed
+                else f"{record.input_tokens}+{record.output_tokens} tok ${record.dollars:.4f}"
+            )
+            error = f"  error: {record.error[:80]}" if record.error else ""
+            lines.append(
+                f"  u{record.unit} {record.unit_name} a{record.unit_attempt}  "
+                f"{record.agent}/{record.step}  {cost}{error}"
+            )
+        elif isinstance(record, UnitVerdictJournaled):
+            signals = " ".join(f"{name}={value:.3f}" for name, value in sorted(record.signals.items()))
+            verdict = "passed" if record.ok else "failed: " + " ".join(record.issues)[:160]
+            lines.append(
+                f"  u{record.unit} {record.unit_name} a{record.unit_attempt}  verdict {verdict} {signals}".rstrip()
+            )
+        elif isinstance(record, UnitCommitted):
+            forced = " (forced after the last retry)" if record.forced else ""
+            lines.append(f"u{record.unit} {record.unit_name} committed after {record.attempts} attempt(s){forced}")
+        else:
+            lines.append(f"finished: {record.status}" + (f" ({record.message})" if record.message else ""))
+    return "\n".join(lines)
+
+
+def _resume(folder: Path, started: AskStarted, records: tuple[AskRecord, ...]) -> AskTrace:
+    lock = acquire_lock(folder / LOCK_NAME, f"ask {started.ask_id}")
+    writer = JournalWriter(folder / JOURNAL_NAME)
+    attempt = 1 + sum(isinstance(record, AskResumed) for record in records)
+    writer.append(AskResumed(attempt=attempt))
+    committed = committed_units(records)
+    log.info("ask_trace_resumed", ask_id=started.ask_id, committed_units=len(committed))
+    return AskTrace(folder, started.ask_id, started.key, True, attempt, committed, writer, lock)
+
+
+def _records(folder: Path) -> tuple[AskRecord, ...]:
+    path = folder / JOURNAL_NAME
+    if not path.is_file():
+        return ()
+    records, _skipped, _end = read_journal_as(path, ASK_ADAPTER)
+    return records
