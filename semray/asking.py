@@ -3,7 +3,10 @@
 The planning agents (``semray.planner.agents``) draft and validate the plan on a real LLM tier
 (the profile's ``large`` tier); with only simulated tiers configured ``ask`` refuses with
 ``PlanningNeedsModelError`` unless recorded answers are given (``replay=``). The plan then runs
-like any other (``Query.execute``), and an execution error goes back into the loop.
+like any other (``Query.execute``), and an execution error goes back into the loop. Long-term
+memory is the catalog's memory table (``MemoryStore`` under ``Settings.catalog_path``, tasks
+embedded with the profile's embedding tier, loaded only when memory is searched or written);
+``memory=ListMemory(path)`` (``semray ask --memory-file FILE``) keeps it in a JSON file instead.
 
 >>> result = semray.ask("average rating per product", tables={"reviews": "reviews.csv"})  # doctest: +SKIP
 >>> print(result.plan_json)  # doctest: +SKIP
@@ -26,7 +29,6 @@ from semray.planner.agents import (
     AgentModel,
     AgentStep,
     CatalogView,
-    ListMemory,
     LoopConfig,
     MemoryView,
     RecordedModel,
@@ -85,7 +87,7 @@ def ask(
     serving = serving or resolve_serving(settings.models)
     agent_model = model or _model(serving, replay)
     view = catalog or _catalog(tables, settings, serving)
-    store = memory or ListMemory(settings.state_path / "planner" / "memory.json")
+    store = memory or _memory(settings, serving)
     ask_id = uuid.uuid4().hex[:12]
     runs: list[Any] = []
 
@@ -132,13 +134,23 @@ def _catalog(tables: Mapping[str, str | Path] | None, settings: Settings, servin
     """Files named by the caller, else the LanceDB catalog under ``Settings.catalog_path``."""
     if tables:
         return SourceCatalog.from_paths(tables)
-    if not settings.catalog_path.is_dir():
-        raise AgentError(
-            f"ask needs datasets to plan over and there is no catalog at {settings.catalog_path}: give "
-            "tables={'name': 'file.csv'} (semray ask --table NAME=PATH), ingest some with `semray catalog`, "
-            "or pass catalog= (a CatalogView)"
-        )
     from semray.catalog.store import Catalog
     from semray.planner.agents.catalog_adapter import LanceCatalogView
 
-    return LanceCatalogView(Catalog.open(settings), serving.embedding)
+    # The folder alone proves nothing (the memory table lives there too): a catalog has published.
+    catalog = Catalog.open(settings) if settings.catalog_path.is_dir() else None
+    if catalog is None or catalog.version() == 0:
+        raise AgentError(
+            f"ask needs datasets to plan over and the catalog at {settings.catalog_path} has none: give "
+            "tables={'name': 'file.csv'} (semray ask --table NAME=PATH), ingest some with `semray catalog add`, "
+            "or pass catalog= (a CatalogView)"
+        )
+    return LanceCatalogView(catalog, serving.embedding)
+
+
+def _memory(settings: Settings, serving: ServingConfig) -> MemoryView:
+    """The catalog's memory table; its embedder loads when memory is first searched or written."""
+    from semray.catalog.memory import MemoryStore
+    from semray.planner.agents.catalog_adapter import StoreMemory, TierEmbedding
+
+    return StoreMemory(MemoryStore.open(settings.catalog_path, TierEmbedding(serving.embedding)))

@@ -14,6 +14,7 @@ import pyarrow as pa
 from semray.cli_ask import add_ask_command
 from semray.cli_catalog import add_catalog_commands
 from semray.cli_cluster import add_cluster_commands, attach_local_cluster
+from semray.cli_mcp import add_mcp_command
 from semray.cli_models import add_models_commands
 from semray.cli_progress import add_budget, reporter_for, with_budget
 from semray.cli_runs import add_runs_commands
@@ -118,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_catalog_commands(commands)
     add_cluster_commands(commands)
     add_ask_command(commands)
+    add_mcp_command(commands)
     return parser
 
 
@@ -212,13 +214,13 @@ def _run_query(query: Any, args: argparse.Namespace, publish: bool = True) -> in
     if publish and args.format == "parquet" and args.output:
         written = query.publish_parquet(args.output, **planning)
         _say(f"wrote {written.rows} rows to {args.output}\n")
-        _say_failed(written)
-        _say(written.usage_line() + "\n")  # the last line: calls, tokens, dollars, run id
+        _say(written.usage_line() + "\n")  # calls, tokens, dollars, run id
+        _say_failed(written)  # last: a run that left rows unanswered says so at the end
         return 0
     result = query.execute(**planning)
     emit(result.table, args)
-    _say_failed(result)
     _say(result.usage_line() + "\n")
+    _say_failed(result)
     return 0
 
 

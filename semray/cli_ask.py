@@ -3,7 +3,9 @@
 Registered on the ``semray`` parser by ``add_ask_command(commands)``. Datasets come from
 ``--table NAME=PATH`` (profiled on the spot). Planning needs a real LLM tier in the model
 profile; with only simulated tiers it refuses (``semray models`` shows how to configure one),
-unless ``--replay FILE`` gives recorded answers.
+unless ``--replay FILE`` gives recorded answers. Without ``--table`` the datasets come from the
+catalog (``semray catalog add``); long-term memory is the catalog's memory table, or the JSON file
+of ``--memory-file FILE``.
 
     semray ask "average rating per product" -t reviews=reviews.csv -t products=products.csv --dry-run
 """
@@ -30,6 +32,9 @@ def add_ask_command(subparsers: Any) -> None:
     ask.add_argument("--replay", type=Path, metavar="FILE", help="answer the agent steps from recorded answers")
     ask.add_argument("--max-iterations", type=int, default=4, help="drafts before giving up (default 4)")
     ask.add_argument("--judges", type=int, default=3, help="semantic judgements per draft, majority wins (default 3)")
+    ask.add_argument(
+        "--memory-file", type=Path, metavar="FILE", help="keep long-term memory in this JSON file, not the catalog"
+    )
     ask.add_argument("--plan-out", type=Path, metavar="FILE", help="write the validated plan here (for semray run)")
     ask.add_argument("--format", default="table", choices=("table", "csv", "json", "parquet"))
     ask.add_argument("--output", "-o", type=Path, help="write the answer to this file")
@@ -39,7 +44,7 @@ def add_ask_command(subparsers: Any) -> None:
 def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     from semray.asking import ask
     from semray.output import render, without_row_ids
-    from semray.planner.agents import LoopConfig
+    from semray.planner.agents import ListMemory, LoopConfig
 
     tables: dict[str, Path] = {}
     for item in args.table:
@@ -51,6 +56,7 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     result = ask(
         args.question,
         tables=tables,
+        memory=None if args.memory_file is None else ListMemory(args.memory_file),
         settings=settings,
         replay=args.replay,
         dry_run=args.dry_run,

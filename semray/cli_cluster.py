@@ -24,6 +24,7 @@ ATTACHING_COMMANDS = frozenset(
         "run_plan",
         "explain_plan",
         "run_sql",
+        "run_ask",
         "serve_tiers_up",
         "serve_tiers_down",
         "serve_tiers_status",

@@ -4,7 +4,10 @@
 search, the query embedded with the profile's embedding tier) and describes a dataset from its
 ``datasets`` and ``columns`` rows, its Scan source from ``Catalog.scan``. ``StoreMemory`` maps
 ``MemoryStore`` (``remember`` takes a ttl and returns an id; ``recall`` takes categories) onto
-``MemoryView``.
+``MemoryView``: an expiry at or before the time of writing is already expired, so that memory is
+not written (``expire`` would drop it and ``recall`` never return it). ``TierEmbedding`` is the
+memory's embedding function: the profile's embedding tier (``SentenceEmbedder``), loaded on the
+first call, so a task that never searches or writes memory never loads a model.
 
 >>> view = LanceCatalogView(Catalog.open(settings), serving.embedding)  # doctest: +SKIP
 >>> view.describe("reviews").schema().names  # doctest: +SKIP
@@ -14,14 +17,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
+
 from semray.catalog.catalog_search import search_catalog
-from semray.catalog.memory import Memory, MemoryStore
+from semray.catalog.memory import Memory, MemoryStore, memory_id_of
 from semray.catalog.store import Catalog
+from semray.errors import CatalogError
+from semray.log import get_logger
 from semray.planner.agents.catalog_view import ColumnProfile, DatasetHit, DatasetProfile, MemoryRecord, SegmentHit
 from semray.serving.config import TierConfig
+
+log = get_logger(__name__)
 
 
 class LanceCatalogView:
@@ -69,15 +78,54 @@ class StoreMemory:
     def remember(
         self, task: str, memory: str, category: str, expires: datetime | None = None, source_run: str | None = None
     ) -> MemoryRecord:
-        ttl = None if expires is None else expires - datetime.now(UTC)
+        now = datetime.now(UTC)
+        ttl = None if expires is None else expires - now
+        if ttl is not None and ttl <= timedelta(0):
+            # Expired on arrival: writing it would only give ``expire`` a row to drop.
+            memory_id = memory_id_of(task, memory)
+            log.info("memory_not_written_expired", memory_id=memory_id, category=category, expires=str(expires))
+            return MemoryRecord(memory_id, task, memory, category, now, expires, 0, source_run)
         memory_id = self._store.remember(task, memory, category, source_run, ttl)
-        return MemoryRecord(memory_id, task, memory, category, datetime.now(UTC), expires, 0, source_run)
+        return MemoryRecord(memory_id, task, memory, category, now, expires, 0, source_run)
 
     def forget(self, memory_id: str) -> None:
         self._store.forget(memory_id)
 
     def expire(self, now: datetime | None = None) -> int:
         return self._store.expire(now)
+
+
+class TierEmbedding:
+    """The embedding function of the catalog memory: the embedding tier's model, loaded on first use.
+
+    >>> embed = TierEmbedding(serving.embedding)  # doctest: +SKIP
+    >>> embed.loaded, embed(["count orders"]).shape, embed.loaded  # doctest: +SKIP
+    (False, (1, 384), True)
+    """
+
+    def __init__(self, config: TierConfig) -> None:
+        self._config = config
+        self._embedder: Any = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._embedder is not None
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        if self._embedder is None:
+            if self._config.backend != "sentence_transformers":
+                raise CatalogError(
+                    "the catalog memory embeds tasks with a sentence_transformers embedding tier; the profile's is "
+                    f'{self._config.backend!r}. Set [embedding] backend = "sentence_transformers" in the model '
+                    "profile, or keep memory in a JSON file (semray ask --memory-file FILE)"
+                )
+            from semray.catalog.document_pipeline import local_embedder
+
+            # One model per process: catalog search shares it.
+            self._embedder = local_embedder(self._config).embedder
+            log.info("memory_embedder_loaded", model=self._config.model)
+        vectors: np.ndarray = self._embedder.embed(list(texts))
+        return vectors
 
 
 def _column(item: dict[str, Any], stats: dict[str, Any]) -> ColumnProfile:

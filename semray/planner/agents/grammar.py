@@ -14,6 +14,7 @@ join keys of compatible types.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -91,6 +92,8 @@ def check_plan_document(
     issues = list(_scan_issues(raw.get("plan"), profiles))
     if issues:
         return GrammarReport(None, raw, tuple(issues), repairs)
+    raw, anchored = _anchor_scan_paths(raw, profiles)
+    repairs = (*repairs, *anchored)
     try:
         plan = plan_from_dict(raw)
     except PlanError as error:
@@ -260,6 +263,23 @@ def type_family(kind: str) -> str:
         if any(base.startswith(member) for member in members):
             return family
     return base
+
+
+def _anchor_scan_paths(raw: dict[str, Any], profiles: Sequence[DatasetProfile]) -> tuple[dict[str, Any], list[str]]:
+    """A copy whose scans read each dataset's own URI: a relative path the check resolved against
+    this process's folder would be read against a Ray worker's, which is another one."""
+    by_uri = {_normal(profile.uri): profile for profile in profiles}
+    anchored = copy.deepcopy(raw)
+    repairs: list[str] = []
+    for node, _ in node_paths(anchored.get("plan")):
+        source = node.get("source")
+        if node["op"] != "scan" or not isinstance(source, dict) or not isinstance(source.get("path"), str):
+            continue
+        profile = by_uri[_normal(source["path"])]  # _scan_issues found every scan's dataset
+        if source["path"] != profile.uri:
+            repairs.append(f"scan path {source['path']!r} -> {profile.uri!r} (dataset {profile.name})")
+            source["path"] = profile.uri
+    return anchored, repairs
 
 
 def _normal(uri: str | None) -> str:
