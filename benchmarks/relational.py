@@ -230,7 +230,7 @@ def run_semray(
         phases.run("no_group_by_streamed", lambda: sum(batch.num_rows for batch in projected.iter_batches()))
         phases.run("local_duckdb_batches", lambda: evaluate_locally(query))
         phases.run("local_duckdb_one_batch", lambda: evaluate_locally(build(inputs[fmt], whole, task_rows=rows)))
-    return table.drop_columns(["_rowid"])
+    return table  # collect() gives the query's columns, without _rowid
 
 
 def evaluate_locally(query: Any) -> int:

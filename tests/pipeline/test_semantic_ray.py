@@ -264,7 +264,8 @@ def _map_workers() -> list[psutil.Process]:
     workers = []
     for process in psutil.Process(os.getpid()).children(recursive=True):
         try:
-            if "MapWorker" in " ".join(process.cmdline()) and "SemanticBatchUDF" in " ".join(process.cmdline()):
+            # Named after the plan operator (pipeline/metering.named_udf): MapWorker(MapBatches(SemFilter[...])).
+            if "MapWorker(MapBatches(Sem" in " ".join(process.cmdline()):
                 workers.append(process)
         except psutil.Error:
             continue
