@@ -1,4 +1,4 @@
-"""``semray catalog add|ls|show|search|drop|refresh|versions``: the catalog of data servers.
+"""``semray catalog add|ls|show|search|drop|refresh|organize|versions``: the catalog of data servers.
 
 Registered on the ``semray`` parser by ``add_catalog_commands(commands)``. Every command reads the
 catalog at its latest version unless ``--version N`` pins one (read-only commands).
@@ -11,6 +11,7 @@ import io
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from semray.settings import Settings
@@ -53,6 +54,16 @@ def add_catalog_commands(subparsers: Any) -> None:
     refresh.add_argument("name", metavar="NAME", nargs="?")
     _add_engine(refresh)
     refresh.set_defaults(command=refresh_command)
+
+    organize = actions.add_parser(
+        "organize", help="topics of a documents dataset: the model proposes and labels a sample, a classifier the rest"
+    )
+    organize.add_argument("name", metavar="NAME")
+    organize.add_argument("--sample", type=int, default=200, help="documents the model labels (default 200)")
+    organize.add_argument(
+        "--replay", type=Path, metavar="FILE", help="recorded replies (JSON: request id -> reply) instead of the tier"
+    )
+    organize.set_defaults(command=organize_command)
 
     versions = actions.add_parser("versions", help="catalog versions: number, time, what published it")
     versions.set_defaults(command=versions_command)
@@ -119,6 +130,7 @@ def list_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def show_command(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.catalog.organize import organization
     from semray.catalog.store import Catalog
 
     catalog = Catalog.open(settings, version=args.version)
@@ -130,6 +142,7 @@ def show_command(args: argparse.Namespace, settings: Settings) -> int:
     columns = catalog.columns(args.name)
     # a folder's documents dataset also owns the files of no dataset (unsupported types, links): it is the server's
     files = catalog.files(args.name)
+    organized = organization(catalog, args.name)
     if args.format == "json":
         document = {
             "name": record.name,
@@ -145,6 +158,7 @@ def show_command(args: argparse.Namespace, settings: Settings) -> int:
             "samples": list(record.samples),
             "columns": columns,
             "files": files,
+            "organization": None if organized is None else _organization_json(organized, record.content_hash),
         }
         sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
         return 0
@@ -179,6 +193,8 @@ def show_command(args: argparse.Namespace, settings: Settings) -> int:
         [tuple(_short(str(sample.get(column["name"])), 30) for column in record.schema) for sample in record.samples],
     )
     _print_files(record.server, [row for row in files if row["status"] == "skipped"], skipped_only=True)
+    if organized is not None:
+        _print_organization(organized, stale=organized.content_hash != record.content_hash)
     return 0
 
 
@@ -202,6 +218,19 @@ def search_command(args: argparse.Namespace, settings: Settings) -> int:
             for hit in hits.segments
         ],
     )
+    return 0
+
+
+def organize_command(args: argparse.Namespace, settings: Settings) -> int:
+    from semray.catalog.organize import organize_dataset, recorded_replies
+
+    replies = recorded_replies(args.replay) if args.replay is not None else None
+    organization = organize_dataset(settings, args.name, sample=args.sample, replies=replies)
+    sys.stdout.write(
+        f"{organization.dataset}: catalog version {organization.version}; {len(organization.topic_counts)} topics over "
+        f"{organization.documents} documents\n"
+    )
+    _print_organization(organization, stale=False)
     return 0
 
 
@@ -237,6 +266,33 @@ def _print_report(report: Any) -> None:
     statuses = set(report.summary_statuses.values())
     if len(statuses) == 1:
         out.write(f"summaries: {statuses.pop()}\n")
+
+
+def _organization_json(organized: Any, content_hash: str) -> dict[str, Any]:
+    return {
+        "topics": organized.hierarchy.to_json(),
+        "documents_per_topic": dict(organized.topic_counts),
+        "labelled_by": organized.labelled_by,
+        "sample_documents": organized.sample_documents,
+        "labelled_documents": organized.labelled_documents,
+        "held_out_documents": organized.held_out_documents,
+        "agreement": organized.agreement,
+        "organized_at": organized.organized_at.isoformat(),
+        "stale": organized.content_hash != content_hash,
+    }
+
+
+def _print_organization(organized: Any, *, stale: bool) -> None:
+    out = sys.stdout
+    agreement = "n/a" if organized.agreement is None else f"{organized.agreement:.1%}"
+    out.write(
+        f"topics: labelled by {organized.labelled_by} on {organized.labelled_documents} of "
+        f"{organized.sample_documents} sampled documents; classifier agreement with the model on "
+        f"{organized.held_out_documents} held-out documents: {agreement}\n"
+    )
+    if stale:
+        out.write("topics are stale: the dataset was re-ingested since (run `semray catalog organize` again)\n")
+    _table("topics", ("topic", "documents"), [(topic, str(count)) for topic, count in organized.topic_counts.items()])
 
 
 def _print_files(server: str, files: list[dict[str, Any]], skipped_only: bool = False) -> None:

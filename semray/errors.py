@@ -191,3 +191,8 @@ class CodeValidationError(CodeGenerationError):
     def __init__(self, message: str, *, attempts: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.attempts = attempts
+
+
+class OrganizationNeedsModelError(CatalogError):
+    """Semantic organization was asked with only simulated tiers: the simulator answers labelled
+    tasks, it cannot propose topics. Configure a real small or large tier, or pass recorded replies."""

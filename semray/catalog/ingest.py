@@ -43,6 +43,7 @@ from semray.catalog.tables import (
     DATASETS,
     FILES,
     FILES_SCHEMA,
+    ORGANIZATIONS,
     SEGMENTS,
     SNIPPETS,
     SNIPPETS_SCHEMA,
@@ -154,6 +155,7 @@ def drop(settings: Settings, name: str) -> tuple[int, tuple[str, ...]]:
         TableChange(FILES, delete_where=where_files),
         TableChange(SEGMENTS, delete_where=in_list("dataset", names)),
         TableChange(SNIPPETS, delete_where=in_list("dataset", names)),
+        TableChange(ORGANIZATIONS, delete_where=in_list("dataset", names)),
     ]
     version = catalog.publish(ChangeSet(catalog.version(), f"drop {name}", tuple(changes)))
     return version, names

@@ -34,7 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from semray.catalog.tables import COLUMNS, DATASETS, FILES, SEGMENTS, SNIPPETS
+from semray.catalog.tables import COLUMNS, DATASETS, FILES, ORGANIZATIONS, SEGMENTS, SNIPPETS
 from semray.errors import CatalogError, suggest
 from semray.log import get_logger
 from semray.operators import SourceSpec
@@ -43,8 +43,9 @@ from semray.transactions.durability import exclusive_lock, make_directory_durabl
 
 log = get_logger(__name__)
 
-TABLES = (DATASETS, COLUMNS, FILES, SEGMENTS, SNIPPETS)
-"""The tables an ingest publishes (``memory`` is the memory store's own)."""
+TABLES = (DATASETS, COLUMNS, FILES, SEGMENTS, SNIPPETS, ORGANIZATIONS)
+"""The tables published through manifests (``organizations`` by ``organize.py``; ``memory`` is the memory
+store's own)."""
 MANIFESTS = "_manifests"
 LOCK_WAIT_S = 120.0
 _MANIFEST = re.compile(r"^v(\d{8})\.json$")

@@ -14,6 +14,8 @@ the catalog version it planned against and never sees a half-published ingest.
 - ``segments``: the hierarchy of every catalogued document (document -> section ->
   paragraph -> chunk), each with its path, source span, vector and text (FTS-indexed).
 - ``snippets``: tabular snippets found inside documents, linked to their segment.
+- ``organizations``: the topic hierarchy of a documents dataset, how its documents were
+  labelled and the classifier's agreement with the model (``organize.py``).
 - ``memory``: the planner's long-term memory.
 
 >>> segments_schema(384).field("vector").type
@@ -31,6 +33,7 @@ COLUMNS = "columns"
 FILES = "files"
 SEGMENTS = "segments"
 SNIPPETS = "snippets"
+ORGANIZATIONS = "organizations"
 MEMORY = "memory"
 
 SEGMENT_LEVELS = ("document", "section", "paragraph", "chunk")
@@ -122,6 +125,25 @@ SNIPPETS_SCHEMA = pa.schema(
         pa.field("kind", pa.string(), nullable=False),  # "markdown_table" | "html_table" | "enumeration"
         pa.field("columns_json", pa.string(), nullable=False),  # JSON list of column names
         pa.field("rows_json", pa.string(), nullable=False),  # JSON list of lists of cell texts
+    ]
+)
+
+
+ORGANIZATIONS_SCHEMA = pa.schema(
+    [
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("hierarchy_json", pa.string(), nullable=False),  # JSON list of {"name", "description", "subtopics"}
+        pa.field("topic_counts_json", pa.string(), nullable=False),  # JSON object: topic path -> documents
+        pa.field("labelled_by", pa.string(), nullable=False),  # "the small tier (model)" or "recorded replies"
+        pa.field("prompt_version", pa.string(), nullable=False),
+        pa.field("sample_documents", pa.int64(), nullable=False),  # documents the model was asked to label
+        pa.field("labelled_documents", pa.int64(), nullable=False),  # of those, labels that parsed
+        pa.field("held_out_documents", pa.int64(), nullable=False),  # labelled documents kept from training
+        pa.field("agreement", pa.float64()),  # classifier vs model on the held-out documents
+        pa.field("classifier", pa.string(), nullable=False),
+        pa.field("documents", pa.int64(), nullable=False),  # documents assigned a topic
+        pa.field("content_hash", pa.string(), nullable=False),  # the dataset's at organization time
+        pa.field("organized_at", pa.timestamp("us", tz="UTC"), nullable=False),
     ]
 )
 

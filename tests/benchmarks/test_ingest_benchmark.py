@@ -1,0 +1,24 @@
+"""``benchmarks.ingest``: its generated corpus (the measured run itself is a benchmark, not a test)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks.ingest import generate_documents
+
+
+def test_generated_documents_are_deterministic_markdown_reused_when_complete(tmp_path: Path) -> None:
+    first = generate_documents(tmp_path / "a", 12)
+    second = generate_documents(tmp_path / "b", 12)
+    files = sorted(path.relative_to(first) for path in first.rglob("*") if path.is_file())
+    assert len(files) == 12 and files == sorted(
+        path.relative_to(second) for path in second.rglob("*") if path.is_file()
+    )
+    text = (first / files[0]).read_text()
+    assert text.startswith("# Document 0") and text.count("\n## Section") == 3
+    assert all((first / name).read_text() == (second / name).read_text() for name in files)
+    (first / files[0]).write_text("edited")
+    generate_documents(tmp_path / "a", 12)  # complete: kept as is
+    assert (first / files[0]).read_text() == "edited"
+    generate_documents(tmp_path / "a", 13)  # another size: regenerated
+    assert (first / files[0]).read_text() == text and len(list(first.rglob("*.md"))) == 13
