@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -141,17 +142,30 @@ def client(address: str | None) -> Any:
         raise JobError(f"cannot reach the Ray job API at {where}: {reason}{auth_hint()}") from None
 
 
+AGENT_WAIT_S = 60.0
+"""How long a submission waits for a newly started head's job agent."""
+NO_AGENT = "No available agent to submit job"
+
+
 def submit_job(request: JobRequest) -> str:
     """Submit ``request``; returns the submission id."""
     jobs = client(request.address)
     environment = runtime_env(request)
     line = entrypoint(request.command, request.python)
-    try:
-        job_id: str = jobs.submit_job(
-            entrypoint=line, runtime_env=environment, metadata={JOB_METADATA_KEY: shlex.join(request.command)}
-        )
-    except RuntimeError as error:
-        raise JobError(f"the cluster refused the job: {str(error)[:500]}{auth_hint()}") from None
+    deadline = time.monotonic() + AGENT_WAIT_S
+    while True:
+        try:
+            job_id: str = jobs.submit_job(
+                entrypoint=line, runtime_env=environment, metadata={JOB_METADATA_KEY: shlex.join(request.command)}
+            )
+            break
+        except RuntimeError as error:
+            # A head that just started answers 500 "No available agent" until its dashboard agent is up.
+            if NO_AGENT in str(error) and time.monotonic() < deadline:
+                log.info("job_agent_not_ready", retry_in_s=1.0)
+                time.sleep(1.0)
+                continue
+            raise JobError(f"the cluster refused the job: {str(error)[:500]}{auth_hint()}") from None
     log.info("job_submitted", job_id=job_id, entrypoint=line, state_dir=str(request.state_dir))
     return job_id
 

@@ -41,7 +41,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROWS = 200
 KILL_AFTER_BATCHES = 3
-SLOW = ModelProfile(latency_base_s=0.05, price_in_per_million=2.5, price_out_per_million=10.0)
+SLOW = ModelProfile(latency_base_s=0.2, price_in_per_million=2.5, price_out_per_million=10.0)
 
 
 @pytest.fixture
