@@ -142,7 +142,7 @@ def client(address: str | None) -> Any:
         raise JobError(f"cannot reach the Ray job API at {where}: {reason}{auth_hint()}") from None
 
 
-AGENT_WAIT_S = 60.0
+AGENT_WAIT_S = 120.0
 """How long a submission waits for a newly started head's job agent."""
 NO_AGENT = "No available agent to submit job"
 
