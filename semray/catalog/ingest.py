@@ -28,13 +28,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from semray.catalog.document_pipeline import Engine, embed_texts, run_documents
-from semray.catalog.profiling import TableProfile, profile_batches
+from semray.catalog.document_ingest import DocumentsIngest
+from semray.catalog.document_pipeline import Engine, embed_texts
+from semray.catalog.profiling import TableProfile
 from semray.catalog.servers import DataServer, ServerProfile, dataset_name, normalise_name, open_server
-from semray.catalog.servers.base import FileState, ProfiledTable, combined_hash
+from semray.catalog.servers.base import FileState, ProfiledTable
 from semray.catalog.store import Catalog, ChangeSet, TableChange, in_list, quote
 from semray.catalog.summaries import Description, SummaryRequest, check_proposed_schema, describe_datasets
 from semray.catalog.tables import (
@@ -46,9 +45,7 @@ from semray.catalog.tables import (
     ORGANIZATIONS,
     SEGMENTS,
     SNIPPETS,
-    SNIPPETS_SCHEMA,
     datasets_schema,
-    segments_schema,
 )
 from semray.errors import CatalogError
 from semray.log import get_logger
@@ -57,18 +54,6 @@ from semray.serving.profiles import resolve_serving
 from semray.settings import Settings
 
 log = get_logger(__name__)
-
-DOCUMENT_COLUMNS = pa.schema(
-    [
-        pa.field("document_id", pa.string()),
-        pa.field("format", pa.string()),
-        pa.field("encoding", pa.string()),
-        pa.field("title", pa.string()),
-        pa.field("chars", pa.int64()),
-        pa.field("text", pa.string()),
-    ]
-)
-"""The documents dataset as a plan scans it: one row per document that was read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +183,7 @@ class _Ingest:
             from semray.cluster.connect import connect
 
             connect(self.settings)
-        documents = _Documents(self, profile) if profile.has_documents else None
+        documents = DocumentsIngest(self, profile) if profile.has_documents else None
         if documents is not None:
             documents.read()
         readable = bool(profile.tables or profile.unchanged_tables or (documents and documents.any_read))
@@ -316,7 +301,7 @@ class _Ingest:
             "_profile": profile,
         }
 
-    def _file_rows(self, profile: ServerProfile, documents: _Documents | None) -> list[dict[str, Any]]:
+    def _file_rows(self, profile: ServerProfile, documents: DocumentsIngest | None) -> list[dict[str, Any]]:
         rows: dict[str, dict[str, Any]] = {}
         unchanged_tables = {dataset_name(self.name, suffix) for suffix in profile.unchanged_tables}
         for path, row in self.previous.items():
@@ -356,7 +341,7 @@ class _Ingest:
         self,
         rows: list[dict[str, Any]],
         tables: Mapping[str, ProfiledTable],
-        documents: _Documents | None,
+        documents: DocumentsIngest | None,
         changed: Sequence[str],
         removed: Sequence[str],
         file_rows: list[dict[str, Any]],
@@ -399,161 +384,6 @@ class _Ingest:
         )
 
 
-class _Documents:
-    """The documents dataset of one ingest: the pipeline's output staged as parquet, its profile and row."""
-
-    def __init__(self, ingest: _Ingest, profile: ServerProfile) -> None:
-        self.ingest = ingest
-        self.dataset = ingest.name
-        self.files = profile.documents
-        self.unchanged = set(profile.unchanged_documents)
-        self.states: list[FileState] = []
-        self.read_count = self.segment_count = self.snippet_count = 0
-        self.staged_new = ingest.staging / "documents-new.parquet"
-        self.staged_segments = ingest.staging / "segments.parquet"
-        self.staged_snippets = ingest.staging / "snippets.parquet"
-        self.staged_parquet = ingest.staging / "documents.parquet"
-        self.final_parquet = ingest.staging  # set by read()
-        self.dimension: int | None = None
-        previous = ingest.records.get(self.dataset)
-        self.previous_parquet = Path(previous.uri) if previous is not None and previous.kind == "documents" else None
-        removed = {
-            path
-            for path, row in ingest.previous.items()
-            if row["dataset"] == self.dataset and path not in self.unchanged
-        }
-        self.replaced_ids = removed | {document.relative for document in self.files}
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.files) or bool(self.replaced_ids - self.unchanged) or self.previous_parquet is None
-
-    @property
-    def publishes(self) -> bool:
-        """This ingest writes the documents dataset: something changed and some document is readable."""
-        return self.changed and self.any_read
-
-    @property
-    def any_read(self) -> bool:
-        return self.read_count > 0 or bool(self.unchanged)
-
-    def read(self) -> None:
-        writers: dict[str, pq.ParquetWriter] = {}
-        try:
-            if self.files:
-                batches = run_documents(
-                    self.files,
-                    self.dataset,
-                    self.ingest.embedding,
-                    engine=self.ingest.engine,
-                    actors=max(1, self.ingest.settings.num_cpus // 2),
-                )
-                for batch in batches:
-                    self._take(batch, writers)
-        finally:
-            for writer in writers.values():
-                writer.close()
-        self._write_documents()
-
-    def _take(self, batch: pa.Table, writers: dict[str, pq.ParquetWriter]) -> None:
-        for row in batch.select(["document_id", "content_hash", "size", "status", "reason", "encoding"]).to_pylist():
-            self.states.append(
-                FileState(
-                    row["document_id"], row["content_hash"], row["size"], row["status"], row["reason"], row["encoding"]
-                )
-            )
-        read = batch.filter(pc.equal(batch.column("status"), "read"))
-        self.read_count += read.num_rows
-        if not read.num_rows:
-            return
-        texts = read.column("text")
-        documents = pa.table(
-            {
-                "document_id": read.column("document_id"),
-                "format": read.column("format"),
-                "encoding": read.column("encoding"),
-                "title": read.column("title"),
-                "chars": pc.utf8_length(texts).cast(pa.int64()),
-                "text": texts,
-            },
-            schema=DOCUMENT_COLUMNS,
-        )
-        _write(writers, "documents", self.staged_new, documents)
-        segments = _flatten_nested(read, "segments")
-        if segments.num_rows:
-            vector_type = segments.schema.field("vector").type
-            self.dimension = vector_type.list_size
-            schema = segments_schema(self.dimension)
-            segments = segments.append_column("dataset", pa.array([self.dataset] * segments.num_rows, pa.string()))
-            segments = segments.append_column("topic", pa.nulls(segments.num_rows, pa.string()))
-            _write(writers, "segments", self.staged_segments, segments.select(schema.names).cast(schema))
-            self.segment_count += segments.num_rows
-        snippets = _flatten_nested(read, "snippets")
-        if snippets.num_rows:
-            snippets = snippets.append_column("dataset", pa.array([self.dataset] * snippets.num_rows, pa.string()))
-            _write(
-                writers, "snippets", self.staged_snippets, snippets.select(SNIPPETS_SCHEMA.names).cast(SNIPPETS_SCHEMA)
-            )
-            self.snippet_count += snippets.num_rows
-
-    def _write_documents(self) -> None:
-        """All documents of the dataset: the unchanged ones from the last version's parquet, then the new ones."""
-        writer = pq.ParquetWriter(self.staged_parquet, DOCUMENT_COLUMNS)
-        hashes: dict[str, str] = {}
-        try:
-            if self.previous_parquet is not None and self.previous_parquet.is_file() and self.unchanged:
-                keep = pa.array(sorted(self.unchanged))
-                for batch in pq.ParquetFile(self.previous_parquet).iter_batches(batch_size=1024):
-                    table = pa.Table.from_batches([batch])
-                    kept = table.filter(pc.is_in(table.column("document_id"), value_set=keep))
-                    if kept.num_rows:
-                        writer.write_table(kept.cast(DOCUMENT_COLUMNS))
-            if self.staged_new.is_file():
-                for batch in pq.ParquetFile(self.staged_new).iter_batches(batch_size=1024):
-                    writer.write_table(pa.Table.from_batches([batch]).cast(DOCUMENT_COLUMNS))
-        finally:
-            writer.close()
-        for path, row in self.ingest.previous.items():
-            if path in self.unchanged:
-                hashes[path] = row["content_hash"]
-        hashes.update({state.relative: state.content_hash for state in self.states if state.status == "read"})
-        self.content_hash = combined_hash(hashes)
-        self.final_parquet = (
-            self.ingest.settings.catalog_path / "documents" / f"{self.dataset}-{self.content_hash[:16]}.parquet"
-        )
-
-    def profile(self) -> TableProfile:
-        file = pq.ParquetFile(self.staged_parquet)
-        return profile_batches(DOCUMENT_COLUMNS, file.iter_batches(batch_size=1024))
-
-    def dataset_row(self, description: Description) -> dict[str, Any]:
-        profile = self.profile()
-        schema = [{"name": column, "type": kind} for column, kind in profile.schema]
-        return self.ingest._dataset_row(
-            self.dataset,
-            "documents",
-            str(self.final_parquet),
-            {},
-            schema,
-            "declared",
-            profile,
-            description,
-            self.content_hash,
-        )
-
-    def changes(self) -> list[TableChange]:
-        from_dataset = f"dataset = {quote(self.dataset)}"
-        where = f"{from_dataset} AND {in_list('document_id', self.replaced_ids)}"
-        if self.ingest.records.get(self.dataset) is None:
-            where = from_dataset  # first ingest: clear whatever a dropped namesake left
-        return [
-            TableChange(
-                SEGMENTS, delete_where=where, rows=_read_staged(self.staged_segments), after_write=_index_segments
-            ),
-            TableChange(SNIPPETS, delete_where=where, rows=_read_staged(self.staged_snippets)),
-        ]
-
-
 def profile_text(name: str, kind: str, profile: TableProfile, summary: str | None) -> str:
     """What dataset search matches: name, summary, columns with their top values."""
     parts = [f"{name} ({kind}, {profile.row_count} rows)."]
@@ -570,33 +400,6 @@ def _index_datasets(table: Any) -> None:
 
     if table.count_rows():
         index_datasets(table)
-
-
-def _index_segments(table: Any) -> None:
-    from semray.catalog.search import create_segment_indexes
-
-    create_segment_indexes(table)
-
-
-def _read_staged(path: Path) -> pa.Table | None:
-    return pq.read_table(path) if path.is_file() else None
-
-
-def _write(writers: dict[str, pq.ParquetWriter], key: str, path: Path, table: pa.Table) -> None:
-    if key not in writers:
-        writers[key] = pq.ParquetWriter(path, table.schema)
-    writers[key].write_table(table)
-
-
-def _flatten_nested(batch: pa.Table, column: str) -> pa.Table:
-    """The list-of-struct column of every row as one flat table, with each item's ``document_id``."""
-    nested = batch.column(column).combine_chunks()
-    flat = pc.list_flatten(nested)
-    parents = pc.list_parent_indices(nested)
-    names = [flat.type.field(index).name for index in range(flat.type.num_fields)]
-    columns = {name: flat.field(index) for index, name in enumerate(names)}
-    columns["document_id"] = pc.take(batch.column("document_id"), parents)
-    return pa.table(columns)
 
 
 def _datasets_table(rows: list[dict[str, Any]], vectors: np.ndarray | None) -> pa.Table:
@@ -654,7 +457,7 @@ def _free_name(name: str, taken: Iterable[str]) -> str:
     return f"{name}_{number}"
 
 
-def _nothing_readable(uri: str, profile: ServerProfile, documents: _Documents | None) -> str:
+def _nothing_readable(uri: str, profile: ServerProfile, documents: DocumentsIngest | None) -> str:
     found = ", ".join(f"{count} {kind}" for kind, count in sorted(profile.found.items())) or "no files"
     reasons = [
         f"{state.relative}: {state.reason}"
