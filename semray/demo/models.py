@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import pyarrow as pa
 
 from semray.demo.corpus import ASPECTS, DemoCorpus
 from semray.serving.config import ServingConfig
-from semray.serving.simulator.config import ModelProfile, SimulatorConfig, TaskSpec
+from semray.serving.simulator.config import DatasetSpec, ModelProfile, SimulatorConfig, TaskSpec
 
 DEMO_TASKS = (
     TaskSpec(
@@ -50,3 +51,16 @@ def demo_serving(corpus: DemoCorpus, models: Mapping[str, ModelProfile] | None =
         seed=seed,
     )
     return ServingConfig(simulator=simulator)
+
+
+def file_serving(data: Path, profile: ModelProfile, app_prefix: str) -> ServingConfig:
+    """Simulated tiers (both ``profile``) over the demo corpus written to ``data`` (``corpus.write``),
+    with the response cache off: a path-based config, so a run's journal can rebuild it on resume.
+    """
+    reviews = DatasetSpec(
+        key_column="review_id", text_columns=("review",), path=data / "reviews.csv", labels_path=data / "labels.csv"
+    )
+    simulator = SimulatorConfig.model_validate(
+        {"datasets": {"reviews": reviews}, "tasks": DEMO_TASKS, "models": {"sim-small": profile, "sim-large": profile}}
+    )
+    return ServingConfig(cache_enabled=False, simulator=simulator, app_prefix=app_prefix)

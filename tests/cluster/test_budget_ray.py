@@ -20,12 +20,12 @@ import pytest
 
 from semray.api import Query, read_csv
 from semray.demo import corpus
-from semray.demo.models import DEMO_TASKS
+from semray.demo.models import file_serving
 from semray.pipeline.budget import forecast
 from semray.pipeline.journaled import Job
 from semray.pipeline.run import Written, publish_parquet, resume
 from semray.serving.config import ServingConfig
-from semray.serving.simulator.config import DatasetSpec, ModelProfile, SimulatorConfig
+from semray.serving.simulator.config import ModelProfile
 from semray.settings import Settings
 from semray.transactions import RunCancelledError, list_runs, read_journal, read_output, show_run
 from semray.transactions.journal import JOURNAL_NAME
@@ -56,13 +56,7 @@ def data(tmp_path: Path) -> Path:
 
 
 def serving(data: Path) -> ServingConfig:
-    reviews = DatasetSpec(
-        key_column="review_id", text_columns=("review",), path=data / "reviews.csv", labels_path=data / "labels.csv"
-    )
-    simulator = SimulatorConfig.model_validate(
-        {"datasets": {"reviews": reviews}, "tasks": DEMO_TASKS, "models": {"sim-small": SLOW, "sim-large": SLOW}}
-    )
-    return ServingConfig(cache_enabled=False, simulator=simulator, app_prefix="srbudget")
+    return file_serving(data, SLOW, "srbudget")
 
 
 def query(data: Path, settings: Settings) -> Query:

@@ -29,9 +29,9 @@ import pytest
 
 from semray.api import read_csv
 from semray.demo import corpus
-from semray.demo.models import DEMO_TASKS
+from semray.demo.models import file_serving
 from semray.serving.config import ServingConfig
-from semray.serving.simulator.config import DatasetSpec, ModelProfile, SimulatorConfig
+from semray.serving.simulator.config import ModelProfile
 from semray.settings import Settings
 from semray.transactions import read_journal, read_output, show_run
 from semray.transactions.journal import JOURNAL_NAME
@@ -51,13 +51,7 @@ def workdir() -> Iterator[Path]:
 
 
 def _serving(data: Path) -> ServingConfig:
-    reviews = DatasetSpec(
-        key_column="review_id", text_columns=("review",), path=data / "reviews.csv", labels_path=data / "labels.csv"
-    )
-    simulator = SimulatorConfig.model_validate(
-        {"datasets": {"reviews": reviews}, "tasks": DEMO_TASKS, "models": {"sim-small": SLOW, "sim-large": SLOW}}
-    )
-    return ServingConfig(cache_enabled=False, simulator=simulator, app_prefix="srnode")
+    return file_serving(data, SLOW, "srnode")
 
 
 def _query(data: Path, settings: Settings) -> Any:

@@ -25,10 +25,10 @@ from pathlib import Path
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 from semray.api import Query, read_csv
-from semray.demo.models import DEMO_TASKS
+from semray.demo.models import file_serving
 from semray.log import configure_logging
 from semray.serving.config import ServingConfig
-from semray.serving.simulator.config import DatasetSpec, ModelProfile, SimulatorConfig
+from semray.serving.simulator.config import ModelProfile
 from semray.settings import Settings
 
 MARK = "written: "
@@ -44,13 +44,7 @@ def child_settings(state: Path) -> Settings:
 
 def serving(data: Path) -> ServingConfig:
     """Simulated tiers over the corpus files: a path-based config, so the journal can rebuild it."""
-    reviews = DatasetSpec(
-        key_column="review_id", text_columns=("review",), path=data / "reviews.csv", labels_path=data / "labels.csv"
-    )
-    simulator = SimulatorConfig.model_validate(
-        {"datasets": {"reviews": reviews}, "tasks": DEMO_TASKS, "models": {"sim-small": SLOW, "sim-large": SLOW}}
-    )
-    return ServingConfig(cache_enabled=False, simulator=simulator, app_prefix="srkill")
+    return file_serving(data, SLOW, "srkill")
 
 
 def query(data: Path, settings: Settings) -> Query:
