@@ -133,7 +133,10 @@ def start_local_cluster(settings: Settings, num_cpus: int) -> LocalCluster:
     token_path = folder / "auth_token"
     _write_private(token_path, secrets.token_hex(32))
     temp = ray_temp_dir(settings, TEMP_NAME)
-    gcs, dashboard, client = _free_ports(3)
+    # Ray's node agent listens on 52365 unless told otherwise; another Ray on this machine (a
+    # `ray.init` in a notebook, a second state folder's cluster) holding it leaves the head with no
+    # job agent ("No available agent to submit job"), so every port is picked free.
+    gcs, dashboard, client, agent = _free_ports(4)
     cluster = LocalCluster(
         cluster_id=uuid.uuid4().hex[:12],
         address=f"{LOOPBACK}:{gcs}",
@@ -154,6 +157,7 @@ def start_local_cluster(settings: Settings, num_cpus: int) -> LocalCluster:
         f"--dashboard-host={LOOPBACK}",
         f"--dashboard-port={dashboard}",
         f"--ray-client-server-port={client}",
+        f"--dashboard-agent-listen-port={agent}",
         f"--temp-dir={temp}",
         "--disable-usage-stats",
     ]

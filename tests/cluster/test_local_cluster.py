@@ -72,6 +72,21 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+RAY_AGENT_PORT = 52365
+
+
+def _hold(port: int) -> socket.socket | None:
+    """Listen on ``port`` on loopback (None when something already does)."""
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", port))
+    except OSError:
+        holder.close()
+        return None
+    holder.listen()
+    return holder
+
+
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
     root = Path(f"/tmp/sru-{os.getpid()}")  # short: Ray's Unix sockets live under the state folder
@@ -106,6 +121,9 @@ def up() -> Iterator[Up]:
         except OSError:
             time.sleep(0.3)
     base = Up(root, state, data, models, env, LocalCluster("", "", "", "", 0, 0, 0.0), "")
+    # Another Ray on the machine holds Ray's default agent port (as this session's own Ray does
+    # when an earlier test started it): the head must still get a job agent.
+    agent_port = _hold(RAY_AGENT_PORT)
     try:
         started = time.perf_counter()
         code, _, stderr = _semray(
@@ -117,6 +135,8 @@ def up() -> Iterator[Up]:
         assert record is not None
         yield Up(root, state, data, models, env, record, stderr)
     finally:
+        if agent_port is not None:
+            agent_port.close()
         record = read_record(base_settings(state))
         code, _, stderr = _semray(base, "down")
         assert code == 0, stderr

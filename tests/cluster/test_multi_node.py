@@ -72,6 +72,9 @@ def test_killing_a_worker_node_loses_and_repeats_nothing(workdir: Path) -> None:
     from semray.pipeline.run import publish_parquet
 
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    # connect() joins nothing new while this process already has a Ray (an earlier test's): leave
+    # it, or the run goes there and never onto the three nodes.
+    ray.shutdown()
     data, state, out = workdir / "data", workdir / "s", workdir / "out"
     corpus.write(data, rows=ROWS)
     out.mkdir()

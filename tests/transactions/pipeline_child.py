@@ -2,8 +2,9 @@
 
     pipeline_child.py run STATE DATA OUT [BASELINE_OUT]   write_parquet (resumes an interrupted run)
     pipeline_child.py resume STATE RUN_ID                 ``semray runs resume RUN_ID`` through the CLI
-    pipeline_child.py resume-when-free STATE RUN_ID       prints ``waiting``, then resumes the run the
-                                                          moment its live driver dies (a quick resume)
+    pipeline_child.py resume-when-free STATE [RUN_ID]     prints ``waiting``, then resumes the run (the
+                                                          first under STATE to appear when not given)
+                                                          the moment its live driver dies (a quick resume)
 
 The query reads the demo corpus from CSV (so a new process can resume it), keeps positive
 reviews and classifies their aspect on a slow simulated tier with the response cache off,
@@ -68,7 +69,7 @@ def main(argv: list[str]) -> int:
         args = parser.parse_args(["runs", "resume", argv[2]])
         return int(args.command(args, settings))
     if mode == "resume-when-free":
-        return resume_when_free(settings, argv[2])
+        return resume_when_free(settings, argv[2] if len(argv) > 2 else None)
     from semray.pipeline.run import publish_parquet
 
     data, outputs = Path(argv[2]), [Path(path) for path in argv[3:]]
@@ -81,7 +82,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def resume_when_free(settings: Settings, run_id: str) -> int:
+def resume_when_free(settings: Settings, run_id: str | None) -> int:
     """Everything imported, wait for the run's driver to die, then resume it at once.
 
     Polls the driver lock (the kernel frees it the moment the driver is killed) and calls
@@ -93,9 +94,14 @@ def resume_when_free(settings: Settings, run_id: str) -> int:
     from semray.transactions.durability import is_locked
     from semray.transactions.registry import DRIVER_LOCK, run_dir
 
-    lock = run_dir(settings, run_id) / DRIVER_LOCK
     sys.stdout.write("waiting\n")
     sys.stdout.flush()
+    while run_id is None:
+        runs = sorted((settings.state_path / "runs").glob("2*/" + DRIVER_LOCK))
+        if runs and is_locked(runs[0]):
+            run_id = runs[0].parent.name
+        time.sleep(0.002)
+    lock = run_dir(settings, run_id) / DRIVER_LOCK
     while True:
         while is_locked(lock):
             time.sleep(0.002)
