@@ -106,6 +106,20 @@ def build_parser() -> argparse.ArgumentParser:
     status = serve_actions.add_parser("status", help="what is deployed, whether it is healthy, the cache")
     status.add_argument("--config", type=Path)
     status.set_defaults(command=serve_tiers_status)
+    plan = serve_actions.add_parser(
+        "plan", help="where the tiers would go on a GPU cluster, and the Serve/ray.serve.llm configs; starts nothing"
+    )
+    plan.add_argument("--config", type=Path, help="a model profile (default: --models, else ./semray.toml)")
+    plan.add_argument(
+        "--node",
+        action="append",
+        metavar="SPEC",
+        help="[COUNT*]GPUS[xACCELERATOR][:CPUS], e.g. 8xH200:128 or 4*8xH200 (repeatable); "
+        "default: the nodes of the cluster at --ray-address / RAY_ADDRESS",
+    )
+    plan.add_argument("--tier", action="append", choices=("embedding", "small", "large"), help="place only these")
+    plan.add_argument("--json", action="store_true", help="the placement and configs as one JSON document")
+    plan.set_defaults(command=serve_tiers_plan)
 
     sim = commands.add_parser("sim", help="the simulated model tier").add_subparsers(required=True, metavar="ACTION")
     serve = sim.add_parser("serve", help="serve the simulator as an OpenAI-compatible endpoint on 127.0.0.1")
@@ -362,6 +376,40 @@ def serve_tiers_status(args: argparse.Namespace, settings: Settings) -> int:
 
     status = serve_status(settings, _serving_config(args.config, settings))
     sys.stdout.write(json.dumps(status, indent=2, default=str) + "\n")
+    return 0
+
+
+def serve_tiers_plan(args: argparse.Namespace, settings: Settings) -> int:
+    """Place the profile's tiers on ``--node`` shapes or the connected cluster's nodes; exit 2 when they do not fit."""
+    import dataclasses
+    import os
+
+    from semray.serving.placement import nodes_from_ray, parse_nodes, plan_placement, render_placement, serve_configs
+
+    config = _serving_config(args.config, settings)
+    tiers = tuple(args.tier or ("embedding", "small", "large"))
+    if args.node:
+        nodes = parse_nodes(args.node)
+    elif settings.ray_address or os.environ.get("RAY_ADDRESS"):
+        import ray
+
+        from semray.cluster.connect import connect
+
+        connect(settings)
+        nodes = nodes_from_ray(ray.nodes())  # type: ignore[no-untyped-call]
+    else:
+        raise SemrayError(
+            "no cluster to plan for: give its nodes (--node 8xH200:128, repeatable) or its address "
+            "(semray --ray-address auto serve plan on a node of the cluster)"
+        )
+    placement = plan_placement(config, nodes, tiers)
+    configs = serve_configs(config, tiers)
+    if args.json:
+        document = {"placement": dataclasses.asdict(placement), "configs": configs}
+        sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
+        return 0
+    sys.stdout.write(render_placement(placement))
+    sys.stdout.write("\nconfigs (nothing was started):\n" + json.dumps(configs, indent=2, default=str) + "\n")
     return 0
 
 

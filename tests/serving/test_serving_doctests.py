@@ -28,6 +28,7 @@ MODULES = (
     "semray.serving.backends.openai",
     "semray.serving.backends.hf",
     "semray.serving.backends.vllm",
+    "semray.serving.placement",
 )
 
 
