@@ -124,7 +124,9 @@ def ray_temp_dir(settings: Settings, name: str = "ray") -> Path:
 
 
 def _configure_data_context() -> None:
-    from ray.data import DataContext  # the one import of ray.data outside pipeline/, for global options
+    from ray.data import DataContext  # ray.data outside pipeline/ only for global options (and release.py)
+
+    from semray.cluster.release import KillActorsOnFailure
 
     # Ray Data narrates every dataset at INFO; keep its warnings, minus the one about
     # progress bars, which are on only where someone watches a terminal and semray draws none.
@@ -136,6 +138,9 @@ def _configure_data_context() -> None:
     context.execution_options.preserve_order = True
     context.enable_progress_bars = ray_data_progress_bars(sys.stderr.isatty())
     context.print_on_execution_start = False
+    # A failed (or budget-stopped) execution's actors end at once, not when its last reference goes.
+    if KillActorsOnFailure not in context.custom_execution_callback_classes:
+        context.custom_execution_callback_classes.append(KillActorsOnFailure)
 
 
 def shutdown() -> None:

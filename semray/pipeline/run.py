@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from semray.cluster.connect import connect
+from semray.cluster.release import release_pipeline
 from semray.cost_model.statistics import PlanStatistics
 from semray.errors import LoweringError, SemrayError
 from semray.log import get_logger
@@ -422,12 +423,18 @@ def _failures(run: Run, job: Job) -> FailedRows:
 
 @contextlib.contextmanager
 def _cancellable(run: Run) -> Iterator[None]:
-    """A pipeline that failed after a cancel request was cancelled (actors raise at their next batch)."""
+    """A pipeline that failed after a cancel request was cancelled (actors raise at their next batch).
+
+    A pipeline that ended with an error (a budget stop, a cancel, a failure) lets go of its executor
+    before the error leaves (``release_pipeline``; ``KillActorsOnFailure`` killed its actors): a
+    resume in the same process needs their CPUs.
+    """
     try:
         yield
-    except SemrayError as error:
+    except (Exception, KeyboardInterrupt) as error:
+        release_pipeline(error)
         # Ray Data reports an actor's RunCancelledError as a failed UDF; the marker says why.
-        if not isinstance(error, RunCancelledError) and run.is_cancelled():
+        if isinstance(error, SemrayError) and not isinstance(error, RunCancelledError) and run.is_cancelled():
             raise stopped_error(run.path) from error
         raise
 

@@ -10,6 +10,7 @@ off, so every row asked again would be paid again.
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -17,10 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pytest
+import ray
 
 from semray.api import Query, read_csv
 from semray.demo import corpus
 from semray.demo.models import file_serving
+from semray.operators.base import Node
 from semray.pipeline.budget import forecast
 from semray.pipeline.journaled import Job
 from semray.pipeline.run import Written, publish_parquet, resume
@@ -73,15 +76,26 @@ def committed(settings: Settings, run_id: str) -> list[BatchCommitted]:
     return [record for record in records if isinstance(record, BatchCommitted)]
 
 
+def tier_cpus(plan: Node, settings: Settings, config: ServingConfig) -> float:
+    """CPUs the plan's tiers hold while deployed (they stay up between runs)."""
+    tiers = [config.tier(tier) for tier in Job.prepare(plan, settings, config).tiers]
+    return sum(tier.num_cpus * tier.replicas for tier in tiers)
+
+
+def cpus_freed(held: float, within_s: float = 30.0) -> bool:
+    """True once every CPU but ``held`` is free (an actor that exits takes a few seconds)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if ray.available_resources().get("CPU", 0.0) >= ray.cluster_resources()["CPU"] - held - 1e-6:
+            return True
+        time.sleep(0.5)
+    return False
+
+
 def rows_of(path: Path) -> list[dict[str, object]]:
     return sorted(read_output(path).to_pylist(), key=lambda row: str(row["review_id"]))
 
 
-@pytest.mark.skip(
-    reason="hangs intermittently (1 of 3 full slow runs, pytest-timeout at 300 s) in the same-process resume after a "
-    "budget stop, and the hung run's actors then starve the next Ray tests of CPU; the resume path is a known gap "
-    "of issue 24 (see its note). To reproduce, remove this mark and run the file alone."
-)
 def test_a_run_stopped_at_its_budget_resumes_to_the_uninterrupted_output(
     data: Path, settings: Settings, tmp_path: Path
 ) -> None:
@@ -103,6 +117,9 @@ def test_a_run_stopped_at_its_budget_resumes_to_the_uninterrupted_output(
     assert f"resume with `semray runs resume {run_id} --max-cost" in (stopped.final_message or "")
     assert 0 < stopped.usage.dollars < whole.usage.dollars / 2  # stopped midway, committed work kept
     assert stopped.rows_committed > 0 and not os.path.lexists(output)
+    # The stop gave back its actor pools' CPUs (only the tier's Serve replicas keep theirs); a stopped
+    # run's actors that lingered on made the resume below wait for ever on a 1-CPU task.
+    assert cpus_freed(tier_cpus(plan, settings, config)), ray.available_resources()
 
     higher = settings.model_copy(update={"max_cost": 2 * whole.usage.dollars})
     finished = resume(higher, run_id, config)
