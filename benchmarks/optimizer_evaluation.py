@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.optimizer_exhaustive import PROFILES, WITHOUT_CASCADE
+from semray.cost_model import cascade_routes as router
 from semray.cost_model.cascade_cost import CascadeEstimate, cascade_kind
 from semray.cost_model.cascade_shares import measure_cascade_shares
 from semray.cost_model.estimates import Interval
@@ -44,7 +45,6 @@ from semray.planner.model_selection import (
     allocate_cascade_targets,
 )
 from semray.planner.paths import operator_paths
-from semray.serving import router
 
 POLICY = MinCost(quality=0.9)
 SMALL_ERROR = {"sem_filter": 0.04, "sem_classify": 0.10, "sem_extract": 0.10}

@@ -291,7 +291,7 @@ def run_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_plan(args: argparse.Namespace, settings: Settings) -> int:
-    from semray.api import load_plan
+    from semray.readers import load_plan
 
     query = load_plan(args.plan, settings)
     query = _with_quality(query, args)
@@ -299,7 +299,7 @@ def run_plan(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def explain_plan(args: argparse.Namespace, settings: Settings) -> int:
-    from semray.api import load_plan
+    from semray.readers import load_plan
 
     query = load_plan(args.plan, settings)
     query = _with_quality(query, args)
@@ -314,7 +314,7 @@ def print_schema(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_sql(args: argparse.Namespace, settings: Settings) -> int:
-    from semray.api import sql
+    from semray.readers import sql
 
     tables = {}
     for item in args.table:

@@ -1,6 +1,6 @@
 """``Query``: a logical plan with the settings and tiers to run it; chain operators, explain, run.
 
-Built by the readers in ``semray.api`` (``read_csv``, ``sql``, ...), which re-exports it.
+Built by the readers in ``semray/readers.py`` (``read_csv``, ``sql``, ...); ``semray.api`` re-exports both.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ from semray.operators.semantic import (
 from semray.operators.templates import template_columns
 from semray.output import without_row_ids
 from semray.settings import Settings
+from semray.sql.semantic_calls import split_labels
+from semray.sql_quoting import quote_identifier
 
 log = get_logger(__name__)
 
@@ -112,6 +114,19 @@ class Query:
         if update:
             target = QualityTarget.model_validate({**target.model_dump(), **update})
         return self._then(with_quality(self._plan, target))
+
+    def with_code_choice(self, target: float = 0.9, *, sample_rows: int = 20) -> Query:
+        """Let the large tier write code for each ``tier="auto"`` map or extraction where that is cheaper.
+
+        Each candidate's function is validated on ``sample_rows`` rows against the model's own
+        answers and replaces the per-row operator only when they agree on at least ``target``
+        of them; the trials run now, journaled as one run (``semray/pipeline/code_choice.py``).
+        On a simulated large tier, which cannot write code, the query is returned unchanged.
+        """
+        from semray.pipeline.code_choice import CodeChoice, choose_code_for_run
+
+        decision = choose_code_for_run(self._plan, self.settings, self._tiers(), CodeChoice(target, sample_rows))
+        return self._then(decision.plan)
 
     def with_serving(self, serving: Any) -> Query:
         """Run semantic operators on these tiers (a ``semray.serving.config.ServingConfig``)."""
@@ -174,15 +189,7 @@ class Query:
         and ``_error`` columns. ``quality`` (a ``QualityTarget`` or an accuracy such as 0.95) runs
         the filter as a cascade, embedding -> small -> large, that meets it against the large tier.
         """
-        node = SemFilter(
-            input=self._plan,
-            instruction=instruction,
-            tier=tier,
-            on_error=on_error,
-            diagnostics=diagnostics,
-            quality=as_quality(quality),
-        )
-        return self._then(node)
+        return self._row_wise(SemFilter, instruction, tier, on_error, diagnostics, quality=as_quality(quality))
 
     def sem_map(
         self,
@@ -196,19 +203,18 @@ class Query:
         diagnostics: bool = False,
         quality: QualityTarget | float | None = None,
     ) -> Query:
-        node = SemMap(
-            input=self._plan,
-            instruction=instruction,
+        return self._row_wise(
+            SemMap,
+            instruction,
+            tier,
+            on_error,
+            diagnostics,
             output=output,
             output_type=output_type,
             lo=lo,
             hi=hi,
-            tier=tier,
-            on_error=on_error,
-            diagnostics=diagnostics,
             quality=as_quality(quality),
         )
-        return self._then(node)
 
     def sem_score(
         self,
@@ -234,15 +240,7 @@ class Query:
     ) -> Query:
         """Extract typed fields: ``q.sem_extract("{email}", "sender: text, subject: text")``."""
         parsed = parse_fields(fields) if isinstance(fields, str) else tuple(fields)
-        node = SemExtract(
-            input=self._plan,
-            instruction=instruction,
-            fields=parsed,
-            tier=tier,
-            on_error=on_error,
-            diagnostics=diagnostics,
-        )
-        return self._then(node)
+        return self._row_wise(SemExtract, instruction, tier, on_error, diagnostics, fields=parsed)
 
     def sem_classify(
         self,
@@ -254,16 +252,30 @@ class Query:
         diagnostics: bool = False,
         quality: QualityTarget | float | None = None,
     ) -> Query:
-        choices = tuple(label.strip() for label in labels.split("|")) if isinstance(labels, str) else tuple(labels)
-        node = SemClassify(
-            input=self._plan,
-            instruction=instruction,
+        choices = split_labels(labels) if isinstance(labels, str) else tuple(labels)
+        return self._row_wise(
+            SemClassify,
+            instruction,
+            tier,
+            on_error,
+            diagnostics,
             labels=choices,
             output=output,
-            tier=tier,
-            on_error=on_error,
-            diagnostics=diagnostics,
             quality=as_quality(quality),
+        )
+
+    def _row_wise(
+        self,
+        node_type: type[SemFilter | SemMap | SemExtract | SemClassify],
+        instruction: str,
+        tier: Tier,
+        on_error: OnError,
+        diagnostics: bool,
+        **fields: Any,
+    ) -> Query:
+        """Chain a row-wise semantic operator: the options all of them take, and its own ``fields``."""
+        node = node_type(
+            input=self._plan, instruction=instruction, tier=tier, on_error=on_error, diagnostics=diagnostics, **fields
         )
         return self._then(node)
 
@@ -525,4 +537,4 @@ def _warning_lines(plan: Node) -> str:
 
 
 def _quote_if_needed(name: str) -> str:
-    return name if name.isidentifier() and name.islower() else '"' + name.replace('"', '""') + '"'
+    return name if name.isidentifier() and name.islower() else quote_identifier(name)

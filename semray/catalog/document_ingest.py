@@ -19,9 +19,10 @@ from semray.catalog.document_pipeline import run_documents
 from semray.catalog.profiling import TableProfile, profile_batches
 from semray.catalog.servers import ServerProfile
 from semray.catalog.servers.base import FileState, combined_hash
-from semray.catalog.store import TableChange, in_list, quote
+from semray.catalog.store import TableChange, in_list
 from semray.catalog.summaries import Description
 from semray.catalog.tables import SEGMENTS, SNIPPETS, SNIPPETS_SCHEMA, segments_schema
+from semray.sql_quoting import quote_literal
 
 if TYPE_CHECKING:
     from semray.catalog.ingest import _Ingest
@@ -182,7 +183,7 @@ class DocumentsIngest:
         )
 
     def changes(self) -> list[TableChange]:
-        from_dataset = f"dataset = {quote(self.dataset)}"
+        from_dataset = f"dataset = {quote_literal(self.dataset)}"
         where = f"{from_dataset} AND {in_list('document_id', self.replaced_ids)}"
         if self.ingest.records.get(self.dataset) is None:
             where = from_dataset  # first ingest: clear whatever a dropped namesake left

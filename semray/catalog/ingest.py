@@ -34,7 +34,7 @@ from semray.catalog.document_pipeline import Engine, embed_texts
 from semray.catalog.profiling import TableProfile
 from semray.catalog.servers import DataServer, ServerProfile, dataset_name, normalise_name, open_server
 from semray.catalog.servers.base import FileState, ProfiledTable
-from semray.catalog.store import Catalog, ChangeSet, TableChange, in_list, quote
+from semray.catalog.store import Catalog, ChangeSet, TableChange, in_list
 from semray.catalog.summaries import Description, SummaryRequest, check_proposed_schema, describe_datasets
 from semray.catalog.tables import (
     COLUMNS,
@@ -52,6 +52,7 @@ from semray.log import get_logger
 from semray.serving.config import TierConfig
 from semray.serving.profiles import resolve_serving
 from semray.settings import Settings
+from semray.sql_quoting import quote_literal
 
 log = get_logger(__name__)
 
@@ -130,10 +131,10 @@ def drop(settings: Settings, name: str) -> tuple[int, tuple[str, ...]]:
     servers = catalog.servers()
     if name in servers:
         names = tuple(record.name for record in catalog.datasets() if record.server == name)
-        where_files = f"server = {quote(name)}"
+        where_files = f"server = {quote_literal(name)}"
     else:
         names = (catalog.dataset(name).name,)
-        where_files = f"dataset = {quote(name)}"
+        where_files = f"dataset = {quote_literal(name)}"
     changes = [
         TableChange(DATASETS, delete_where=in_list("name", names)),
         TableChange(COLUMNS, delete_where=in_list("dataset", names)),
@@ -362,7 +363,7 @@ class _Ingest:
             ),
             TableChange(
                 FILES,
-                delete_where=f"server = {quote(self.name)}",
+                delete_where=f"server = {quote_literal(self.name)}",
                 rows=pa.Table.from_pylist(file_rows, schema=FILES_SCHEMA) if file_rows else None,
             ),
         ]
@@ -373,8 +374,8 @@ class _Ingest:
             files_to_place[documents.staged_parquet] = documents.final_parquet
         elif gone_documents:
             changes += [
-                TableChange(SEGMENTS, delete_where=f"dataset = {quote(self.name)}"),
-                TableChange(SNIPPETS, delete_where=f"dataset = {quote(self.name)}"),
+                TableChange(SEGMENTS, delete_where=f"dataset = {quote_literal(self.name)}"),
+                TableChange(SNIPPETS, delete_where=f"dataset = {quote_literal(self.name)}"),
             ]
         return ChangeSet(
             base_version=self.catalog.version(),

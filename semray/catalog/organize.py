@@ -41,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from semray.catalog.store import Catalog, ChangeSet, TableChange, quote
+from semray.catalog.store import Catalog, ChangeSet, TableChange
 from semray.catalog.summaries import llm_tier_name
 from semray.catalog.tables import ORGANIZATIONS, ORGANIZATIONS_SCHEMA, SEGMENTS
 from semray.catalog.topics import TopicHierarchy, TopicReplyError, parse_hierarchy, parse_label
@@ -63,6 +63,7 @@ from semray.serving.prompts.topics import (
     TOPICS_PROMPT_VERSION,
 )
 from semray.settings import Settings
+from semray.sql_quoting import quote_literal
 
 log = get_logger(__name__)
 
@@ -179,7 +180,7 @@ def organize_dataset(
         raise CatalogError(f"dataset {name!r} is {record.kind}, not documents; only documents are organised by topic")
     documents = catalog.rows(
         SEGMENTS,
-        where=f"dataset = {quote(name)} AND level = 'document'",
+        where=f"dataset = {quote_literal(name)} AND level = 'document'",
         columns=["document_id", "text", "vector"],
     ).sort_by("document_id")
     if documents.num_rows < MIN_DOCUMENTS:
@@ -228,10 +229,12 @@ def organize_dataset(
             catalog.version(),
             f"organize {name}",
             (
-                TableChange(SEGMENTS, delete_where=f"dataset = {quote(name)}", rows=segments, after_write=_index),
+                TableChange(
+                    SEGMENTS, delete_where=f"dataset = {quote_literal(name)}", rows=segments, after_write=_index
+                ),
                 TableChange(
                     ORGANIZATIONS,
-                    delete_where=f"dataset = {quote(name)}",
+                    delete_where=f"dataset = {quote_literal(name)}",
                     rows=pa.Table.from_pylist([row], schema=ORGANIZATIONS_SCHEMA),
                 ),
             ),
@@ -252,7 +255,7 @@ def organize_dataset(
 def organization(catalog: Catalog, dataset: str) -> Organization | None:
     """The organization of ``dataset`` at the catalog's version, or None when it was never organised."""
     catalog.dataset(dataset)
-    rows = catalog.rows(ORGANIZATIONS, where=f"dataset = {quote(dataset)}")
+    rows = catalog.rows(ORGANIZATIONS, where=f"dataset = {quote_literal(dataset)}")
     if not rows.num_rows:
         return None
     return Organization.from_row(rows.to_pylist()[0], catalog.version())
@@ -263,7 +266,9 @@ def topics(catalog: Catalog, dataset: str) -> dict[str, int]:
     unorganised (or re-ingested since: an ingest writes its segments without topics)."""
     catalog.dataset(dataset)
     rows = catalog.rows(
-        SEGMENTS, where=f"dataset = {quote(dataset)} AND level = 'document' AND topic IS NOT NULL", columns=["topic"]
+        SEGMENTS,
+        where=f"dataset = {quote_literal(dataset)} AND level = 'document' AND topic IS NOT NULL",
+        columns=["topic"],
     )
     if not rows.num_rows:
         return {}
@@ -352,7 +357,7 @@ def _assign(vectors: np.ndarray, training_labels: list[str], training: list[int]
 
 def _labelled_segments(catalog: Catalog, name: str, topic_of: Mapping[str, str]) -> pa.Table:
     """Every segment of ``name`` with its document's topic in ``topic``."""
-    segments = catalog.rows(SEGMENTS, where=f"dataset = {quote(name)}")
+    segments = catalog.rows(SEGMENTS, where=f"dataset = {quote_literal(name)}")
     topic = pa.array([topic_of.get(document) for document in segments.column("document_id").to_pylist()], pa.string())
     position = segments.schema.get_field_index("topic")
     labelled: pa.Table = segments.set_column(position, segments.schema.field("topic"), topic)

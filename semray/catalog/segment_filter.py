@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import sqlglot
 from sqlglot import exp
 
+from semray import sql_quoting
 from semray.catalog.tables import SEGMENT_LEVELS
 from semray.errors import SearchError, UnsafeExpressionError, suggest
 from semray.operators.safe_sql import check_safe_expression
@@ -102,7 +103,7 @@ def quote_literal(value: str) -> str:
     """
     if "\x00" in value:
         raise SearchError("a filter value may not contain a NUL character")
-    return "'" + value.replace("'", "''") + "'"
+    return sql_quoting.quote_literal(value)
 
 
 def checked_where(where: str) -> str:

@@ -39,6 +39,7 @@ from semray.errors import CatalogError, suggest
 from semray.log import get_logger
 from semray.operators import SourceSpec
 from semray.settings import Settings
+from semray.sql_quoting import quote_literal
 from semray.transactions.durability import exclusive_lock, make_directory_durably, write_bytes_atomically
 
 log = get_logger(__name__)
@@ -189,14 +190,14 @@ class Catalog:
         return sorted(records, key=lambda record: record.name)
 
     def dataset(self, name: str) -> DatasetRecord:
-        rows = self.rows(DATASETS, where=f"name = {quote(name)}")
+        rows = self.rows(DATASETS, where=f"name = {quote_literal(name)}")
         if not rows.num_rows:
             raise self._unknown(name)
         return DatasetRecord.from_row(rows.drop_columns(["vector"]).to_pylist()[0])
 
     def columns(self, name: str) -> list[dict[str, Any]]:
         self.dataset(name)
-        rows: list[dict[str, Any]] = self.rows(COLUMNS, where=f"dataset = {quote(name)}").to_pylist()
+        rows: list[dict[str, Any]] = self.rows(COLUMNS, where=f"dataset = {quote_literal(name)}").to_pylist()
         return rows
 
     def files(self, name: str) -> list[dict[str, Any]]:
@@ -204,7 +205,7 @@ class Catalog:
         if name in self.servers():
             return self.server_files(name)
         self.dataset(name)
-        rows: list[dict[str, Any]] = self.rows(FILES, where=f"dataset = {quote(name)}").to_pylist()
+        rows: list[dict[str, Any]] = self.rows(FILES, where=f"dataset = {quote_literal(name)}").to_pylist()
         return rows
 
     def servers(self) -> dict[str, tuple[str, str]]:
@@ -217,7 +218,7 @@ class Catalog:
         return servers
 
     def server_files(self, server: str) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = self.rows(FILES, where=f"server = {quote(server)}").to_pylist()
+        rows: list[dict[str, Any]] = self.rows(FILES, where=f"server = {quote_literal(server)}").to_pylist()
         return rows
 
     def scan(self, name: str) -> SourceSpec:
@@ -306,15 +307,10 @@ class Catalog:
         return table
 
 
-def quote(value: str) -> str:
-    """A SQL string literal for Lance filters."""
-    return "'" + value.replace("'", "''") + "'"
-
-
 def in_list(column: str, values: Iterable[str]) -> str:
     """``column IN ('a', 'b')``, or a filter matching nothing for no values."""
     items = sorted(set(values))
-    return f"{column} IN ({', '.join(quote(value) for value in items)})" if items else "false"
+    return f"{column} IN ({', '.join(quote_literal(value) for value in items)})" if items else "false"
 
 
 def manifest_path(path: Path, version: int) -> Path:

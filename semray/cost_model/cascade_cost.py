@@ -50,7 +50,6 @@ in the estimate's ``assumed``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from semray.cost_model.estimates import ZERO, EstimateError, Interval, OperatorEstimate, total
 from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_estimate
@@ -58,18 +57,20 @@ from semray.cost_model.quality import cascade_quality
 from semray.cost_model.statistics import statistics_key
 from semray.log import get_logger
 from semray.operators.base import Node
-from semray.operators.semantic import QualityTarget, SemClassify, SemFilter, SemMap
+from semray.operators.semantic import QualityTarget, Semantic, SemanticNode
+from semray.tasks import TaskKind
 
 log = get_logger(__name__)
 
-CascadeKind = Literal["filter", "classify", "score"]
+CascadeKind = TaskKind
+"""A kind the router cascades (``TaskKind.cascades``): filter, classify or score."""
 EMBEDDING_TIER = "embedding"
 SMALL_TIER = "small"
 
 DEFAULT_CASCADE_SHARES: dict[CascadeKind, tuple[Interval, Interval]] = {
-    "filter": (Interval(0.05, 0.0, 0.5), Interval(0.35, 0.0, 0.9)),
-    "classify": (Interval(0.05, 0.0, 0.5), Interval(0.35, 0.0, 0.9)),
-    "score": (ZERO, Interval(0.4, 0.0, 0.9)),
+    TaskKind.FILTER: (Interval(0.05, 0.0, 0.5), Interval(0.35, 0.0, 0.9)),
+    TaskKind.CLASSIFY: (Interval(0.05, 0.0, 0.5), Interval(0.35, 0.0, 0.9)),
+    TaskKind.SCORE: (ZERO, Interval(0.4, 0.0, 0.9)),
 }
 """(embedding share, small share) of a cascade's rows when nobody measured them: the large tier
 answers about 0.6 of the rows besides its calibration labels, between the medical cascade
@@ -79,14 +80,8 @@ intervals from none to most of the rows (benchmarks/RESULTS.md, ``cascade``)."""
 
 def cascade_kind(node: Node) -> CascadeKind | None:
     """What the router would cascade ``node`` as: ``"filter"``, ``"classify"``, ``"score"``
-    (a SemMap with ``lo``/``hi``), or None when it cannot cascade."""
-    if isinstance(node, SemFilter):
-        return "filter"
-    if isinstance(node, SemClassify):
-        return "classify"
-    if isinstance(node, SemMap) and node.lo is not None:
-        return "score"
-    return None
+    (a SemMap with ``lo``/``hi``), or None when it cannot cascade (``SemanticNode.cascade_kind``)."""
+    return node.cascade_kind() if isinstance(node, SemanticNode) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +139,7 @@ def cascade_shares(
         )
         found = DEFAULT_CASCADE_SHARES[kind]
     embedding, small = (share.clip(0.0, 1.0) for share in found)
-    if kind == "score":
+    if kind == TaskKind.SCORE:
         embedding = ZERO  # no embedding stage: a score's proxy would be its own answer
     if target.metric != "accuracy":
         small = ZERO  # recall and precision targets send what the embedding leaves to the large tier
@@ -181,7 +176,7 @@ def cascade_estimate(
         small_share=small,
         large_share=large,
         labels=labels,
-        embedding_rows=ZERO if kind == "score" else rows,
+        embedding_rows=ZERO if kind == TaskKind.SCORE else rows,
         small_rows=ZERO if target.metric != "accuracy" else rows * _complement(embedding),
         large_rows=labels + rest * large,
     )
@@ -222,9 +217,8 @@ def cascade_estimate(
 
 
 def _target(node: Node) -> QualityTarget:
-    cascades = getattr(node, "cascades", None)
-    found = cascades() if cascades is not None else None
-    return found if isinstance(found, QualityTarget) else QualityTarget()
+    found = node.cascades() if isinstance(node, Semantic) else None
+    return found if found is not None else QualityTarget()
 
 
 def _complement(share: Interval) -> Interval:

@@ -6,7 +6,7 @@ proxies are, which only the route choice itself can tell: `measure_cascade_share
 sample pool in which every row has its embedding proxy, the large tier's answer, and the
 small tier's answer and confidence, and, for several calibration seeds, draws the calibration
 sample over the pool exactly as `semray.pipeline.cascade` draws it over a whole input
-(`semray.serving.router.draw_calibration`), chooses the embedding and small thresholds with
+(`semray.cost_model.cascade_routes.draw_calibration`), chooses the embedding and small thresholds with
 `route_embedding` and `route_small`, and counts the rows each tier would decide
 (`Route.tiers`). The value is the mean over seeds, the interval the range.
 
@@ -46,11 +46,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from semray.cost_model import cascade_routes as router
 from semray.cost_model.cascade_cost import CascadeKind
 from semray.cost_model.estimates import EstimateError, Interval
 from semray.log import get_logger
 from semray.operators.semantic import QualityTarget
-from semray.serving import router
+from semray.tasks import TaskKind
 
 log = get_logger(__name__)
 
@@ -100,13 +101,13 @@ def measure_cascade_shares(
             f"cascade shares need one proxy, large answer, small answer and confidence per row; got "
             f"{size}, {len(large)}, {len(small)}, {confidence.shape[0]}"
         )
-    if kind == "classify" and (nearest is None or len(nearest) != size):
+    if kind == TaskKind.CLASSIFY and (nearest is None or len(nearest) != size):
         raise EstimateError("a classification's cascade shares need proxy_answers: the nearest label of each row")
     if not seeds:
         raise EstimateError("give at least one calibration seed")
     mass = _resampling_mass(weights, size)
     route_target = router.Target(kind, target.metric, target.level, target.delta, target.labels)
-    large_yes = np.array([float(bool(answer)) for answer in large]) if kind == "filter" else np.zeros(size)
+    large_yes = np.array([float(bool(answer)) for answer in large]) if kind == TaskKind.FILTER else np.zeros(size)
     proxy_right = np.array([float(_same(a, b)) for a, b in zip(nearest or large, large, strict=True)])
     small_right = np.array([float(_same(a, b)) for a, b in zip(small, large, strict=True)])
     columns: tuple[npt.NDArray[np.float64], ...] = (scores, large_yes, proxy_right, small_right, confidence)
@@ -191,7 +192,7 @@ class CascadePool:
         lengths = (len(self.large_answers), len(self.small_answers), len(self.small_confidence), len(self.weights))
         if any(length != size for length in lengths):
             raise EstimateError(f"a cascade pool needs one of each figure per row; got {size} proxies and {lengths}")
-        if self.kind == "classify" and (self.proxy_answers is None or len(self.proxy_answers) != size):
+        if self.kind == TaskKind.CLASSIFY and (self.proxy_answers is None or len(self.proxy_answers) != size):
             raise EstimateError("a classification's cascade pool needs proxy_answers: the nearest label of each row")
         if any(not math.isfinite(w) or w < 0 for w in self.weights):
             raise EstimateError("cascade pool weights must be finite and non-negative")

@@ -46,25 +46,37 @@ def _check_quality(quality: float) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class MinCost:
-    """Cheapest plan with ``quality`` bound >= the target (default 0.9)."""
+class _QualityFloor:
+    """A plan is feasible when its quality bound is at least ``quality``; feasible plans rank by
+    the objective, the others by quality, then the objective's first two terms."""
 
     quality: float = 0.9
 
     def __post_init__(self) -> None:
         _check_quality(self.quality)
 
+    def objective(self, estimate: PlanEstimate) -> tuple[float, float, float]:
+        raise NotImplementedError
+
     def feasible(self, estimate: PlanEstimate) -> bool:
         return estimate.quality >= self.quality
 
     def rank(self, estimates: Sequence[PlanEstimate]) -> list[int]:
         def key(i: int) -> tuple[bool, float, float, float]:
-            e = estimates[i]
-            if self.feasible(e):
-                return (False, *_tiebreak(e))
-            return (True, -e.quality, e.dollars.value, e.latency_s.value)
+            first, second, third = self.objective(estimates[i])
+            if self.feasible(estimates[i]):
+                return (False, first, second, third)
+            return (True, -estimates[i].quality, first, second)
 
         return sorted(range(len(estimates)), key=key)
+
+
+@dataclass(frozen=True, slots=True)
+class MinCost(_QualityFloor):
+    """Cheapest plan with ``quality`` bound >= the target (default 0.9)."""
+
+    def objective(self, estimate: PlanEstimate) -> tuple[float, float, float]:
+        return _tiebreak(estimate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,25 +107,11 @@ class MaxQuality:
 
 
 @dataclass(frozen=True, slots=True)
-class MinLatency:
+class MinLatency(_QualityFloor):
     """Fastest plan with ``quality`` bound >= the target (default 0.9)."""
 
-    quality: float = 0.9
-
-    def __post_init__(self) -> None:
-        _check_quality(self.quality)
-
-    def feasible(self, estimate: PlanEstimate) -> bool:
-        return estimate.quality >= self.quality
-
-    def rank(self, estimates: Sequence[PlanEstimate]) -> list[int]:
-        def key(i: int) -> tuple[bool, float, float, float, float]:
-            e = estimates[i]
-            if self.feasible(e):
-                return (False, e.latency_s.value, e.dollars.value, e.latency_s.high, 0.0)
-            return (True, -e.quality, e.latency_s.value, e.dollars.value, 0.0)
-
-        return sorted(range(len(estimates)), key=key)
+    def objective(self, estimate: PlanEstimate) -> tuple[float, float, float]:
+        return (estimate.latency_s.value, estimate.dollars.value, estimate.latency_s.high)
 
 
 DEFAULT_POLICY = MinCost()

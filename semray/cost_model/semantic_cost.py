@@ -28,10 +28,12 @@ from semray.cost_model.cascade_cost import EMBEDDING_TIER, cascade_estimate
 from semray.cost_model.estimates import Interval, OperatorEstimate
 from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_estimate, register
 from semray.cost_model.statistics import statistics_key
-from semray.cost_model.tokens import PromptTokens, expected_output_tokens
+from semray.cost_model.tokens import PromptTokens, expected_output_tokens, question_of
 from semray.operators.base import Node
-from semray.operators.semantic import SemAgg, SemClassify, SemExtract, SemFilter, SemJoin, SemMap, SemSearch, SemTopK
+from semray.operators.plan import ROW_SEMANTIC
+from semray.operators.semantic import SemAgg, SemanticNode, SemJoin, SemSearch, SemTopK
 from semray.operators.templates import template_columns
+from semray.tasks import TaskKind
 
 ASSUMED_CELL_TOKENS = 100.0
 """Tokens assumed per referenced cell when nobody counted a sample (about 75 words)."""
@@ -57,8 +59,7 @@ def unmeasured_prompt_tokens(node: Node) -> Interval:
     if isinstance(node, SemSearch):
         fixed, cells = 0.0, 1
     else:
-        instruction = str(getattr(node, "instruction", ""))
-        columns = template_columns(instruction, type(node).__name__)
+        columns = template_columns(question_of(node).instruction, type(node).__name__)
         fixed, cells = float(PromptTokens().count(node, dict.fromkeys(columns, ""))), len(columns)
     return Interval(fixed + ASSUMED_CELL_TOKENS * cells, fixed, fixed + MAX_CELL_TOKENS * cells)
 
@@ -82,10 +83,10 @@ def completion_tokens(node: Node, context: EstimationContext) -> Interval:
     return found if found is not None else Interval.exact(expected_output_tokens(node))
 
 
-@register(SemFilter, SemMap, SemExtract, SemClassify, SemTopK)
+@register(*ROW_SEMANTIC, SemTopK)
 def row_wise_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: EstimationContext) -> OperatorEstimate:
     (rows,) = inputs
-    if isinstance(node, SemFilter):
+    if isinstance(node, SemanticNode) and node.row_wise and node.task_kind() == TaskKind.FILTER:
         rows_out = rows * context.selectivity(node)
     elif isinstance(node, SemTopK):
         rows_out = rows.minimum(float(node.k))

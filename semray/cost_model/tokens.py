@@ -1,8 +1,8 @@
 """Tokens per row of a semantic operator: the prompt exactly as the tier sends it, and the reply.
 
-Input tokens are counted on the real prompt: the operator's instruction rendered over the row
-(`semray.serving.prompts.render_prompt`), wrapped in the task prompt of its kind
-(`semray.serving.prompts.operators.build_request`), with the format instruction the tier adds
+Input tokens are counted on the real prompt: the request execution sends,
+`semray.serving.prompts.operators.row_request` of the operator's ``question()`` (its instruction
+rendered over the row, wrapped in the task prompt of its kind), with the format instruction the tier adds
 for a backend with native structured output, as a system + user chat. The count is the
 simulator's (`semray.serving.simulator.tokens.TokenCounter.count_chat`: MiniLM WordPiece
 tokens, +4 per message, +3 for the reply), so for simulated tiers it equals what is billed;
@@ -31,10 +31,11 @@ import numpy.typing as npt
 
 from semray.errors import SemrayError
 from semray.operators.base import Node
-from semray.operators.semantic import SemAgg, SemClassify, SemExtract, SemFilter, SemJoin, SemMap, SemSearch, SemTopK
-from semray.serving.prompts import format_instruction, render_prompt
-from semray.serving.prompts.operators import TaskKind, build_request
+from semray.operators.semantic import SemanticNode, SemSearch
+from semray.serving.prompts import format_instruction
+from semray.serving.prompts.operators import row_request
 from semray.serving.simulator.tokens import TokenCounter
+from semray.tasks import Question, TaskKind
 
 Row = Mapping[str, object]
 
@@ -48,21 +49,20 @@ class TokenEstimateError(SemrayError):
     """Tokens were asked of an operator that sends no prompt, or of no rows."""
 
 
+def question_of(node: Node) -> Question:
+    """The question an operator sends per row (``SemanticNode.question``: a SemJoin pair asks as a
+    filter, a SemTopK is priced as a score, a SemAgg as a free-text answer)."""
+    question = node.question() if isinstance(node, SemanticNode) else None
+    if question is None:
+        raise TokenEstimateError(
+            f"{node.op} sends no LLM prompt; its tokens are the embedded text, see embedding_tokens"
+        )
+    return question
+
+
 def task_kind(node: Node) -> TaskKind:
     """The prompt kind an operator is sent as (a SemJoin pair asks as a filter, a SemTopK as a score)."""
-    if isinstance(node, SemFilter | SemJoin):
-        return "filter"
-    if isinstance(node, SemMap):
-        return "score" if node.lo is not None else "map"
-    if isinstance(node, SemClassify):
-        return "classify"
-    if isinstance(node, SemExtract):
-        return "extract"
-    if isinstance(node, SemTopK):
-        return "score"
-    if isinstance(node, SemAgg):
-        return "map"
-    raise TokenEstimateError(f"{node.op} sends no LLM prompt; its tokens are the embedded text, see embedding_tokens")
+    return question_of(node).kind
 
 
 class PromptTokens:
@@ -75,19 +75,9 @@ class PromptTokens:
         self.counter = counter or TokenCounter()
 
     def messages(self, node: Node, row: Row) -> list[str]:
-        """The system and user messages the tier would send for ``row`` (no truncation)."""
-        kind = task_kind(node)
-        instruction = getattr(node, "instruction", "")
-        rendered = render_prompt(instruction, row, allow_non_string=True)
-        request = build_request(
-            kind,
-            rendered.text,
-            request_id="estimate",
-            choices=node.labels if isinstance(node, SemClassify) else (),
-            lo=_score_bound(node, "lo", 1.0),
-            hi=_score_bound(node, "hi", 10.0),
-            fields=tuple((field.name, field.type) for field in node.fields) if isinstance(node, SemExtract) else (),
-        )
+        """The system and user messages the tier would send for ``row`` (no truncation): the
+        request execution builds (`row_request`), with the format instruction the tier adds."""
+        request = row_request(question_of(node), row, request_id="estimate")
         extra = format_instruction(request.constraint, native_json=True, prompt=request.prompt)
         user = f"{request.prompt}\n\n{extra}" if extra else request.prompt
         return [text for text in (request.system, user) if text]
@@ -102,14 +92,6 @@ class PromptTokens:
         return self.counter.count(text)
 
 
-def _score_bound(node: Node, name: str, default: float) -> float | None:
-    if isinstance(node, SemMap):
-        return getattr(node, name) if node.lo is not None else None
-    if isinstance(node, SemTopK):
-        return default  # a top-k is priced as a 1-10 relevance score per row
-    return None
-
-
 def expected_output_tokens(node: Node, counter: TokenCounter | None = None) -> float:
     """Expected completion tokens per row: the bare answer a tier gives for this kind.
 
@@ -117,16 +99,18 @@ def expected_output_tokens(node: Node, counter: TokenCounter | None = None) -> f
     labels' mean token count; extract: the JSON object with `EXTRACT_VALUE_TOKENS` per value;
     map and SemAgg: `MAP_OUTPUT_TOKENS` (measure it with `count_answer_tokens` when it matters).
     """
-    if isinstance(node, SemFilter | SemJoin | SemTopK) or (isinstance(node, SemMap) and node.lo is not None):
-        return 1.0
     if isinstance(node, SemSearch):
         return 0.0
+    question = node.question() if isinstance(node, SemanticNode) else None
+    kind = None if question is None else question.kind
+    if kind in (TaskKind.FILTER, TaskKind.SCORE):
+        return 1.0
     tokens = counter or TokenCounter()
-    if isinstance(node, SemClassify):
-        return float(np.mean([max(tokens.count(label), 1) for label in node.labels]))
-    if isinstance(node, SemExtract):
-        skeleton = json.dumps({field.name: None for field in node.fields})
-        return tokens.count(skeleton) + EXTRACT_VALUE_TOKENS * len(node.fields)
+    if question is not None and kind == TaskKind.CLASSIFY:
+        return float(np.mean([max(tokens.count(label), 1) for label in question.choices]))
+    if question is not None and kind == TaskKind.EXTRACT:
+        skeleton = json.dumps({name: None for name, _ in question.fields})
+        return tokens.count(skeleton) + EXTRACT_VALUE_TOKENS * len(question.fields)
     return MAP_OUTPUT_TOKENS
 
 

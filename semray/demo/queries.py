@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from semray.api import Query, read_csv
 from semray.demo.corpus import generate, write
 from semray.demo.models import demo_serving
+from semray.query import Query
+from semray.readers import read_csv
 from semray.serving.profiles import resolve_serving
 from semray.settings import Settings
 

@@ -35,8 +35,9 @@ def locate(error: ValidationError) -> tuple[tuple[str, ...], str]:
 class Node(BaseModel):
     """A logical operator. Children are fields; derived facts are cached properties.
 
-    Subclasses declare capabilities as class variables so that rules ask
-    ``node.calls_llm`` instead of testing concrete classes.
+    Subclasses declare capabilities as class variables (and ``columns_read``, ``drops_rows_only``
+    as methods) so that rules ask ``node.calls_llm`` instead of testing concrete classes; the
+    semantic operators declare theirs on ``semray.operators.semantic.SemanticNode``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -44,9 +45,14 @@ class Node(BaseModel):
     op: str
     child_fields: ClassVar[tuple[str, ...]] = ()
     calls_llm: ClassVar[bool] = False
+    """Sends prompts to a language model tier (small or large)."""
+    calls_model: ClassVar[bool] = False
+    """Calls any model tier: a language model, or the embedding tier (SemSearch)."""
     row_preserving: ClassVar[bool] = False
     """Each input row yields exactly one output row with the same row id."""
     deterministic: ClassVar[bool] = True
+    """The same input gives the same output (a model's answers are cached and journaled per
+    prompt, so a semantic operator asked the same question of the same row answers the same)."""
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -106,6 +112,11 @@ class Node(BaseModel):
     def columns_read(self) -> frozenset[str]:
         """Input columns this operator reads (not the ones it passes through)."""
         return frozenset()
+
+    def drops_rows_only(self) -> bool:
+        """Whether the output is a subset of the first input's rows, unchanged and in the same
+        columns (a ``Filter``, a ``SemFilter`` without diagnostics, a semi or anti join)."""
+        return False
 
     def label(self) -> str:
         """One line describing this node for EXPLAIN, e.g. ``Filter rating >= 4``."""

@@ -33,7 +33,7 @@ from semray.errors import PlanError
 from semray.operators.base import Node, NodeArgumentError, walk
 from semray.operators.relational import Frozen, Unary
 from semray.operators.schema import Column, Schema
-from semray.operators.semantic import SQL_TYPES, ExtractField
+from semray.operators.semantic import SQL_TYPES, ExtractField, SemanticNode
 from semray.operators.templates import check_template, template_columns
 
 FUNCTION_NAME = "transform"
@@ -71,10 +71,13 @@ class SandboxLimits(Frozen):
     wall_s: float = Field(default=30.0, gt=0.0, le=3600.0)
 
 
-class SemCode(Unary):
+class SemCode(Unary, SemanticNode):
     """Add typed columns computed by a Python function over batches, in a sandbox."""
 
     op: Literal["sem_code"] = "sem_code"
+    calls_llm: ClassVar[bool] = False
+    """Only at plan time, to write the function once; the run calls no model."""
+    calls_model: ClassVar[bool] = False
     row_preserving: ClassVar[bool] = True
     instruction: str
     """What the function computes, with ``{column}`` references to input columns."""
@@ -95,6 +98,9 @@ class SemCode(Unary):
     sample_rows: int = Field(default=20, ge=1, le=1000, strict=True)
     """Input rows the generated function is validated on."""
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
+    replaces: str | None = None
+    """The per-row operator this function stands in for (its label), when the optimizer chose the
+    function over it (``planner/rules/prefer_validated_code.py``); EXPLAIN names it."""
 
     @model_validator(mode="before")
     @classmethod
@@ -175,15 +181,25 @@ class SemCode(Unary):
         """(column, semray value type) of each output, e.g. ``(("day", "date"),)``."""
         return tuple((field.name, field.type) for field in self.outputs)
 
+    def question(self) -> None:
+        return None  # the function is asked for once, at plan time (serving/prompts/code.py)
+
+    def resolved_tier(self) -> str:
+        """``"none"`` once it has its code (it runs sandboxed, CPU only); the large tier writes it before."""
+        return "none" if self.committed else "large"
+
     def label(self) -> str:
         outputs = ", ".join(f"{field.name}: {field.type}" for field in self.outputs)
         if self.code_sha256 is None:
             state = "no code yet: the large tier writes and validates it at plan time"
         else:
             by = "validated" + (f", agreement {self.agreement:.2f}" if self.agreement is not None else "")
+            if self.agreement is not None and self.min_agreement is not None:
+                by += f" >= target {self.min_agreement:.2f}"
             who = "user code" if self.origin == "user" else f"generated, {by}"
             state = f"code {self.code_sha256[:12]} ({who}); runs sandboxed, CPU only"
-        return f"SemCode [{state}] {self.instruction!r} -> {outputs}"
+        chosen = f" instead of per-row {self.replaces}" if self.replaces else ""
+        return f"SemCode [{state}] {self.instruction!r} -> {outputs}{chosen}"
 
 
 def check_code(code: str) -> None:

@@ -6,13 +6,29 @@ from typing import Annotated
 
 from pydantic import Field
 
+from semray.operators.base import Node
 from semray.operators.code import SemCode
 from semray.operators.relational import Aggregate, Distinct, Filter, Join, Limit, Project, Scan, Sort, Union
-from semray.operators.semantic import SemAgg, SemClassify, SemExtract, SemFilter, SemJoin, SemMap, SemSearch, SemTopK
+from semray.operators.semantic import (
+    SemAgg,
+    Semantic,
+    SemClassify,
+    SemExtract,
+    SemFilter,
+    SemJoin,
+    SemMap,
+    SemSearch,
+    SemTopK,
+)
 
 RELATIONAL = (Scan, Filter, Project, Join, Aggregate, Union, Sort, Limit, Distinct)
 SEMANTIC = (SemFilter, SemMap, SemExtract, SemClassify, SemJoin, SemTopK, SemAgg, SemSearch, SemCode)
 OPERATORS = RELATIONAL + SEMANTIC
+ROW_SEMANTIC: tuple[type[Node], ...] = tuple(
+    node for node in SEMANTIC if issubclass(node, Semantic) and node.row_wise and node.calls_llm
+)
+"""The semantic operators that ask a language model about each row on its own (``is_row_semantic``):
+SemFilter, SemMap, SemExtract, SemClassify. Lowering and the cost model take them from here."""
 
 PlanNode = Annotated[
     Scan

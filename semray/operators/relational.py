@@ -17,7 +17,7 @@ from semray.operators.expressions import (
     parse_expression,
     referenced_columns,
 )
-from semray.operators.schema import ROW_ID, Column, Schema
+from semray.operators.schema import ROW_ID, Column, Schema, right_names
 
 if TYPE_CHECKING:
     from semray.operators.plan import PlanNode
@@ -116,6 +116,9 @@ class Filter(Unary):
     def columns_read(self) -> frozenset[str]:
         return frozenset(referenced_columns(parse_expression(self.predicate, "Filter")))
 
+    def drops_rows_only(self) -> bool:
+        return True
+
     def label(self) -> str:
         return f"Filter {self.predicate}"
 
@@ -182,6 +185,9 @@ class Join(Node):
             + tuple(Column(name=self.right_names[c.name], type=c.type) for c in right.user_columns())
         )
 
+    def drops_rows_only(self) -> bool:
+        return self.kind in ("semi", "anti")
+
     @property
     def keys(self) -> tuple[tuple[tuple[str, str], ...], str | None]:
         return equi_join_keys(self.on)
@@ -189,15 +195,7 @@ class Join(Node):
     @property
     def right_names(self) -> dict[str, str]:
         """Output name of each right column (clashes with the left get ``_right``)."""
-        taken = set(self.left.output_schema.names)
-        names: dict[str, str] = {}
-        for column in self.right.output_schema.user_columns():
-            name = column.name
-            while name in taken:
-                name += "_right"
-            taken.add(name)
-            names[column.name] = name
-        return names
+        return right_names(self.left.output_schema, self.right.output_schema)
 
     def columns_read(self) -> frozenset[str]:
         return frozenset(referenced_columns(parse_expression(self.on, "Join")))

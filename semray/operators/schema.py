@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
 from semray.errors import ColumnNotFoundError, PlanError, suggest
+from semray.sql_quoting import quote_identifier
 
 ROW_ID = "_rowid"
 """Name of the stable row-id column that every operator carries."""
@@ -216,6 +217,22 @@ def to_arrow_schema(schema: Schema) -> pa.Schema:
     return duckdb.connect().sql(f"SELECT {select} LIMIT 0").to_arrow_table().schema
 
 
-def quote(name: str) -> str:
-    """Quote an identifier for DuckDB SQL."""
-    return '"' + name.replace('"', '""') + '"'
+def right_names(left: Schema, right: Schema) -> dict[str, str]:
+    """Output name of each right user column after a join: a clash with the left gets ``_right``.
+
+    Used by Join, SemJoin, the SQL front end and the pair lowering, so every join names its
+    columns alike.
+    """
+    taken = set(left.names)
+    names: dict[str, str] = {}
+    for column in right.user_columns():
+        name = column.name
+        while name in taken:
+            name += "_right"
+        taken.add(name)
+        names[column.name] = name
+    return names
+
+
+quote = quote_identifier
+"""Quote an identifier for DuckDB SQL (the one rule, in ``semray/sql_quoting.py``)."""

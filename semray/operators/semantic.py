@@ -7,8 +7,9 @@ Their execution comes from later work; here they build, serialize and EXPLAIN.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeGuard
 
 from pydantic import AfterValidator, Field, StrictFloat, ValidationError
 from pydantic_core import PydanticCustomError
@@ -16,8 +17,9 @@ from pydantic_core import PydanticCustomError
 from semray.errors import PlanError
 from semray.operators.base import Node, NodeArgumentError
 from semray.operators.relational import ROW_ID_COLUMN, Frozen, Unary
-from semray.operators.schema import Column, Schema, argument_error
+from semray.operators.schema import Column, Schema, argument_error, right_names
 from semray.operators.templates import check_template, split_side, template_columns
+from semray.tasks import Question, TaskKind
 
 if TYPE_CHECKING:
     from semray.operators.plan import PlanNode
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
 Tier = Literal["auto", "cascade", "embedding", "small", "large"]
 """``auto`` runs on the large tier unless a quality target asks for a cascade; ``cascade`` routes
 each row to the cheapest tier that can decide it (embedding, then small, then large)."""
+AUTO_TIER = "large"
+"""What ``tier="auto"`` runs on when no quality target asks for a cascade."""
 ValueType = Literal["text", "int", "float", "bool", "date"]
 DIAGNOSTIC_COLUMNS = (
     Column(name="_tier", type="VARCHAR"),
@@ -107,13 +111,51 @@ class QualityTarget(Frozen):
         )
 
 
-CASCADE_KINDS = ("SemFilter", "SemClassify", "SemMap")
-
-
-class Semantic(Unary):
-    """A semantic operator over one input, driven by an instruction template."""
+class SemanticNode(Node):
+    """The base of every semantic operator, over one input or two (SemJoin): what it asks a model
+    (``question``, hence ``task_kind``), what a cascade would route it as (``cascade_kind``), the
+    tier it runs on (``resolved_tier``), the columns it adds (``output_types``), and the
+    capabilities rules ask about: ``calls_llm`` and ``calls_model``, ``row_wise``,
+    ``row_preserving``, ``deterministic`` (class variables), ``drops_rows_only()`` and
+    ``columns_read()``. Lowering, token estimates and rules read these instead of testing classes.
+    """
 
     calls_llm: ClassVar[bool] = True
+    calls_model: ClassVar[bool] = True
+    row_wise: ClassVar[bool] = False
+    """Answers each input row on its own with one model call (filter, map, extract, classify):
+    it lowers to a per-batch actor stage, may add diagnostics columns, cascade, and run in the
+    growing round trips under a LIMIT."""
+
+    @abstractmethod
+    def question(self) -> Question | None:
+        """What it asks of each input row (a SemJoin: of each pair; a SemTopK and a SemAgg: what
+        they are priced as per row), or None when it sends no prompt (SemSearch, SemCode)."""
+
+    def task_kind(self) -> TaskKind | None:
+        """The kind of its ``question``: ``SemFilter(...).task_kind() == TaskKind.FILTER``."""
+        question = self.question()
+        return None if question is None else question.kind
+
+    def cascade_kind(self) -> TaskKind | None:
+        """What the cascade router would route it as, or None when it cannot cascade."""
+        return None
+
+    @abstractmethod
+    def resolved_tier(self) -> str:
+        """The tier it runs on as lowering resolves ``tier``: ``"cascade"`` for a cascade whose
+        target can be certified, the large tier for ``"auto"``, else its own tier."""
+
+    def output_types(self) -> tuple[tuple[str, str], ...]:
+        """(column, semray value type) it adds to each row, e.g. ``(("label", "text"),)``."""
+        return ()
+
+
+class Semantic(Unary, SemanticNode):
+    """A semantic operator over one input, driven by an instruction template."""
+
+    cascadable: ClassVar[bool] = False
+    """Its question may run as a cascade (when its kind is one the router routes)."""
     instruction: str
     tier: Tier = "auto"
     on_error: Literal["fail", "skip", "default"] = "default"
@@ -122,6 +164,19 @@ class Semantic(Unary):
     """Add ``_tier``, ``_confidence`` and ``_error`` columns (row-wise operators only)."""
     quality: QualityTarget | None = None
     """A cascade's target; setting it on a ``tier="auto"`` operator asks for a cascade."""
+
+    @abstractmethod
+    def question(self) -> Question:
+        """What it asks of each input row (a SemTopK and a SemAgg: what they are priced as per row)."""
+
+    def cascade_kind(self) -> TaskKind | None:
+        kind = self.task_kind()
+        return kind if self.cascadable and kind is not None and kind.cascades else None
+
+    def resolved_tier(self) -> str:
+        if self.cascades() is not None:
+            return "cascade"
+        return AUTO_TIER if self.tier == "auto" else self.tier
 
     def cascade_target(self) -> QualityTarget | None:
         """The target this operator asks a cascade for, or None when it runs on one tier."""
@@ -149,12 +204,13 @@ class Semantic(Unary):
         if target is None:
             return
         name = type(self).__name__
-        if name not in CASCADE_KINDS or (isinstance(self, SemMap) and self.lo is None):
+        kind = self.cascade_kind()
+        if kind is None:
             raise PlanError(
                 f"{name}: a cascade routes filters, classifications and scores; "
                 "run this operator on one tier (tier='large' or 'small')"
             )
-        if target.metric != "accuracy" and name != "SemFilter":
+        if target.metric != "accuracy" and kind != TaskKind.FILTER:
             raise PlanError(f"{name}: {target.metric} targets are for filters; use metric='accuracy'")
         shortfall = self.quality_shortfall()
         if target.strict and shortfall is not None:
@@ -199,6 +255,13 @@ class SemFilter(Semantic):
     """Keep rows for which the instruction holds: ``SemFilter(input=s, instruction="{review} is positive")``."""
 
     op: Literal["sem_filter"] = "sem_filter"
+    cascadable: ClassVar[bool] = True
+
+    def question(self) -> Question:
+        return Question(TaskKind.FILTER, self.instruction)
+
+    def drops_rows_only(self) -> bool:
+        return not self.diagnostics
 
     def derive_schema(self) -> Schema:
         self.template_columns()
@@ -211,10 +274,19 @@ class SemMap(Semantic):
 
     op: Literal["sem_map"] = "sem_map"
     row_preserving: ClassVar[bool] = True
+    cascadable: ClassVar[bool] = True
     output: OutputName
     output_type: ValueType = "text"
     lo: StrictFloat | None = None
     hi: StrictFloat | None = None
+
+    def question(self) -> Question:
+        if self.lo is None:
+            return Question(TaskKind.MAP, self.instruction)
+        return Question(TaskKind.SCORE, self.instruction, lo=self.lo, hi=self.hi)
+
+    def output_types(self) -> tuple[tuple[str, str], ...]:
+        return ((self.output, self.output_type),)
 
     def derive_schema(self) -> Schema:
         self.template_columns()
@@ -249,6 +321,12 @@ class SemExtract(Semantic):
     row_preserving: ClassVar[bool] = True
     fields: tuple[ExtractField, ...]
 
+    def question(self) -> Question:
+        return Question(TaskKind.EXTRACT, self.instruction, fields=self.output_types())
+
+    def output_types(self) -> tuple[tuple[str, str], ...]:
+        return tuple((field.name, field.type) for field in self.fields)
+
     def derive_schema(self) -> Schema:
         self.template_columns()
         self.check_quality()
@@ -263,8 +341,15 @@ class SemClassify(Semantic):
 
     op: Literal["sem_classify"] = "sem_classify"
     row_preserving: ClassVar[bool] = True
+    cascadable: ClassVar[bool] = True
     labels: tuple[str, ...]
     output: OutputName = "label"
+
+    def question(self) -> Question:
+        return Question(TaskKind.CLASSIFY, self.instruction, choices=self.labels)
+
+    def output_types(self) -> tuple[tuple[str, str], ...]:
+        return ((self.output, "text"),)
 
     def derive_schema(self) -> Schema:
         self.template_columns()
@@ -287,6 +372,14 @@ class SemTopK(Semantic):
     k: int = Field(ge=1, strict=True)
     output: OutputName = "rank"
 
+    def question(self) -> Question:
+        """Priced as a 1 to 10 relevance score per row; it runs as pairwise comparisons
+        (``serving/prompts/set_ops.py``)."""
+        return Question(TaskKind.SCORE, self.instruction, lo=TOPK_SCALE[0], hi=TOPK_SCALE[1])
+
+    def resolved_tier(self) -> str:
+        return set_tier(self.tier)
+
     def derive_schema(self) -> Schema:
         self.template_columns()
         self.check_quality()
@@ -301,6 +394,13 @@ class SemAgg(Semantic):
     row_wise: ClassVar[bool] = False
     keys: tuple[str, ...] = ()
     output: OutputName = "answer"
+
+    def question(self) -> Question:
+        """Priced as a free-text answer; it runs over packed groups of rows (``serving/prompts/set_ops.py``)."""
+        return Question(TaskKind.MAP, self.instruction)
+
+    def resolved_tier(self) -> str:
+        return set_tier(self.tier)
 
     def derive_schema(self) -> Schema:
         self.template_columns()
@@ -317,10 +417,11 @@ class SemAgg(Semantic):
         return super().columns_read() | frozenset(self.keys)
 
 
-class SemSearch(Unary):
+class SemSearch(Unary, SemanticNode):
     """Retrieve the k rows of ``column`` nearest to a query by vectors, full text or both."""
 
     op: Literal["sem_search"] = "sem_search"
+    calls_llm: ClassVar[bool] = False
     column: str
     query: str
     k: int = Field(ge=1, strict=True)
@@ -343,12 +444,20 @@ class SemSearch(Unary):
     def label(self) -> str:
         return f"SemSearch {self.mode} {self.column} ~ {self.query!r} k={self.k}"
 
+    def question(self) -> None:
+        return None  # it embeds its column (and the query); no prompt
 
-class SemJoin(Node):
+    def resolved_tier(self) -> str:
+        return "embedding"
+
+    def output_types(self) -> tuple[tuple[str, str], ...]:
+        return ((self.output, "float"),)
+
+
+class SemJoin(SemanticNode):
     """Pairs of rows for which an instruction over ``{l.col}`` and ``{r.col}`` holds."""
 
     op: Literal["sem_join"] = "sem_join"
-    calls_llm: ClassVar[bool] = True
     child_fields: ClassVar[tuple[str, ...]] = ("left", "right")
     left: PlanNode
     right: PlanNode
@@ -364,22 +473,42 @@ class SemJoin(Node):
             schema.require([referenced], f"SemJoin instruction ({'left' if side == 'l' else 'right'} input)")
         if {side for side, _ in sides} != {"l", "r"}:
             raise PlanError("SemJoin: the instruction must reference both sides, e.g. {l.review} and {r.review}")
-        left = self.left.output_schema
-        taken = set(left.names)
-        right_columns = []
-        for column in self.right.output_schema.user_columns():
-            name = column.name
-            while name in taken:
-                name += "_right"
-            taken.add(name)
-            right_columns.append(Column(name=name, type=column.type))
-        return Schema(columns=left.columns + tuple(right_columns))
+        left, right = self.left.output_schema, self.right.output_schema
+        names = right_names(left, right)
+        right_columns = tuple(Column(name=names[column.name], type=column.type) for column in right.user_columns())
+        return Schema(columns=left.columns + right_columns)
 
     def columns_read(self) -> frozenset[str]:
         return frozenset(split_side(r, "SemJoin")[1] for r in template_columns(self.instruction, "SemJoin"))
 
     def label(self) -> str:
         return f"SemJoin[{self.implementation}] {self.instruction!r}"
+
+    def question(self) -> Question:
+        """Each pair is asked as a filter over ``{l.col}`` and ``{r.col}``."""
+        return Question(TaskKind.FILTER, self.instruction)
+
+    def resolved_tier(self) -> str:
+        return set_tier(self.tier)
+
+
+TOPK_SCALE = (1.0, 10.0)
+"""The relevance scale a SemTopK is priced as, per row."""
+
+
+def set_tier(tier: str) -> str:
+    """The tier a join, top-k or aggregation calls: small or large (auto and cascade run on large).
+
+    >>> set_tier("auto"), set_tier("small")
+    ('large', 'small')
+    """
+    return tier if tier in ("small", "large") else AUTO_TIER
+
+
+def is_row_semantic(node: Node) -> TypeGuard[Semantic]:
+    """A semantic operator over one input that asks a language model about each row on its own
+    (SemFilter, SemMap, SemExtract, SemClassify): capabilities ``row_wise`` and ``calls_llm``."""
+    return isinstance(node, Semantic) and node.row_wise and node.calls_llm
 
 
 def check_score_range(lo: float, hi: float) -> None:
@@ -436,11 +565,12 @@ def with_quality(plan: Node, target: QualityTarget) -> Node:
     from semray.operators.base import transform
 
     def give(node: Node) -> Node:
-        if not isinstance(node, (SemFilter, SemClassify, SemMap)) or node.tier != "auto" or node.quality is not None:
+        if not isinstance(node, Semantic) or node.tier != "auto" or node.quality is not None:
             return node
-        if isinstance(node, SemMap) and node.lo is None:
-            return node  # free text has no cascade; it keeps running on the large tier
-        own = target if isinstance(node, SemFilter) else target.model_copy(update={"metric": "accuracy"})
+        kind = node.cascade_kind()
+        if kind is None:
+            return node  # free text, extraction, top-k, aggregation: no cascade; they keep their tier
+        own = target if kind == TaskKind.FILTER else target.model_copy(update={"metric": "accuracy"})
         fields = {name: getattr(node, name) for name in type(node).model_fields}
         return type(node).model_validate({**fields, "quality": own})
 

@@ -1,4 +1,4 @@
-"""Ray Data execution of a cascade stage: score, calibrate, route (serving/router.py decides).
+"""Ray Data execution of a cascade stage: score, calibrate, route (cost_model/cascade_routes.py decides).
 
 Three passes over the stage's input, each an actor pool:
 
@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import ray
 import ray.data as rd
 
+from semray.cost_model import cascade_routes as router
 from semray.errors import LoweringError
 from semray.log import get_logger
 from semray.operators.schema import ROW_ID
@@ -36,8 +37,8 @@ from semray.operators.templates import template_columns
 from semray.pipeline.metering import named_udf, operator_name
 from semray.pipeline.spec import CascadeStage, SemanticTask, Stage
 from semray.pipeline.udfs import CONFIDENCE, ERROR, KEEP, TIER, SemanticBatchUDF
-from semray.serving import router
 from semray.serving.deployments import TierHandles
+from semray.tasks import TaskKind
 from semray.transactions import BatchLedger
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def build_cascade(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     tiers = context.tiers
     task = stage.task
     target = router.Target(
-        kind=task.kind,  # type: ignore[arg-type]  # the plan checks cascades are filters, classifications or scores
+        kind=task.kind,  # the plan checks that cascades are filters, classifications or scores
         metric=stage.metric,
         level=stage.level,
         delta=stage.delta,
@@ -73,7 +74,7 @@ def build_cascade(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     pool = _pool(stage, context)
     name = operator_name(task)  # its passes on the dashboard: "SemFilter[...] embedding proxy", ...
     instruction = tiers.embed([router.instruction_text(task.instruction)])[0]
-    labels = tiers.embed(list(task.choices)) if task.kind == "classify" else None
+    labels = tiers.embed(list(task.choices)) if task.kind == TaskKind.CLASSIFY else None
     proxied = upstream.map_batches(
         named_udf(ProxyUDF, f"{name} embedding proxy"), fn_constructor_args=(task, tiers, instruction, labels), **pool
     ).materialize()
@@ -95,7 +96,7 @@ def build_cascade(stage: Stage, context: ExecutionContext) -> rd.Dataset:
             [float(a is not None and a == b) for a, b in zip(proxy_keys, of_rows, strict=True)]
         )
         route = router.route_embedding(target, proxy, design, large_yes, proxy_correct)
-        if task.kind == "filter":
+        if task.kind == TaskKind.FILTER:
             kept = router.selectivity(design, large_yes)
             log.info(
                 "cascade_selectivity",
@@ -185,7 +186,7 @@ def _answer_in_chunks(udf: SemanticBatchUDF, rows: pa.Table, chunk: int) -> pa.T
 def answer_keys(answers: pa.Table, task: SemanticTask) -> list[str | None]:
     """Comparable text of each answer (None for a failed row): "true"/"false", a label, a score."""
     errors = answers.column(ERROR).to_pylist()
-    if task.kind == "filter":
+    if task.kind == TaskKind.FILTER:
         values: list[Any] = answers.column(KEEP).to_pylist()
         texts = [None if value is None else ("true" if value else "false") for value in values]
     else:
@@ -195,7 +196,7 @@ def answer_keys(answers: pa.Table, task: SemanticTask) -> list[str | None]:
 
 
 def _proxy_key(task: SemanticTask, label: int) -> str | None:
-    return task.choices[label] if task.kind == "classify" and label >= 0 else None
+    return task.choices[label] if task.kind == TaskKind.CLASSIFY and label >= 0 else None
 
 
 def _journal_route(
@@ -248,7 +249,7 @@ class ProxyUDF:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         n = batch.num_rows
-        if n == 0 or self.task.kind == "score":
+        if n == 0 or self.task.kind == TaskKind.SCORE:
             return batch.append_column(PROXY, pa.array(np.zeros(n))).append_column(
                 PROXY_LABEL, pa.array(np.full(n, -1))
             )
@@ -332,7 +333,7 @@ class FinalUDF:
             CONFIDENCE: pa.array(proxy, pa.float64()),
         }
         task = self.large.task
-        if task.kind == "filter":
+        if task.kind == TaskKind.FILTER:
             columns[KEEP] = pa.array(self.route.embedding_answer(proxy), pa.bool_())
         else:
             ((name, _),) = task.outputs

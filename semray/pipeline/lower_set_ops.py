@@ -18,7 +18,7 @@ import string
 from collections.abc import Callable
 
 from semray.operators.base import Node
-from semray.operators.schema import ROW_ID, quote
+from semray.operators.schema import ROW_ID, quote, right_names
 from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
 from semray.operators.templates import split_side, template_columns
 from semray.pipeline.lower_semantic import operator_key
@@ -27,6 +27,7 @@ from semray.pipeline.sizing import estimate_rows
 from semray.pipeline.spec import BroadcastJoinStage, SemanticStage, SemanticTask, Stage
 from semray.serving.prompts.set_ops import pair_template, plain_question, side_template
 from semray.settings import Settings
+from semray.tasks import TaskKind
 
 NESTED_MAX_PAIRS = 20_000
 """``implementation="auto"``: pairs (estimated) up to which every pair is judged."""
@@ -76,10 +77,7 @@ def _record_template(columns: list[str]) -> str:
 
 def _renames(node: SemJoin) -> dict[str, str]:
     """Right input column -> its name in the join output (``_right`` added on clashes)."""
-    left_count = len(node.left.output_schema.columns)
-    renamed = node.output_schema.columns[left_count:]
-    right = node.right.output_schema.user_columns()
-    return {old.name: new.name for old, new in zip(right, renamed, strict=True)}
+    return right_names(node.left.output_schema, node.right.output_schema)
 
 
 def _pair_sql(node: SemJoin, on: str) -> str:
@@ -95,7 +93,7 @@ def _typed(node: Node, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
 
 def _verify(node: SemJoin, pairs: Stage, settings: Settings) -> Stage:
     task = SemanticTask(
-        kind="filter", instruction=pair_template(node.instruction, _renames(node)), tier=llm_tier(node.tier)
+        kind=TaskKind.FILTER, instruction=pair_template(node.instruction, _renames(node)), tier=llm_tier(node.tier)
     )
     return SemanticStage(
         task=task,
@@ -110,7 +108,7 @@ def _embed(node: Node, template: str, settings: Settings, role: str) -> EmbedSta
     from semray.pipeline.lower import lower
 
     return EmbedStage(
-        task=SemanticTask(kind="map", instruction=template, tier="embedding"),
+        task=SemanticTask(kind=TaskKind.MAP, instruction=template, tier="embedding"),
         operator_key=_key(node, role),
         batch_rows=EMBED_BATCH_ROWS,
         actors=EMBED_ACTORS,
@@ -147,7 +145,7 @@ def lower_factorized_join(node: SemJoin, settings: Settings) -> Stage:
 
     def keyed(side: str, child: Node) -> Stage:
         task = SemanticTask(
-            kind="map",
+            kind=TaskKind.MAP,
             instruction=side_template(node.instruction, side),
             tier=llm_tier(node.tier),
             outputs=((FACTOR_KEY, "text"),),
@@ -191,7 +189,7 @@ def lower_sem_topk(node: Node, settings: Settings) -> Stage:
     assert isinstance(node, SemTopK)
     template = _template_of(node.instruction)
     return TopKStage(
-        task=SemanticTask(kind="filter", instruction=node.instruction, tier=llm_tier(node.tier)),
+        task=SemanticTask(kind=TaskKind.FILTER, instruction=node.instruction, tier=llm_tier(node.tier)),
         operator_key=_key(node, "topk"),
         batch_rows=settings.semantic_batch_size,
         actors=1,
@@ -210,7 +208,7 @@ def lower_sem_agg(node: Node, settings: Settings) -> Stage:
 
     assert isinstance(node, SemAgg)
     return AggStage(
-        task=SemanticTask(kind="map", instruction=node.instruction, tier=llm_tier(node.tier)),
+        task=SemanticTask(kind=TaskKind.MAP, instruction=node.instruction, tier=llm_tier(node.tier)),
         operator_key=_key(node, "agg"),
         batch_rows=settings.semantic_batch_size,
         actors=1,

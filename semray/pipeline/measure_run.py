@@ -44,25 +44,27 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from semray.cost_model.cascade_cost import SMALL_TIER, CascadeKind, cascade_kind
+from semray.cost_model import cascade_routes as router
+from semray.cost_model.cascade_cost import SMALL_TIER, cascade_kind
 from semray.cost_model.cascade_shares import CascadePool
 from semray.cost_model.estimates import Interval
 from semray.cost_model.measure import Measurement, OperatorMeasurement, measure_statistics, similarity_scores
 from semray.cost_model.relational import measure_source_filters
 from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.tokens import question_of
 from semray.errors import PlanError
 from semray.log import get_logger
 from semray.operators.base import Node, walk
 from semray.operators.relational import Project, Scan
 from semray.operators.schema import ROW_ID
-from semray.operators.semantic import SemFilter
+from semray.operators.semantic import SemanticNode, is_row_semantic
 from semray.operators.templates import template_columns
 from semray.pipeline.cascade import PROXY, PROXY_LABEL, ProxyUDF
-from semray.pipeline.lower_semantic import TASKS, semantic_task
+from semray.pipeline.lower_semantic import semantic_task
 from semray.pipeline.spec import estimation_key
 from semray.pipeline.udfs import CONFIDENCE, ERROR, KEEP, SemanticBatchUDF
-from semray.serving import router
 from semray.settings import Settings
+from semray.tasks import TaskKind
 from semray.transactions import BatchLedger, LLMUsage
 
 log = get_logger(__name__)
@@ -191,16 +193,20 @@ def measurable_chains(plan: Node) -> tuple[tuple[Node, ...], ...]:
 
 
 def _chain_ending_at(node: Node) -> tuple[Node, ...] | None:
-    if type(node) not in TASKS:
+    if not is_row_semantic(node):
         return None
     (below,) = node.children
     if _relational(below):
         return (node,)
-    if isinstance(below, SemFilter):
+    if _semantic_filter(below):
         chain = _chain_ending_at(below)
-        if chain is not None and all(isinstance(link, SemFilter) for link in chain):
+        if chain is not None and all(_semantic_filter(link) for link in chain):
             return (*chain, node)
     return None
+
+
+def _semantic_filter(node: Node) -> bool:
+    return is_row_semantic(node) and isinstance(node, SemanticNode) and node.task_kind() == TaskKind.FILTER
 
 
 def _relational(node: Node) -> bool:
@@ -319,9 +325,9 @@ def answer_values(answers: pa.Table, kind: str, outputs: tuple[str, ...], ids: S
     for row in answers.to_pylist():
         if row[ERROR] is not None:
             value: object = None
-        elif kind == "filter":
+        elif kind == TaskKind.FILTER:
             value = row[KEEP]
-        elif kind == "extract":
+        elif kind == TaskKind.EXTRACT:
             value = {name: row[name] for name in outputs}
         else:
             value = row[outputs[0]]
@@ -336,7 +342,7 @@ class EmbeddingProxy:
         self.tiers = tiers
 
     def __call__(self, node: Node, rows: Sequence[Row]) -> npt.NDArray[np.float64]:
-        instruction = str(getattr(node, "instruction", ""))
+        instruction = question_of(node).instruction
         columns = template_columns(instruction, node.label())
         texts = [
             " ".join("" if row.get(column) is None else str(row.get(column)) for column in columns) for row in rows
@@ -422,7 +428,7 @@ def cascade_pools(
 
 def _pool(
     measured: OperatorMeasurement,
-    kind: CascadeKind,
+    kind: TaskKind,
     ids: list[str],
     weights: Mapping[str, float],
     presample: Presample,
@@ -433,7 +439,7 @@ def _pool(
     wanted = pa.array(ids, pa.string())
     rows = presample.table.filter(pc.is_in(presample.table.column(ROW_ID).cast(pa.string()), wanted))
     instruction = tiers.embed([router.instruction_text(task.instruction)])[0]
-    labels = tiers.embed(list(task.choices)) if kind == "classify" else None
+    labels = tiers.embed(list(task.choices)) if kind == TaskKind.CLASSIFY else None
     proxied = ProxyUDF(task, tiers, instruction, labels)(rows)  # exactly what the cascade computes
     position = {str(row_id): index for index, row_id in enumerate(proxied.column(ROW_ID).to_pylist())}
     order = [position[row_id] for row_id in ids]
@@ -450,7 +456,7 @@ def _pool(
         small_confidence=confidence,
         weights=tuple(row_weights),
         proxy_answers=tuple(task.choices[int(label)] if label >= 0 else None for label in nearest)
-        if kind == "classify"
+        if kind == TaskKind.CLASSIFY
         else None,
         # Self-normalised: the weights' total over every labelled row stands for the whole pre-sample.
         population=round(presample.table.num_rows * sum(row_weights) / max(sum(weights.values()), 1e-12)),

@@ -32,13 +32,20 @@ from semray.pipeline.set_spec import AggStage, EmbedStage, TopKStage
 from semray.pipeline.spec import CascadeStage, SemanticStage, SemanticTask, Stage
 from semray.serving.contract import ModelResponse
 from semray.serving.usage import UsageTotals
+from semray.tasks import TaskKind
 from semray.transactions import LLMUsage
 from semray.transactions.records import BatchCommitted, BatchRefused, Record, RunStarted
 
 NO_RUN = "-"
 """The run tag of work outside a journaled run (a UDF driven by hand, tests)."""
 
-OPERATOR_NAMES = {"filter": "SemFilter", "map": "SemMap", "score": "SemMap", "classify": "SemClassify"}
+OPERATOR_NAMES = {
+    TaskKind.FILTER: "SemFilter",
+    TaskKind.MAP: "SemMap",
+    TaskKind.SCORE: "SemMap",
+    TaskKind.CLASSIFY: "SemClassify",
+    TaskKind.EXTRACT: "SemExtract",
+}
 NAME_CHARS = 60
 
 

@@ -11,9 +11,10 @@ import math
 
 from semray.operators.base import Node
 from semray.operators.relational import Filter, Join, Limit, Project, Scan, SourceSpec, Union
-from semray.operators.semantic import Semantic, SemClassify, SemExtract, SemFilter, SemMap
+from semray.operators.semantic import Semantic, is_row_semantic
 from semray.settings import Settings
 from semray.sources import open_source
+from semray.tasks import TaskKind
 
 
 def estimate_rows(node: Node) -> int | None:
@@ -91,7 +92,7 @@ def limit_first_rows(limit: Limit) -> int | None:
             target = node.cascades()
             if target is not None:
                 labels = min(labels, target.labels)
-            if isinstance(node, SemFilter):
+            if node.task_kind() == TaskKind.FILTER:
                 selectivity *= UNMEASURED_SELECTIVITY.value
         elif isinstance(node, Filter):
             selectivity *= DEFAULT_FILTER_SELECTIVITY.value
@@ -133,4 +134,4 @@ def _chain(node: Node) -> list[Node]:
 
 
 def _in_chain(node: Node) -> bool:
-    return isinstance(node, SemFilter | SemMap | SemClassify | SemExtract | Filter | Project)
+    return is_row_semantic(node) or isinstance(node, Filter | Project)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from semray.operators.relational import SourceSpec
+from semray.tasks import Question, TaskKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +169,7 @@ def render_stages(stage: Stage, depth: int = 0) -> str:
 class SemanticTask:
     """What a row-wise semantic stage asks of each row, as plain values."""
 
-    kind: Literal["filter", "map", "score", "classify", "extract"]
+    kind: TaskKind
     instruction: str
     tier: str
     outputs: tuple[tuple[str, str], ...] = ()
@@ -182,6 +183,15 @@ class SemanticTask:
     question_key: str | None = None
     """The operator's ``statistics_key`` (what it asks, wherever it sits): answers that estimation
     bought from a tier are journaled under ``estimation_key(question_key, tier)`` and reused."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", TaskKind(self.kind))  # a kind given as its string, too
+
+    @property
+    def question(self) -> Question:
+        """What it asks each row, for ``serving.prompts.operators.row_request``."""
+        fields = self.outputs if self.kind == TaskKind.EXTRACT else ()
+        return Question(self.kind, self.instruction, choices=self.choices, lo=self.lo, hi=self.hi, fields=fields)
 
 
 def estimation_key(question_key: str, tier: str) -> str:
@@ -215,7 +225,7 @@ class SemanticStage(Stage):
 
 @dataclass(frozen=True, slots=True)
 class CascadeStage(SemanticStage):
-    """A semantic operator whose rows are routed embedding -> small -> large (serving/router.py).
+    """A semantic operator whose rows are routed embedding -> small -> large (cost_model/cascade_routes.py).
 
     The stage blocks: thresholds come from a calibration sample drawn over its whole input.
     """

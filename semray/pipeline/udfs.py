@@ -28,8 +28,8 @@ from semray.pipeline.row_counts import RowCounts, count_rows
 from semray.pipeline.spec import SemanticTask, estimation_key
 from semray.serving.contract import ModelResponse
 from semray.serving.deployments import TierHandles
-from semray.serving.prompts.operators import build_request
-from semray.serving.prompts.render import render_prompt
+from semray.serving.prompts.operators import row_request
+from semray.tasks import TaskKind
 from semray.transactions import BatchLedger, LLMUsage, batch_key
 
 log = get_logger(__name__)
@@ -115,21 +115,10 @@ class SemanticBatchUDF:
     def _ask(self, rows: pa.Table) -> pa.Table:
         task = self.task
         ids = [str(value) for value in rows.column(ROW_ID).to_pylist()]
-        requests = []
-        for row_id, row in zip(ids, rows.to_pylist(), strict=True):
-            rendered = render_prompt(task.instruction, row, allow_non_string=True)
-            requests.append(
-                build_request(
-                    task.kind,
-                    rendered.text,
-                    request_id=row_id,
-                    input_error=rendered.problem,
-                    choices=task.choices,
-                    lo=task.lo,
-                    hi=task.hi,
-                    fields=task.outputs if task.kind == "extract" else (),
-                )
-            )
+        question = task.question
+        requests = [
+            row_request(question, row, request_id=row_id) for row_id, row in zip(ids, rows.to_pylist(), strict=True)
+        ]
         if self.ledger is not None:
             # An orphaned actor of a killed driver stops here once a resume began: it pays no more.
             self.ledger.raise_if_fenced()
@@ -165,7 +154,7 @@ class SemanticBatchUDF:
             [str(value) for value in failed.column(ROW_ID).to_pylist()], failed.column(ERROR).to_pylist()
         )
         key = batch_key(self.operator_key, ids or [str(value) for value in answers.column(ROW_ID).to_pylist()])
-        kept = int(pc.sum(answered.column(KEEP)).as_py() or 0) if self.task.kind == "filter" else None
+        kept = int(pc.sum(answered.column(KEEP)).as_py() or 0) if self.task.kind == TaskKind.FILTER else None
         self.ledger.commit(self.operator_key, key, ids, answered, usage, kept, failed=failures)
 
     def answers_schema(self) -> pa.Schema:
@@ -175,7 +164,7 @@ class SemanticBatchUDF:
             pa.field(TIER, pa.string()),
             pa.field(CONFIDENCE, pa.float64()),
         ]
-        if self.task.kind == "filter":
+        if self.task.kind == TaskKind.FILTER:
             fields.append(pa.field(KEEP, pa.bool_()))
         fields += [pa.field(name, ARROW_TYPES[kind]) for name, kind in self.task.outputs]
         return pa.schema(fields)
@@ -196,14 +185,14 @@ class SemanticBatchUDF:
         """Typed output values of one response, and its error (values null on error)."""
         task = self.task
         empty = {name: None for name, _ in task.outputs}
-        if task.kind == "filter":
+        if task.kind == TaskKind.FILTER:
             empty[KEEP] = None
         if response.error is not None or response.value is None:
             return empty, response.error or "empty: the tier gave no value"
         try:
-            if task.kind == "filter":
+            if task.kind == TaskKind.FILTER:
                 return {KEEP: _as_bool(response.value)}, None
-            if task.kind == "extract":
+            if task.kind == TaskKind.EXTRACT:
                 value = response.value if isinstance(response.value, dict) else {}
                 return {name: _typed(value.get(name), kind) for name, kind in task.outputs}, None
             ((name, kind),) = task.outputs
@@ -240,7 +229,7 @@ class SemanticBatchUDF:
         if self.task.diagnostics:
             for name in (TIER, CONFIDENCE, ERROR):
                 result = result.append_column(name, aligned.column(name))
-        if self.task.kind == "filter":
+        if self.task.kind == TaskKind.FILTER:
             return result.filter(pc.fill_null(aligned.column(KEEP), False))
         if self.task.on_error == "skip" and count:
             result = result.filter(pc.invert(failed))

@@ -1,6 +1,7 @@
 """What rules ask of operators, derived from the capabilities the IR declares.
 
-The IR declares ``calls_llm``, ``row_preserving``, ``row_wise`` and ``columns_read``; rules
+The IR declares ``calls_llm``, ``row_preserving``, ``row_wise``, ``drops_rows_only`` and
+``columns_read`` (``Node``, ``SemanticNode``); rules
 need a few facts built from them (which columns a semantic operator adds, whether a filter
 may cross it). They live here, in one place, instead of ``isinstance`` chains in each rule.
 
@@ -14,11 +15,13 @@ from __future__ import annotations
 
 from semray.operators.base import Node
 from semray.operators.relational import Unary
+from semray.operators.semantic import Semantic, is_row_semantic
+from semray.sql_quoting import quote_identifier
 
 
 def is_row_wise_semantic(node: Node) -> bool:
     """A semantic operator that answers each input row on its own (filter, map, extract, classify)."""
-    return node.calls_llm and isinstance(node, Unary) and bool(getattr(type(node), "row_wise", False))
+    return is_row_semantic(node)
 
 
 def keeps_every_row(node: Node) -> bool:
@@ -27,7 +30,7 @@ def keeps_every_row(node: Node) -> bool:
     A semantic operator with ``on_error="skip"`` drops the rows its model fails on, so it
     only preserves rows when it never fails; rules do not assume that.
     """
-    return node.row_preserving and getattr(node, "on_error", "default") != "skip"
+    return node.row_preserving and not (isinstance(node, Semantic) and node.on_error == "skip")
 
 
 def added_columns(node: Node) -> frozenset[str]:
@@ -73,21 +76,16 @@ def drops_rows_only(node: Node) -> bool:
     Each of these decides per row of its first input, so a row-wise operator below it may
     move above it when the decision does not read that operator's outputs.
     """
-    if not node.children:
+    if not node.children or not node.drops_rows_only():
         return False
-    first = node.children[0]
-    if node.output_schema != first.output_schema:
-        return False
-    if isinstance(node, Unary):
-        return node.op in ("filter", "sem_filter")
-    return getattr(node, "kind", None) in ("semi", "anti")
+    return node.output_schema == node.children[0].output_schema
 
 
 def column_expression(name: str) -> str:
     """A SQL expression reading column ``name``: bare when that is unambiguous, else quoted."""
     if name.isidentifier() and name.islower() and name not in _RESERVED:
         return name
-    return '"' + name.replace('"', '""') + '"'
+    return quote_identifier(name)
 
 
 def _reserved_words() -> frozenset[str]:

@@ -25,7 +25,8 @@ from semray.sources.base import (
     select_columns,
 )
 from semray.sources.rowids import numbered_ids, rebatch, with_rowids
-from semray.sources.sql_target import SqlTarget, database_file, missing_table, quote_identifier, split_ranges
+from semray.sources.sql_target import SqlTarget, database_file, missing_table, split_ranges
+from semray.sql_quoting import quote_identifier
 
 OPTIONS = frozenset({"table", "query", "task_rows"})
 

@@ -47,11 +47,6 @@ def missing_table(table: str, path: Path, tables: list[str]) -> SourceError:
     return SourceError(f"table {table!r} does not exist in {str(path)!r}; {advice}")
 
 
-def quote_identifier(name: str) -> str:
-    """Quote a SQL identifier (same rule in SQLite and DuckDB): ``quote_identifier('a"b')`` -> ``'"a""b"'``."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def split_ranges(low: int, high: int, parts: int) -> list[tuple[int, int]]:
     """Split the inclusive range ``[low, high]`` into ``parts`` contiguous inclusive ranges.
 

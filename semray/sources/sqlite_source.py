@@ -28,9 +28,10 @@ from semray.sources.base import (
     select_columns,
 )
 from semray.sources.rowids import numbered_ids, with_rowids
-from semray.sources.sql_target import SqlTarget, database_file, missing_table, quote_identifier, split_ranges
+from semray.sources.sql_target import SqlTarget, database_file, missing_table, split_ranges
 from semray.sources.sqlite_values import SqliteText, column_type, to_arrow
 from semray.sources.utf8 import report_invalid_utf8
+from semray.sql_quoting import quote_identifier
 
 OPTIONS = frozenset({"table", "query", "task_rows", "infer_rows"})
 

@@ -17,8 +17,9 @@ from typing import cast
 from sqlglot import exp
 
 from semray.errors import ColumnNotFoundError, TableNotFoundError
-from semray.operators import Filter, Join, NamedExpr, Node, Project, Schema, SemFilter
+from semray.operators import Filter, Join, NamedExpr, Node, Project, SemFilter
 from semray.operators.relational import JoinKind
+from semray.operators.schema import right_names
 from semray.sql.context import Context
 from semray.sql.diagnostics import UnsupportedSqlError, at_position
 from semray.sql.rewrite import conjuncts, plan_column, plan_sql, rewrite, semantic_name, to_sql
@@ -230,19 +231,6 @@ def relational_join(
     if kind in ("semi", "anti"):
         return left.with_node(node)
     return joined_relation(node, left, right, node.right_names)
-
-
-def right_names(left: Schema, right: Schema) -> dict[str, str]:
-    """Output names of the right input's columns after a join (clashes get ``_right``), as Join does."""
-    taken = set(left.names)
-    names: dict[str, str] = {}
-    for column in right.user_columns():
-        name = column.name
-        while name in taken:
-            name += "_right"
-        taken.add(name)
-        names[column.name] = name
-    return names
 
 
 def joined_relation(node: Node, left: Relation, right: Relation, names: dict[str, str]) -> Relation:

@@ -139,7 +139,7 @@ def sem_column(node: Node, call: exp.Expr, output: str, relation: Relation, sour
         if name == "SEM_CLASSIFY":
             labels = [_string_argument(argument, call, source) for argument in arguments]
             if len(labels) == 1:
-                labels = labels[0].split("|")
+                labels = list(split_labels(labels[0]))
             labels = [label.strip() for label in labels if label.strip()]
             return SemClassify(input=node, instruction=text, labels=tuple(labels), output=output)
     raise source.unsupported(call, f"{name} as a column", "use SEM_MAP, SEM_SCORE, SEM_CLASSIFY or SEM_FILTER here")
@@ -176,6 +176,12 @@ def sem_code(node: Node, call: exp.Expr, relation: Relation, source: QueryText) 
         if not inputs:
             raise PlanError("SEM_CODE: reference the input columns in the instruction, e.g. 'Parse {raw} as a date'")
         return SemCode(input=node, instruction=text, inputs=inputs, outputs=fields, code=code)
+
+
+def split_labels(labels: str) -> tuple[str, ...]:
+    """``'pos|neg| neutral'`` -> ``('pos', 'neg', 'neutral')``: the one-string label list of
+    ``SEM_CLASSIFY`` and `Query.sem_classify`."""
+    return tuple(label.strip() for label in labels.split("|"))
 
 
 _FIELD = re.compile(r"^\s*(?P<name>[A-Za-z_][\w]*)\s*(?::\s*(?P<type>\w+))?\s*$")

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from semray.cost_model import cascade_routes as router
 from semray.cost_model.cascade_cost import DEFAULT_CASCADE_SHARES, CascadeEstimate, cascade_kind
 from semray.cost_model.cascade_shares import measure_cascade_shares
 from semray.cost_model.estimates import EstimateError, Interval
@@ -16,7 +17,6 @@ from semray.cost_model.prices import TierProfile
 from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
 from semray.operators import Node, Scan, Schema, SemClassify, SemExtract, SemFilter, SemMap, SourceSpec
 from semray.operators.semantic import QualityTarget
-from semray.serving import router
 
 SCAN = Scan(source=SourceSpec(kind="csv", path="notes.csv"), source_schema=Schema.of(("note", "VARCHAR")))
 ROWS = 10_000

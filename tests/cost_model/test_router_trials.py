@@ -1,4 +1,4 @@
-"""The whole cascade route (serving/router.py) meets its target with probability 1 - delta.
+"""The whole cascade route (cost_model/cascade_routes.py) meets its target with probability 1 - delta.
 
 Each trial draws a calibration sample with a new seed, chooses the embedding thresholds from
 the top tier's labels of the draws, then the small tier's confidence threshold from its
@@ -19,8 +19,8 @@ from conftest import Generated, Medical
 from cost_model_trials import TRIALS, binomial_upper
 
 from benchmarks.workloads.definitions import INFECTIONS
+from semray.cost_model import cascade_routes as router
 from semray.cost_model.thresholds import ScoredRows
-from semray.serving import router
 
 DELTA = 0.1
 LABELS = 300

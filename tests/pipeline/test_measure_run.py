@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from semray.cost_model import cascade_routes as router
 from semray.cost_model.policies import MinCost
 from semray.cost_model.prices import profiles_from_serving
 from semray.cost_model.statistics import statistics_key
@@ -34,7 +35,6 @@ from semray.pipeline.measure_run import (
 from semray.pipeline.spec import estimation_key
 from semray.pipeline.udfs import SemanticBatchUDF
 from semray.planner import optimize
-from semray.serving import router
 from semray.serving.config import ServingConfig
 from semray.serving.contract import ModelRequest, ModelResponse, Usage
 from semray.settings import Settings

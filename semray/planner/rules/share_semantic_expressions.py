@@ -36,9 +36,10 @@ from __future__ import annotations
 from semray.operators.base import Node, transform
 from semray.operators.relational import NamedExpr, Project
 from semray.operators.schema import ROW_ID
-from semray.operators.semantic import SemClassify, SemFilter, SemMap
+from semray.operators.semantic import SemanticNode, is_row_semantic
 from semray.planner.capabilities import column_expression, passes_input_columns, semantic_signature
 from semray.planner.rules.context import EMPTY_CONTEXT, RuleContext
+from semray.tasks import TaskKind
 
 
 def share_semantic_expressions(plan: Node, context: RuleContext = EMPTY_CONTEXT) -> Node:
@@ -47,17 +48,18 @@ def share_semantic_expressions(plan: Node, context: RuleContext = EMPTY_CONTEXT)
 
 
 def _share(node: Node) -> Node:
-    if not isinstance(node, SemFilter | SemMap | SemClassify) or node.diagnostics:
+    if not is_row_semantic(node) or node.diagnostics or node.task_kind() == TaskKind.EXTRACT:
         return node
     earlier = _earlier_twin(node)
     if earlier is None:
         return node
-    if isinstance(node, SemFilter):
+    if node.drops_rows_only():
         return node.input
-    assert isinstance(earlier, SemMap | SemClassify) and isinstance(node, SemMap | SemClassify)
+    ((output, _),) = node.output_types()
+    ((shared, _),) = _outputs(earlier)
     names = [name for name in node.input.output_schema.names if name != ROW_ID]
     exprs = [NamedExpr(name=name, expr=column_expression(name)) for name in names]
-    exprs.append(NamedExpr(name=node.output, expr=column_expression(earlier.output)))
+    exprs.append(NamedExpr(name=output, expr=column_expression(shared)))
     return Project(input=node.input, exprs=tuple(exprs))
 
 
@@ -73,5 +75,9 @@ def _earlier_twin(node: Node) -> Node | None:
 
 def _output_visible(earlier: Node, later: Node) -> bool:
     """The earlier operator's output still reaches the later one's input."""
-    output = getattr(earlier, "output", None)
-    return output is None or output in later.children[0].output_schema.names
+    names = later.children[0].output_schema.names
+    return all(name in names for name, _ in _outputs(earlier))
+
+
+def _outputs(node: Node) -> tuple[tuple[str, str], ...]:
+    return node.output_types() if isinstance(node, SemanticNode) else ()

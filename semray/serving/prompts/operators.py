@@ -8,14 +8,16 @@ on the rendered prompt, so changing a template here invalidates cached answers b
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from semray.serving.contract import ModelRequest, OutputConstraint
+from semray.serving.prompts.render import render_prompt
+from semray.tasks import Question, TaskKind
 
 OPERATOR_PROMPT_VERSION = "operator-prompts/2"
 
-TaskKind = Literal["filter", "map", "score", "classify", "extract"]
 JSON_TYPES = {"text": "string", "int": "integer", "float": "number", "bool": "boolean", "date": "string"}
 
 
@@ -29,32 +31,54 @@ class TaskPrompt:
 
 
 PROMPTS: dict[TaskKind, TaskPrompt] = {
-    "filter": TaskPrompt(
+    TaskKind.FILTER: TaskPrompt(
         system="You judge statements about the data you are given. You answer Yes or No.",
         user="Decide whether this statement is true:\n\n{instruction}\n\nIs the statement true? Answer Yes or No.",
         max_tokens=4,
     ),
-    "map": TaskPrompt(
+    TaskKind.MAP: TaskPrompt(
         system="You answer questions about the data you are given, briefly and exactly.",
         user="{instruction}",
         max_tokens=256,
     ),
-    "score": TaskPrompt(
+    TaskKind.SCORE: TaskPrompt(
         system="You rate data on a numeric scale.",
         user="{instruction}\n\nRate it on a scale from {lo} to {hi}.",
         max_tokens=8,
     ),
-    "classify": TaskPrompt(
+    TaskKind.CLASSIFY: TaskPrompt(
         system="You classify data into the categories you are given.",
         user="Classify: {instruction}\n\nCategories: {choices}.",
         max_tokens=16,
     ),
-    "extract": TaskPrompt(
+    TaskKind.EXTRACT: TaskPrompt(
         system="You extract fields from text as JSON. A field the text does not state is null.",
         user="Extract the fields {fields} from this:\n\n{instruction}",
         max_tokens=512,
     ),
 }
+
+
+def row_request(question: Question, row: Mapping[str, object], *, request_id: str) -> ModelRequest:
+    """The request an operator's question makes of one row: its instruction rendered over the row's
+    cells (a cell that cannot be rendered becomes the request's ``input_error``), wrapped in the
+    task prompt of its kind. Execution (``pipeline.udfs``) and token estimation
+    (``cost_model.tokens``) both build requests here, so estimates count what is sent.
+
+    >>> row_request(Question(TaskKind.FILTER, "{text} is positive"), {"text": "great"}, request_id="1").prompt[-23:]
+    'true? Answer Yes or No.'
+    """
+    rendered = render_prompt(question.instruction, row, allow_non_string=True)
+    return build_request(
+        question.kind,
+        rendered.text,
+        request_id=request_id,
+        input_error=rendered.problem,
+        choices=question.choices,
+        lo=question.lo,
+        hi=question.hi,
+        fields=question.fields,
+    )
 
 
 def build_request(
@@ -68,16 +92,16 @@ def build_request(
     hi: float | None = None,
     fields: tuple[tuple[str, str], ...] = (),
 ) -> ModelRequest:
-    """The request for one row: e.g. ``build_request("filter", "great lamp is positive", request_id="7")``."""
+    """The request for one row: e.g. ``build_request(TaskKind.FILTER, "great lamp is positive", request_id="7")``."""
     prompt = PROMPTS[kind]
     constraint: OutputConstraint
-    if kind == "filter":
+    if kind == TaskKind.FILTER:
         constraint = OutputConstraint.choice("Yes", "No")
         text = prompt.user.format(instruction=instruction)
-    elif kind == "classify":
+    elif kind == TaskKind.CLASSIFY:
         constraint = OutputConstraint.choice(*choices)
         text = prompt.user.format(instruction=instruction, choices=", ".join(choices))
-    elif kind == "score":
+    elif kind == TaskKind.SCORE:
         assert lo is not None and hi is not None
         if float(lo).is_integer() and float(hi).is_integer() and hi - lo >= 2:
             steps = tuple(str(value) for value in range(int(lo), int(hi) + 1))
@@ -87,7 +111,7 @@ def build_request(
             # choice of range(int(lo), int(hi) + 1) allowed only "0" and "1" for 0..1.
             constraint = OutputConstraint.text()
         text = prompt.user.format(instruction=instruction, lo=_number(lo), hi=_number(hi))
-    elif kind == "extract":
+    elif kind == TaskKind.EXTRACT:
         constraint = OutputConstraint.schema(extract_schema(fields))
         text = prompt.user.format(instruction=instruction, fields=", ".join(name for name, _ in fields))
     else:

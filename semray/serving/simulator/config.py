@@ -27,7 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from semray.serving.simulator.errors import SimulatorConfigError
 
-TaskKind = Literal["filter", "label", "score", "extract", "pair", "free_text", "aggregate"]
+LabelTaskKind = Literal["filter", "label", "score", "extract", "pair", "free_text", "aggregate"]
+"""What a configured task answers from its labels. The simulator's own config vocabulary, not
+``semray.tasks.TaskKind``: it stands in for an external model and recognises a request by its
+words (``understanding.py``), whichever operator sent it."""
 
 
 class ConfidenceProfile(BaseModel):
@@ -116,7 +119,7 @@ class TaskSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    kind: TaskKind
+    kind: LabelTaskKind
     dataset: str | None = Field(default=None, description="default: the config's only dataset")
     label_column: str | None = None
     keywords: tuple[str, ...] = Field(default=(), description="phrases that identify the task in an instruction")

@@ -14,11 +14,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from semray.serving.simulator.config import TaskKind, TaskSpec
+from semray.serving.simulator.config import LabelTaskKind, TaskSpec
 from semray.serving.simulator.matching import normalize_words
 from semray.serving.simulator.protocol import ResponseFormat
 
-_KIND_CUES: Mapping[TaskKind, tuple[str, ...]] = {
+_KIND_CUES: Mapping[LabelTaskKind, tuple[str, ...]] = {
     "filter": ("yes or no", "true or false", "whether"),
     "label": ("classify", "category", "one of", "label", "which class"),
     "score": ("score", "rate", "rating", "scale"),
