@@ -23,6 +23,7 @@ from semray.operators.code import SemCode
 from semray.serving.prompts.code import CODE_MAX_TOKENS, MAX_SHOWN_ROWS, code_request
 from semray.serving.prompts.operators import build_request
 from semray.serving.simulator.tokens import TokenCounter
+from semray.tasks import TaskKind
 
 GENERATION_ATTEMPTS = Interval(1.0, 1.0, 3.0)
 """Generation calls: one when the first function passes, three after two retries."""
@@ -48,7 +49,7 @@ def code_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Esti
     input_tokens = generation_in
     output_tokens = GENERATION_ATTEMPTS * CODE_OUTPUT_TOKENS
     if node.min_agreement is not None:
-        asked = build_request("extract", node.instruction, request_id="estimate", fields=node.output_types())
+        asked = build_request(TaskKind.EXTRACT, node.instruction, request_id="estimate", fields=node.output_types())
         row_fixed = float(counter.count_chat([asked.system or "", asked.prompt]))
         answer = float(counter.count(json.dumps({name: None for name, _ in node.output_types()}))) + 4.0 * len(
             node.outputs

@@ -7,8 +7,11 @@ write and validate the function (``code_generation.generate_code``), and returns
 the code, its hash, ``origin="generated"`` and the measured agreement in the node. The
 generation is one journaled run (``semray runs ls``): each committed function is a batch of the
 run's ledger under ``code:<operator key>`` with what its calls cost, so a resume of an
-interrupted generation pays only for the functions not yet committed. The executing run then
-journals the plan *with* the code, so it and its resume run the same code.
+interrupted generation pays only for the functions not yet committed, and a re-run of the same
+query (the newest succeeded generation run with the same fingerprint: plan and model; plans over
+in-memory tables excepted, as for resumes) takes the committed functions without a call or a
+tier started (``succeeded_lookup``). The executing run then journals the plan *with* the code,
+so it and its resume run the same code.
 
 The simulated tier answers from labels and cannot write code: a SemCode without code on a
 simulated large tier raises ``CodeGenerationUnavailableError`` before any call.
@@ -17,9 +20,12 @@ simulated large tier raises ``CodeGenerationUnavailableError`` before any call.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from semray.errors import CodeGenerationUnavailableError
 from semray.log import get_logger
@@ -29,7 +35,8 @@ from semray.pipeline.code_generation import Ask, GeneratedCode, generate_code
 from semray.pipeline.lower_semantic import operator_key
 from semray.serving.config import ServingConfig
 from semray.settings import Settings
-from semray.transactions import BatchLedger, LLMUsage, fingerprint, open_run
+from semray.transactions import BatchLedger, LLMUsage, fingerprint, list_runs, open_run
+from semray.transactions.registry import load_state, runs_dir
 
 log = get_logger(__name__)
 
@@ -53,9 +60,12 @@ def commit_code(plan: Node, settings: Settings, serving: ServingConfig | None) -
     from semray.serving.deployments import start_tiers
 
     document: dict[str, Any] = json.loads(plan_to_json(plan, indent=None))
-    large = config.tier(CODE_TIER)
-    identity = fingerprint({"generate_code": document, "model": f"{large.backend}:{large.model}"})
+    identity = code_run_identity(plan, config)
     memory = '"kind": "memory"' in json.dumps(document)
+    earlier = None if memory else succeeded_lookup(settings, identity)
+    if earlier is not None and all(earlier(_key(node), CODE_BATCH) is not None for node in pending_code(plan)):
+        # A re-run of a query whose functions a finished run committed: the same code, no call.
+        return commit_with(plan, _no_calls, None, _no_sample, earlier=earlier)
     run = open_run(
         settings,
         document,
@@ -71,19 +81,58 @@ def commit_code(plan: Node, settings: Settings, serving: ServingConfig | None) -
         def ask(requests: Any) -> Any:
             return tiers.generate(CODE_TIER, list(requests))
 
-        committed = commit_with(plan, ask, run.ledger, lambda node: sample_input(node, settings, serving))
+        committed = commit_with(
+            plan, ask, run.ledger, lambda node: sample_input(node, settings, serving), earlier=earlier
+        )
     return committed
 
 
-def commit_with(plan: Node, ask: Ask, ledger: BatchLedger | None, sample: Any) -> Node:
+Lookup = Callable[[str, str], "pa.Table | None"]
+"""A read-only ``BatchLedger.lookup``: the committed output of (operator key, batch key), or None."""
+
+
+def code_run_identity(plan: Node, serving: ServingConfig) -> str:
+    """The fingerprint of the run that writes ``plan``'s functions: the plan and the large tier's model."""
+    document: dict[str, Any] = json.loads(plan_to_json(plan, indent=None))
+    large = serving.tier(CODE_TIER)
+    return fingerprint({"generate_code": document, "model": f"{large.backend}:{large.model}"})
+
+
+def succeeded_lookup(settings: Settings, identity: str) -> Lookup | None:
+    """Read-only lookups in the newest succeeded run with this fingerprint, or None.
+
+    ``open_run`` resumes interrupted and failed runs only; a function committed by a run that
+    finished is found here, so re-running the same query runs the same code and pays nothing.
+    """
+    root = runs_dir(settings)
+    for summary in list_runs(settings):
+        if summary.plan_fingerprint != identity or summary.status != "succeeded":
+            continue
+        path = root / summary.run_id
+        committed = load_state(path).committed
+
+        def lookup(operator: str, batch: str, path: Path = path, committed: Any = committed) -> pa.Table | None:
+            record = committed.get((operator, batch))
+            return None if record is None else pq.read_table(path / record.file)
+
+        return lookup
+    return None
+
+
+def commit_with(
+    plan: Node, ask: Ask, ledger: BatchLedger | None, sample: Any, *, earlier: Lookup | None = None
+) -> Node:
     """``commit_code``'s work with the pieces given: ``ask`` answers on the large tier, ``ledger``
-    (optional) journals each function, ``sample(node)`` gives rows of a SemCode's input."""
+    (optional) journals each function, ``sample(node)`` gives rows of a SemCode's input,
+    ``earlier`` (optional) finds functions a finished run committed."""
 
     def commit(node: Node) -> Node:
         if not isinstance(node, SemCode) or node.code is not None:
             return node
-        key = f"code:{operator_key(node)}"
+        key = _key(node)
         found = ledger.lookup(key, CODE_BATCH) if ledger is not None else None
+        if found is None and earlier is not None:
+            found = earlier(key, CODE_BATCH)
         if found is not None:
             row = found.to_pylist()[0]
             log.info("code_reused", instruction=node.instruction, sha256=row["sha256"])
@@ -104,6 +153,18 @@ def commit_with(plan: Node, ask: Ask, ledger: BatchLedger | None, sample: Any) -
         return committed
 
     return transform(plan, commit)
+
+
+def _key(node: SemCode) -> str:
+    return f"code:{operator_key(node)}"
+
+
+def _no_calls(requests: Any) -> Any:
+    raise AssertionError("every function was found committed; no model call is made")
+
+
+def _no_sample(node: SemCode) -> pa.Table:
+    raise AssertionError("every function was found committed; no sample is drawn")
 
 
 def with_code(node: SemCode, code: str, agreement: float | None) -> SemCode:

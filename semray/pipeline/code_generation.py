@@ -38,6 +38,7 @@ from semray.serving.contract import ModelRequest, ModelResponse, Usage
 from semray.serving.prompts import render_prompt
 from semray.serving.prompts.code import code_request, code_retry_request
 from semray.serving.prompts.operators import build_request
+from semray.tasks import TaskKind
 
 log = get_logger(__name__)
 
@@ -75,12 +76,43 @@ class _Check:
     agreement: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class FailedCode:
+    """No function passed validation: every attempt, and what the calls cost all the same."""
+
+    attempts: tuple[Attempt, ...]
+    usage: Usage = field(default_factory=Usage)
+    calls: int = 0
+
+    @property
+    def agreement(self) -> float | None:
+        """The best agreement any attempt reached (None: none was compared)."""
+        measured = [attempt.agreement for attempt in self.attempts if attempt.agreement is not None]
+        return max(measured) if measured else None
+
+
 def generate_code(node: SemCode, sample: pa.Table, ask: Ask, *, retries: int = RETRIES) -> GeneratedCode:
     """Ask for ``node``'s function, validate it on ``sample`` (rows of the node's input), retry with
     what went wrong; the first function that passes every check.
 
     Raises ``CodeValidationError`` after ``1 + retries`` failed functions.
     """
+    outcome = try_code(node, sample, ask, retries=retries)
+    if isinstance(outcome, GeneratedCode):
+        return outcome
+    attempts = outcome.attempts
+    summary = "; ".join(f"attempt {i + 1}: {a.problem}" for i, a in enumerate(attempts))
+    raise CodeValidationError(
+        f"SemCode {node.instruction!r}: the large tier wrote no function that passes validation in "
+        f"{len(attempts)} attempts ({summary}); supply the function yourself (code=...), add examples, "
+        "or lower min_agreement",
+        attempts=tuple(a.problem or "" for a in attempts),
+    )
+
+
+def try_code(node: SemCode, sample: pa.Table, ask: Ask, *, retries: int = RETRIES) -> GeneratedCode | FailedCode:
+    """`generate_code` without raising: the validated function, or every failed attempt with
+    what it cost (the optimizer's code choice keeps the per-row operator then)."""
     rows = sample.select(list(node.inputs)).to_pylist()
     usage, calls = Usage(), 0
     answers: list[dict[str, object] | None] = [None] * len(rows)
@@ -119,13 +151,7 @@ def generate_code(node: SemCode, sample: pa.Table, ask: Ask, *, retries: int = R
         if check.problem is None and code is not None:
             return GeneratedCode(code, check.agreement, tuple(attempts), usage, calls)
         request = code_retry_request(first, code or response.text, check.problem or "", check.failing)
-    summary = "; ".join(f"attempt {i + 1}: {a.problem}" for i, a in enumerate(attempts))
-    raise CodeValidationError(
-        f"SemCode {node.instruction!r}: the large tier wrote no function that passes validation in "
-        f"{len(attempts)} attempts ({summary}); supply the function yourself (code=...), add examples, "
-        "or lower min_agreement",
-        attempts=tuple(a.problem or "" for a in attempts),
-    )
+    return FailedCode(tuple(attempts), usage, calls)
 
 
 def validate_code(
@@ -229,7 +255,7 @@ def _row_requests(node: SemCode, rows: Sequence[Mapping[str, object]]) -> list[M
         rendered = render_prompt(node.instruction, row, allow_non_string=True)
         requests.append(
             build_request(
-                "extract",
+                TaskKind.EXTRACT,
                 rendered.text,
                 request_id=f"validate-{position}",
                 input_error=rendered.problem,

@@ -22,6 +22,7 @@ from semray.planner.rules.context import EMPTY_CONTEXT, RuleContext
 from semray.planner.rules.defer_unneeded_semantic import defer_unneeded_semantic
 from semray.planner.rules.factorize_semantic_joins import factorize_semantic_joins
 from semray.planner.rules.order_semantic_filters import order_semantic_filters
+from semray.planner.rules.prefer_validated_code import prefer_validated_code  # a choice, not in RULES
 from semray.planner.rules.prune_columns import prune_columns
 from semray.planner.rules.push_filters_below_semantic import push_filters_below_semantic
 from semray.planner.rules.push_limit_down import push_limit_down
@@ -78,6 +79,7 @@ __all__ = [
     "defer_unneeded_semantic",
     "factorize_semantic_joins",
     "order_semantic_filters",
+    "prefer_validated_code",
     "prune_columns",
     "push_filters_below_semantic",
     "push_limit_down",

@@ -1,0 +1,363 @@
+"""Plan time for the optimizer's code choice: price, write and validate a SemCode for each
+row-wise map or extraction, and keep the function only where it met the quality target.
+
+``choose_code(plan, ask, sample, profiles, choice)``, for every candidate of
+``planner/rules/prefer_validated_code.py`` (a ``SemMap`` without a score range or a
+``SemExtract`` on ``tier="auto"``):
+
+1. **Price** both alternatives with the cost model: the per-row operator (one call per row at
+   its tier, ``auto`` as the large tier) and the ``SemCode`` draft, whose generation and
+   validation calls ``cost_model/code_cost.py`` prices (one to three generation calls and
+   ``sample_rows`` per-row answers, on the large tier; execution is CPU only), in the planner's
+   cost (``operator_cost``). A candidate whose code could cost more than its per-row calls (the
+   draft's high estimate against the per-row expected cost: small inputs) is not tried.
+2. **Trial**: the large tier writes the function and it is validated on the first
+   ``sample_rows`` rows of the operator's input against the model's own per-row answers with
+   ``min_agreement = choice.target`` (``code_generation.try_code``: up to two retries). Each trial
+   is journaled in the run's ledger under ``code_trial:<operator key>``, passed or not, so a
+   resumed or re-run choice (the newest succeeded run with the same fingerprint, for plans that
+   read no in-memory table) reuses it and pays nothing again.
+3. **Choose**: ``prefer_validated_code`` with the trials replaces each candidate whose function
+   passed with ``agreement >= target``; every other candidate stays a per-row operator.
+
+``choose_code_for_run`` does it on the configured tiers in one journaled run (like
+``code_commit.commit_code``). The simulated tier answers from labels and cannot write code: there
+the plan comes back unchanged (logged ``code_choice_unavailable``), because asking for the choice
+is asking for the cheaper plan where there is one, not for code at any price.
+
+>>> CodeChoice().target, CodeChoice().sample_rows
+(0.9, 20)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from semray.cost_model.statistics import PlanStatistics
+from semray.log import get_logger
+from semray.operators import Node
+from semray.operators.code import SemCode
+from semray.operators.semantic import SemExtract, SemMap
+from semray.pipeline.code_commit import CODE_TIER, Lookup, sample_input, succeeded_lookup
+from semray.pipeline.code_generation import Ask, GeneratedCode, try_code
+from semray.pipeline.lower_semantic import operator_key
+from semray.planner.costing import cost_model_estimator, operator_cost
+from semray.planner.paths import operator_paths, rewrite_at_paths
+from semray.planner.rules.prefer_validated_code import (
+    CodeRuleContext,
+    CodeTrial,
+    TrialKey,
+    code_candidate,
+    code_draft,
+    prefer_validated_code,
+    trial_key,
+)
+from semray.serving.config import ServingConfig
+from semray.settings import Settings
+from semray.transactions import BatchLedger, LLMUsage
+
+log = get_logger(__name__)
+
+GPU_SECOND_COST = 1e-5
+"""``planner.costing.operator_cost``'s weight of a GPU-second (self-hosted tiers cost no dollars)."""
+TRIAL_BATCH = "trial"
+"""The ledger's batch key of a journaled trial (one per candidate)."""
+_TRIAL_SCHEMA = pa.schema(
+    [
+        ("code", pa.string()),
+        ("agreement", pa.float64()),
+        ("target", pa.float64()),
+        ("sample_rows", pa.int64()),
+        ("calls", pa.int64()),
+        ("dollars", pa.float64()),
+        ("problem", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CodeChoice:
+    """The opt-in: consider a SemCode for every candidate, kept when its measured agreement on
+    ``sample_rows`` validation rows is at least ``target``."""
+
+    target: float = 0.9
+    sample_rows: int = 20
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.target <= 1.0:
+            raise ValueError(f"CodeChoice.target is a share of agreeing rows in (0, 1], not {self.target}")
+        if not 1 <= self.sample_rows <= 1000:
+            raise ValueError(f"CodeChoice.sample_rows is 1 to 1000 validation rows, not {self.sample_rows}")
+
+
+@dataclass(frozen=True, slots=True)
+class PricedAlternative:
+    """The two ways to compute one candidate, in the planner's cost (``operator_cost``: dollars,
+    GPU-seconds as tie-breaker): per-row calls, or generating and validating a function
+    (``code`` expected, ``code_high`` with three generation calls)."""
+
+    per_row: float
+    code: float
+    code_high: float
+
+    @property
+    def worth_trying(self) -> bool:
+        return self.code_high < self.per_row
+
+
+@dataclass(frozen=True, slots=True)
+class CodeDecision:
+    """The plan after the choice, each candidate's prices, trial (when tried) and why not otherwise."""
+
+    plan: Node
+    prices: Mapping[TrialKey, PricedAlternative] = field(default_factory=dict)
+    trials: Mapping[TrialKey, CodeTrial] = field(default_factory=dict)
+    not_tried: Mapping[TrialKey, str] = field(default_factory=dict)
+
+    @property
+    def chosen(self) -> tuple[SemCode, ...]:
+        """The SemCode operators the choice put in the plan."""
+        return tuple(node for node in operator_paths(self.plan).values() if isinstance(node, SemCode) and node.replaces)
+
+    @property
+    def calls(self) -> int:
+        return sum(trial.calls for trial in self.trials.values())
+
+    @property
+    def dollars(self) -> float:
+        return sum(trial.dollars for trial in self.trials.values())
+
+
+def code_candidates(plan: Node) -> dict[str, SemMap | SemExtract]:
+    """The candidates of ``plan`` by operator path."""
+    found: dict[str, SemMap | SemExtract] = {}
+    for path, node in operator_paths(plan).items():
+        if code_candidate(node):
+            assert isinstance(node, SemMap | SemExtract)
+            found[path] = node
+    return found
+
+
+def price_alternatives(
+    plan: Node, choice: CodeChoice, profiles: Mapping[str, Any], statistics: PlanStatistics | None = None
+) -> dict[str, PricedAlternative]:
+    """Each candidate's per-row and code prices, from the cost model (``estimate_plan``)."""
+    candidates = code_candidates(plan)
+    if not candidates:
+        return {}
+    estimator = cost_model_estimator(statistics, profiles)
+    written = {estimate.path: estimate for estimate in estimator(plan, None).operators}
+    drafts: dict[str, Callable[[Node], Node]] = {path: _drafting(choice) for path in candidates}
+    drafted = {estimate.path: estimate for estimate in estimator(rewrite_at_paths(plan, drafts), None).operators}
+    return {
+        path: PricedAlternative(
+            per_row=operator_cost(written[path]),
+            code=operator_cost(drafted[path]),
+            code_high=drafted[path].dollars.high + GPU_SECOND_COST * drafted[path].gpu_seconds.high,
+        )
+        for path in candidates
+    }
+
+
+def choose_code(
+    plan: Node,
+    ask: Ask,
+    sample: Callable[[SemCode], pa.Table],
+    profiles: Mapping[str, Any],
+    choice: CodeChoice = CodeChoice(),
+    *,
+    statistics: PlanStatistics | None = None,
+    ledger: BatchLedger | None = None,
+    earlier: Lookup | None = None,
+) -> CodeDecision:
+    """``plan`` with a validated SemCode for every candidate whose function met ``choice.target``
+    (see the module doc); ``ask`` answers on the large tier, ``sample(draft)`` gives rows of a
+    draft's input, ``ledger`` (optional) journals each trial, ``earlier`` (optional) finds the
+    trials of a finished run."""
+    candidates = code_candidates(plan)
+    prices_by_path = price_alternatives(plan, choice, profiles, statistics)
+    prices: dict[TrialKey, PricedAlternative] = {}
+    trials: dict[TrialKey, CodeTrial] = {}
+    not_tried: dict[TrialKey, str] = {}
+    for path, node in candidates.items():
+        key, price = trial_key(node), prices_by_path[path]
+        prices[key] = price
+        if key in trials or key in not_tried:
+            continue
+        if not price.worth_trying:
+            not_tried[key] = (
+                f"writing and validating a function may cost {price.code_high:.4g}, "
+                f"not less than {price.per_row:.4g} for the per-row calls (dollars, GPU-seconds at 1e-5)"
+            )
+            log.info("code_not_tried", operator=node.label(), code_dollars=price.code_high, per_row=price.per_row)
+            continue
+        trials[key] = _trial(code_draft(node, choice.target, choice.sample_rows), ask, sample, ledger, earlier)
+    context = CodeRuleContext(code_trial=lambda node: trials.get(trial_key(node)))  # type: ignore[arg-type]
+    chosen = prefer_validated_code(plan, context)
+    return CodeDecision(plan=chosen, prices=prices, trials=trials, not_tried=not_tried)
+
+
+def choose_code_for_run(
+    plan: Node,
+    settings: Settings,
+    serving: ServingConfig | None,
+    choice: CodeChoice = CodeChoice(),
+    *,
+    statistics: PlanStatistics | None = None,
+) -> CodeDecision:
+    """`choose_code` on the configured tiers, as one journaled run (``semray runs ls``)."""
+    from semray.cost_model.prices import profiles_from_serving
+
+    candidates = code_candidates(plan)
+    if not candidates:
+        return CodeDecision(plan=plan)
+    config = serving or ServingConfig()
+    large = config.tier(CODE_TIER)
+    if large.backend == "simulated":
+        reason = f"the large tier is simulated ({large.model}): it answers from labels and cannot write code"
+        log.info("code_choice_unavailable", reason=reason, candidates=len(candidates))
+        return CodeDecision(plan=plan, not_tried={trial_key(node): reason for node in candidates.values()})
+    from semray.cluster.connect import connect
+    from semray.operators import plan_to_json
+    from semray.serving.deployments import start_tiers
+    from semray.transactions import open_run
+
+    document: dict[str, Any] = json.loads(plan_to_json(plan, indent=None))
+    identity = choice_run_identity(plan, config, choice)
+    memory = '"kind": "memory"' in json.dumps(document)
+    profiles = profiles_from_serving(config)
+    earlier = None if memory else succeeded_lookup(settings, identity)
+    if earlier is not None:
+        try:  # a re-run of a choice a finished run made: its trials, no call, no tiers started
+            return choose_code(
+                plan, _needs_model, _needs_model, profiles, choice, statistics=statistics, earlier=earlier
+            )
+        except _NeedsModelError:
+            pass
+    run = open_run(
+        settings,
+        document,
+        None,
+        config={"purpose": "code_choice", "tiers": [CODE_TIER]},
+        plan_fingerprint=identity,
+        resume=not memory,
+    )
+    with run:
+        connect(settings)
+        tiers = start_tiers(config, settings, tiers=[CODE_TIER])
+
+        def ask(requests: Any) -> Any:
+            return tiers.generate(CODE_TIER, list(requests))
+
+        return choose_code(
+            plan,
+            ask,
+            lambda draft: sample_input(draft, settings, serving),
+            profiles,
+            choice,
+            statistics=statistics,
+            ledger=run.ledger,
+            earlier=earlier,
+        )
+
+
+def choice_run_identity(plan: Node, serving: ServingConfig, choice: CodeChoice) -> str:
+    """The fingerprint of the run that makes ``plan``'s code choice: the plan, the choice and the large tier's model."""
+    from semray.operators import plan_to_json
+    from semray.transactions import fingerprint
+
+    large = serving.tier(CODE_TIER)
+    document: dict[str, Any] = json.loads(plan_to_json(plan, indent=None))
+    parts = {"choose_code": document, "target": choice.target, "sample_rows": choice.sample_rows}
+    return fingerprint({**parts, "model": f"{large.backend}:{large.model}"})
+
+
+def _drafting(choice: CodeChoice) -> Callable[[Node], Node]:
+    def draft(node: Node) -> Node:
+        assert isinstance(node, SemMap | SemExtract)
+        return code_draft(node, choice.target, choice.sample_rows)
+
+    return draft
+
+
+class _NeedsModelError(Exception):
+    """A trial the finished run did not journal: the choice needs the large tier after all."""
+
+
+def _needs_model(*_: Any) -> Any:
+    raise _NeedsModelError
+
+
+def _trial(
+    draft: SemCode,
+    ask: Ask,
+    sample: Callable[[SemCode], pa.Table],
+    ledger: BatchLedger | None,
+    earlier: Lookup | None = None,
+) -> CodeTrial:
+    key = f"code_trial:{operator_key(draft)}"
+    found = ledger.lookup(key, TRIAL_BATCH) if ledger is not None else None
+    if found is None and earlier is not None:
+        found = earlier(key, TRIAL_BATCH)
+    if found is not None:
+        row = found.to_pylist()[0]
+        log.info("code_trial_reused", instruction=draft.instruction, agreement=row["agreement"])
+        return CodeTrial(**row)
+    outcome = try_code(draft, sample(draft), ask)
+    assert draft.min_agreement is not None
+    paid = LLMUsage(
+        calls=outcome.calls,
+        tokens_in=outcome.usage.input_tokens,
+        tokens_out=outcome.usage.output_tokens,
+        dollars=outcome.usage.dollars,
+    )
+    if isinstance(outcome, GeneratedCode):
+        trial = CodeTrial(
+            outcome.code,
+            outcome.agreement,
+            draft.min_agreement,
+            draft.sample_rows,
+            outcome.calls,
+            outcome.usage.dollars,
+        )
+    else:
+        problems = "; ".join(f"attempt {i + 1}: {a.problem}" for i, a in enumerate(outcome.attempts))
+        trial = CodeTrial(
+            None,
+            outcome.agreement,
+            draft.min_agreement,
+            draft.sample_rows,
+            outcome.calls,
+            outcome.usage.dollars,
+            problem=problems,
+        )
+    log.info(
+        "code_trial",
+        instruction=draft.instruction,
+        passed=trial.code is not None,
+        agreement=trial.agreement,
+        calls=trial.calls,
+        dollars=trial.dollars,
+    )
+    if ledger is not None:
+        record = pa.Table.from_pylist(
+            [
+                {
+                    "code": trial.code,
+                    "agreement": trial.agreement,
+                    "target": trial.target,
+                    "sample_rows": trial.sample_rows,
+                    "calls": trial.calls,
+                    "dollars": trial.dollars,
+                    "problem": trial.problem,
+                }
+            ],
+            schema=_TRIAL_SCHEMA,
+        )
+        ledger.commit(key, TRIAL_BATCH, (), record, usage=paid)
+    return trial
