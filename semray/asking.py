@@ -8,14 +8,21 @@ memory is the catalog's memory table (``MemoryStore`` under ``Settings.catalog_p
 embedded with the profile's embedding tier, loaded only when memory is searched or written);
 ``memory=ListMemory(path)`` (``semray ask --memory-file FILE``) keeps it in a JSON file instead.
 
+Every unit and attempt of the planning is journaled under ``<state_dir>/asks/<ask_id>/``
+(``planner/agents/ask_journal.py``). An ask killed at any point goes on where it stopped, paying
+nothing again for its committed units, when the same ask is made again (same question, model,
+datasets and loop settings) or by id: ``ask(question, resume=ask_id)``, ``semray ask --resume ID``.
+``semray runs show ID`` renders its trace. With ``Settings.agent_scorer_model`` the dataset choice
+is checked by decision confidence divergence (``agent_decision_margin``).
+
 >>> result = semray.ask("average rating per product", tables={"reviews": "reviews.csv"})  # doctest: +SKIP
 >>> print(result.plan_json)  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +44,10 @@ from semray.planner.agents import (
     TierModel,
     plan_question,
 )
+from semray.planner.agents.ask_journal import AskTrace, open_ask_trace, resume_ask_trace
+from semray.planner.agents.confidence import HFScorer, Scorer
 from semray.planner.agents.errors import AgentError
+from semray.planner.agents.units import UnitPolicy
 from semray.serving.config import ServingConfig
 from semray.serving.profiles import resolve_serving
 from semray.settings import Settings
@@ -81,47 +91,125 @@ def ask(
     dry_run: bool = False,
     max_cost: float | None = None,
     config: LoopConfig | None = None,
+    scorer: Scorer | None = None,
+    resume: str | None = None,
+    arguments: Mapping[str, Any] | None = None,
+    on_start: Callable[[str, bool], None] | None = None,
 ) -> AskResult:
-    """Plan a question over ``tables`` (name -> file) or a ``catalog``, run it unless ``dry_run``."""
+    """Plan a question over ``tables`` (name -> file) or a ``catalog``, run it unless ``dry_run``.
+
+    ``resume`` names an interrupted ask to go on with (else the newest interrupted one of the same
+    ask is resumed, if any); ``arguments`` are journaled beside it for a resume by id (the CLI's
+    flags); ``on_start(ask_id, resumed)`` is told the ask's id before any step runs.
+    """
     settings = settings or Settings()
     serving = serving or resolve_serving(settings.models)
     agent_model = model or _model(serving, replay)
     view = catalog or _catalog(tables, settings, serving)
     store = memory or _memory(settings, serving)
-    ask_id = uuid.uuid4().hex[:12]
+    config = config or loop_config(settings)
+    trace = _trace(
+        settings,
+        question,
+        agent_model.name,
+        _ask_key(tables, catalog, settings, dry_run, config),
+        resume,
+        {
+            "replay": None if replay is None else str(replay.expanduser().absolute()),
+            **dict(arguments or {}),
+        },
+    )
     runs: list[Any] = []
 
     def execute(plan: Node) -> Any:
-        from semray.api import Query
+        from semray.query import Query
 
         result = Query(plan, settings, serving).execute()
         runs.append(result)
         return result
 
     runner = StepRunner(agent_model, max_cost)
-    planned = plan_question(
-        question,
-        catalog=view,
-        model=agent_model,
-        memory=store,
-        config=config or LoopConfig(),
-        executor=None if dry_run else execute,
-        runner=runner,
-        run_id=ask_id,
-    )
+    try:
+        if on_start is not None:
+            on_start(trace.ask_id, trace.resumed)
+        planned = plan_question(
+            question,
+            catalog=view,
+            model=agent_model,
+            memory=store,
+            config=config,
+            executor=None if dry_run else execute,
+            runner=runner,
+            run_id=trace.ask_id,
+            trace=trace,
+            scorer=scorer or _scorer(settings),
+        )
+    finally:
+        trace.close()  # an ask that did not finish stays resumable
     result = runs[-1] if runs else None
-    log.info("question_answered", ask_id=ask_id, dollars=runner.trace.dollars, iterations=planned.iterations)
+    log.info(
+        "question_answered",
+        ask_id=trace.ask_id,
+        resumed=trace.resumed,
+        dollars=runner.trace.dollars,
+        iterations=planned.iterations,
+    )
     return AskResult(
         question=question,
         answer=None if result is None else result.table,
         plan_json=planned.plan_json,
         datasets=planned.datasets,
         steps=tuple(runner.trace.steps),
-        ask_id=ask_id,
+        ask_id=trace.ask_id,
         run_id=None if result is None else result.run_id,
         iterations=planned.iterations,
         usage_line="" if result is None else result.usage_line(),
     )
+
+
+def loop_config(settings: Settings, **bounds: Any) -> LoopConfig:
+    """The planning loop's bounds, its units' from ``settings``: ``loop_config(settings, judges=5)``."""
+    units = UnitPolicy(
+        max_retries=settings.agent_max_retries,
+        max_units=settings.agent_max_units,
+        decision_margin=settings.agent_decision_margin,
+    )
+    return LoopConfig(units=units, **bounds)
+
+
+def _ask_key(
+    tables: Mapping[str, str | Path] | None,
+    catalog: CatalogView | None,
+    settings: Settings,
+    dry_run: bool,
+    config: LoopConfig,
+) -> str:
+    """What besides the question and the model makes two asks the same ask (and a resume legitimate)."""
+    if tables:
+        over: Any = {name: str(Path(path).expanduser().absolute()) for name, path in sorted(tables.items())}
+    else:
+        over = type(catalog).__name__ if catalog is not None else str(settings.catalog_path)
+    bounds = {
+        "max_iterations": config.max_iterations,
+        "judges": config.judges,
+        "semantic": config.semantic,
+        "memory": config.memory,
+        "units": [config.units.max_retries, config.units.max_units, config.units.decision_margin],
+        "scorer": None if settings.agent_scorer_model is None else str(settings.agent_scorer_model),
+    }
+    return json.dumps({"datasets": over, "dry_run": dry_run, "loop": bounds}, sort_keys=True)
+
+
+def _trace(
+    settings: Settings, question: str, model: str, key: str, resume: str | None, arguments: dict[str, Any]
+) -> AskTrace:
+    if resume is not None:
+        return resume_ask_trace(settings.state_path, resume, question, model, key)
+    return open_ask_trace(settings.state_path, question, model, key, arguments)
+
+
+def _scorer(settings: Settings) -> Scorer | None:
+    return None if settings.agent_scorer_model is None else HFScorer(settings.agent_scorer_model)
 
 
 def _model(serving: ServingConfig, replay: Path | None) -> AgentModel:

@@ -7,7 +7,13 @@ unless ``--replay FILE`` gives recorded answers. Without ``--table`` the dataset
 catalog (``semray catalog add``); long-term memory is the catalog's memory table, or the JSON file
 of ``--memory-file FILE``.
 
+Each ask prints its id first (``ask ID: ...``) and journals its steps: an interrupted ask goes on
+where it stopped, without paying again for its committed steps, when the same command is run
+again or with ``semray ask --resume ID`` (which reads the question, datasets and flags from the
+journal); ``semray runs show ID`` prints its trace.
+
     semray ask "average rating per product" -t reviews=reviews.csv -t products=products.csv --dry-run
+    semray ask --resume 20261202-034501-a1b2c3
 """
 
 from __future__ import annotations
@@ -23,8 +29,17 @@ from semray.settings import Settings
 
 def add_ask_command(subparsers: Any) -> None:
     """Add ``ask`` to the ``semray`` command's subparsers."""
-    ask = subparsers.add_parser("ask", help="answer a question in plain language: plan, validate, run")
-    ask.add_argument("question")
+    ask = subparsers.add_parser(
+        "ask",
+        help="answer a question in plain language: plan, validate, run (an interrupted ask resumes: --resume ID)",
+    )
+    ask.add_argument("question", nargs="?", help="the question (not with --resume, which reads it from the journal)")
+    ask.add_argument(
+        "--resume",
+        metavar="ID",
+        help="go on with the interrupted ask ID (printed when it started; see `semray runs show ID`) with its "
+        "question, datasets and flags, paying nothing again for its committed steps",
+    )
     ask.add_argument("--table", "-t", action="append", default=[], metavar="NAME=PATH", help="a dataset (repeatable)")
     ask.add_argument("--dry-run", action="store_true", help="stop after a validated plan (printed as JSON)")
     ask.add_argument("--explain", action="store_true", help="also show every agent step with tokens and dollars")
@@ -42,40 +57,108 @@ def add_ask_command(subparsers: Any) -> None:
 
 
 def run_ask(args: argparse.Namespace, settings: Settings) -> int:
-    from semray.asking import ask
+    from semray.asking import ask, loop_config
     from semray.output import render, without_row_ids
-    from semray.planner.agents import ListMemory, LoopConfig
+    from semray.planner.agents import ListMemory
 
+    if args.resume is not None:
+        _resumed_arguments(args, settings)
+    elif not args.question:
+        raise SemrayError("semray ask needs a question, or --resume ID to go on with an interrupted ask")
     tables: dict[str, Path] = {}
-    for item in args.table:
-        name, equals, path = item.partition("=")
-        if not equals or not name or not path:
-            raise SemrayError(f"--table takes NAME=PATH, got {item!r}")
+    for name, _, path in map(_split, args.table):
         tables[name] = Path(path)
-    config = LoopConfig(max_iterations=args.max_iterations, judges=args.judges)
-    result = ask(
-        args.question,
-        tables=tables,
-        memory=None if args.memory_file is None else ListMemory(args.memory_file),
-        settings=settings,
-        replay=args.replay,
-        dry_run=args.dry_run,
-        max_cost=args.max_cost,
-        config=config,
-    )
+    config = loop_config(settings, max_iterations=args.max_iterations, judges=args.judges)
+    started: list[str] = []
+
+    def announce(ask_id: str, resumed: bool) -> None:
+        started.append(ask_id)
+        how = "resumed from its journal" if resumed else "journaled"
+        sys.stderr.write(f"ask {ask_id}: {how}; if interrupted, go on with: semray ask --resume {ask_id}\n")
+
+    try:
+        result = ask(
+            args.question,
+            tables=tables,
+            memory=None if args.memory_file is None else ListMemory(args.memory_file),
+            settings=settings,
+            replay=args.replay,
+            dry_run=args.dry_run,
+            max_cost=args.max_cost,
+            config=config,
+            resume=args.resume,
+            arguments=_journaled_arguments(args),
+            on_start=announce,
+        )
+    except SemrayError as error:
+        if started and _unfinished(settings, started[0]):
+            sys.stderr.write(
+                f"ask {started[0]} stopped before it finished: fix the cause below, then go on with "
+                f"`semray ask --resume {started[0]}` (its committed steps are not paid again)\n"
+            )
+        raise error
     if args.plan_out is not None:
         args.plan_out.write_text(result.plan_json + "\n", encoding="utf-8")
     if args.explain:
-        lines = [step.line() for step in result.steps]
+        lines = [step.line() + ("  (replayed)" if step.replayed else "") for step in result.steps]
         sys.stderr.write("agent steps:\n" + "\n".join(lines) + "\n")
     if args.dry_run or args.explain:
         sys.stdout.write(result.plan_json + "\n")
     if result.answer is not None:
         render(without_row_ids(result.answer), args.format, args.output)
+    replayed = sum(step.replayed for step in result.steps)
     summary = (
-        f"datasets: {', '.join(result.datasets)}; {result.iterations} draft(s), {len(result.steps)} agent steps, "
-        f"{result.planning_tokens:,} tokens, ${result.planning_dollars:.4f} planning; ask {result.ask_id}"
+        f"datasets: {', '.join(result.datasets)}; {result.iterations} draft(s), {len(result.steps)} agent steps"
+        + (f" ({replayed} replayed from the journal, not paid again)" if replayed else "")
+        + f", {result.planning_tokens:,} tokens, ${result.planning_dollars:.4f} planning; ask {result.ask_id}"
     )
     run = f"; run {result.run_id}: {result.usage_line}" if result.run_id else ""
     sys.stderr.write(summary + run + "\n")
     return 0
+
+
+def _split(item: str) -> tuple[str, str, str]:
+    name, equals, path = item.partition("=")
+    if not equals or not name or not path:
+        raise SemrayError(f"--table takes NAME=PATH, got {item!r}")
+    return name, equals, path
+
+
+def _journaled_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags a resume by id needs again (``--replay`` is journaled by ``ask`` itself)."""
+    return {
+        "table": [f"{name}={Path(path).expanduser().absolute()}" for name, _, path in map(_split, args.table)],
+        "dry_run": args.dry_run,
+        "max_iterations": args.max_iterations,
+        "judges": args.judges,
+        "memory_file": None if args.memory_file is None else str(args.memory_file.expanduser().absolute()),
+    }
+
+
+def _resumed_arguments(args: argparse.Namespace, settings: Settings) -> None:
+    """Fill ``args`` from the journal of ask ``args.resume``; ``--replay`` given now wins over the journaled one."""
+    from semray.planner.agents.ask_journal import ask_started
+
+    started = ask_started(settings.state_path, args.resume)
+    if args.question and args.question != started.question:
+        raise SemrayError(
+            f"ask {args.resume} asked {started.question!r}; --resume reads the question from its journal, "
+            "so leave the question out (or ask it anew without --resume)"
+        )
+    journaled = started.arguments
+    args.question = started.question
+    args.table = [str(item) for item in journaled.get("table", args.table)]
+    args.dry_run = bool(journaled.get("dry_run", args.dry_run))
+    args.max_iterations = int(journaled.get("max_iterations", args.max_iterations))
+    args.judges = int(journaled.get("judges", args.judges))
+    if journaled.get("memory_file"):
+        args.memory_file = Path(str(journaled["memory_file"]))
+    if args.replay is None and journaled.get("replay"):
+        args.replay = Path(str(journaled["replay"]))
+
+
+def _unfinished(settings: Settings, ask_id: str) -> bool:
+    from semray.planner.agents.ask_journal import ask_folder, ask_status
+
+    folder = ask_folder(settings.state_path, ask_id)
+    return folder is not None and ask_status(folder) in ("interrupted", "running")

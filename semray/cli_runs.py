@@ -47,7 +47,9 @@ def add_runs_commands(subparsers: Any) -> None:
     listing.add_argument("--format", choices=("table", "json"), default="table")
     listing.set_defaults(command=list_command)
 
-    show = actions.add_parser("show", help="one run: plan, per-operator progress and cost, errors")
+    show = actions.add_parser(
+        "show", help="one run: plan, per-operator progress and cost, errors; or one ask: its units and attempts"
+    )
     show.add_argument("run_id", metavar="ID")
     show.add_argument("--format", choices=("table", "json"), default="table")
     show.set_defaults(command=show_command)
@@ -95,6 +97,8 @@ def list_command(args: argparse.Namespace, settings: Settings) -> int:
 def show_command(args: argparse.Namespace, settings: Settings) -> int:
     from semray.transactions import show_run
 
+    if _show_ask(args, settings):
+        return 0
     detail = show_run(settings, args.run_id)
     if args.format == "json":
         _write(detail.model_dump_json(indent=2) + "\n")
@@ -107,6 +111,7 @@ def resume_command(args: argparse.Namespace, settings: Settings) -> int:
     from semray.output import render
     from semray.pipeline.run import Written, resume
 
+    _refuse_ask(args.run_id, settings)
     if args.max_cost is not None:
         settings = settings.model_copy(update={"max_cost": args.max_cost})
     result = resume(settings, args.run_id, progress=reporter_for(settings))
@@ -163,6 +168,28 @@ def cancel_command(args: argparse.Namespace, settings: Settings) -> int:
     else:
         _write(f"run {args.run_id} cancelled\n")
     return 0
+
+
+def _show_ask(args: argparse.Namespace, settings: Settings) -> bool:
+    """``runs show ID`` of an ask (``semray ask``): its trace of units and attempts; False for a run id."""
+    from semray.planner.agents.ask_journal import ask_folder, read_ask_trace, render_ask_trace
+
+    folder = ask_folder(settings.state_path, args.run_id)
+    if folder is None:
+        return False
+    if args.format == "json":
+        _write("".join(record.model_dump_json() + "\n" for record in read_ask_trace(folder)))
+    else:
+        _write(render_ask_trace(folder) + "\n")
+    return True
+
+
+def _refuse_ask(run_id: str, settings: Settings) -> None:
+    from semray.errors import SemrayError
+    from semray.planner.agents.ask_journal import ask_folder
+
+    if ask_folder(settings.state_path, run_id) is not None:
+        raise SemrayError(f"{run_id} is an ask, not a run: go on with it with `semray ask --resume {run_id}`")
 
 
 # rendering ------------------------------------------------------------------------------

@@ -80,6 +80,23 @@ class Settings(BaseSettings):
         default=None, description="the LanceDB catalog of datasets, segments and memory; default <state_dir>/catalog"
     )
 
+    agent_max_retries: int = Field(
+        default=2, ge=0, description="retries of an agent unit of `semray ask` whose attempt fails validation"
+    )
+    agent_max_units: int = Field(default=20, ge=1, description="commit-or-retry units an ask may run")
+    agent_decision_margin: float = Field(
+        default=0.25,
+        ge=0.0,
+        le=1.0,
+        description="retry a critical choice of an ask (its datasets) whose decision confidence divergence, the "
+        "chosen option's normalised confidence margin over the best alternative under the scorer tier, is below this",
+    )
+    agent_scorer_model: Path | None = Field(
+        default=None,
+        description="the scorer tier of `semray ask`: a local transformers causal LM folder that scores decisions by "
+        "token logprobs (confidence signals); None: no confidence signals",
+    )
+
     allow_job_local_state: bool = Field(
         default=False,
         description="inside a Ray job, accept a state folder in the job's temporary working directory (its runs, "

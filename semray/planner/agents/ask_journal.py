@@ -7,8 +7,10 @@ torn lines skipped on read) and a ``driver.lock`` held by the live process. Reco
 ``agent_step`` (inputs, output, the model's whole response, tokens, dollars), ``unit_verdict``
 and ``unit_committed`` (the commit point of a unit), ``ask_finished``.
 
-Re-running the same ask (same key) after a crash reopens the newest unfinished trace: the steps of
-its committed units are replayed from the journal instead of being paid for again.
+Re-running the same ask (same key) after a crash reopens the newest unfinished trace that no live
+process holds (``open_ask_trace``), and ``resume_ask_trace`` reopens one by its id (``semray ask
+--resume ID``): the steps of its committed units are replayed from the journal instead of being
+paid for again. ``render_ask_trace`` is what ``semray runs show ID`` prints for an ask.
 
 >>> trace = open_ask_trace(Path(".semray"), "average rating per product", "gpt")  # doctest: +SKIP
 >>> sorted(trace.committed)  # doctest: +SKIP
@@ -19,17 +21,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
 from semray.log import get_logger
 from semray.planner.agents.errors import AgentError
 from semray.serving.contract import ModelResponse
-from semray.transactions.durability import acquire_lock, make_directory_durably, release_lock
+from semray.transactions.durability import acquire_lock, is_locked, make_directory_durably, release_lock
 from semray.transactions.journal import JOURNAL_NAME, JournalWriter, read_journal_as
 from semray.transactions.records import Record
 
@@ -37,6 +40,8 @@ log = get_logger(__name__)
 
 ASKS_FOLDER = "asks"
 LOCK_NAME = "driver.lock"
+ASK_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
+"""``20261202-034501-a1b2c3``: when the ask started (UTC) and six random hex digits."""
 
 
 class AskTraceError(AgentError):
@@ -49,6 +54,8 @@ class AskStarted(Record):
     key: str
     question: str
     model: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """What a resume by id needs to call the ask again (its datasets, flags, files); not part of the key."""
 
 
 class AskResumed(Record):
@@ -163,8 +170,10 @@ def ask_key(question: str, model: str, extra: str = "") -> str:
     return hashlib.sha256("\x1f".join((question, model, extra)).encode()).hexdigest()[:24]
 
 
-def open_ask_trace(state_dir: Path, question: str, model: str, extra: str = "") -> AskTrace:
-    """Resume the newest unfinished trace of the same ask, else start a new one."""
+def open_ask_trace(
+    state_dir: Path, question: str, model: str, extra: str = "", arguments: dict[str, Any] | None = None
+) -> AskTrace:
+    """Resume the newest unfinished trace of the same ask that no live process holds, else start a new one."""
     key = ask_key(question, model, extra)
     root = state_dir / ASKS_FOLDER
     make_directory_durably(root)
@@ -174,15 +183,54 @@ def open_ask_trace(state_dir: Path, question: str, model: str, extra: str = "") 
             continue
         if any(isinstance(record, AskFinished) for record in records):
             break  # the newest trace of this ask finished: a new ask starts afresh
+        if is_locked(folder / LOCK_NAME):
+            continue  # the same ask, live in another process: this one does not wait for it
         return _resume(folder, records[0], records)
     ask_id = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{os.urandom(3).hex()}"
     folder = root / ask_id
     make_directory_durably(folder)
     lock = acquire_lock(folder / LOCK_NAME, f"ask {ask_id}")
     writer = JournalWriter.create(folder / JOURNAL_NAME)
-    writer.append(AskStarted(ask_id=ask_id, key=key, question=question, model=model))
+    writer.append(AskStarted(ask_id=ask_id, key=key, question=question, model=model, arguments=arguments or {}))
     log.info("ask_trace_started", ask_id=ask_id, folder=str(folder))
     return AskTrace(folder, ask_id, key, False, 1, {}, writer, lock)
+
+
+def ask_folder(state_dir: Path, ask_id: str) -> Path | None:
+    """The trace folder of ask ``ask_id`` under ``state_dir``, None when there is none."""
+    folder = state_dir / ASKS_FOLDER / ask_id
+    return folder if ASK_ID.match(ask_id) and (folder / JOURNAL_NAME).is_file() else None
+
+
+def ask_started(state_dir: Path, ask_id: str) -> AskStarted:
+    """The first record of an ask's trace: its question, model and arguments (for ``semray ask --resume ID``)."""
+    folder = ask_folder(state_dir, ask_id)
+    records = _records(folder) if folder is not None else ()
+    if not records or not isinstance(records[0], AskStarted):
+        raise AskTraceError(
+            f"no ask {ask_id!r} under {state_dir / ASKS_FOLDER}; the id is printed when an ask starts "
+            "(`ask ID: ...`) and is the name of its folder there"
+        )
+    return records[0]
+
+
+def resume_ask_trace(state_dir: Path, ask_id: str, question: str, model: str, extra: str = "") -> AskTrace:
+    """Reopen the unfinished trace ``ask_id``; refused when it finished or was asked otherwise."""
+    started = ask_started(state_dir, ask_id)
+    folder = state_dir / ASKS_FOLDER / ask_id
+    records = _records(folder)
+    finished = next((record for record in records if isinstance(record, AskFinished)), None)
+    if finished is not None:
+        raise AskTraceError(
+            f"ask {ask_id} already {finished.status}; `semray runs show {ask_id}` shows its trace, and asking the "
+            "question again (without --resume) starts a new ask"
+        )
+    if started.key != ask_key(question, model, extra):
+        raise AskTraceError(
+            f"ask {ask_id} was asked of {started.model!r} with other datasets or settings than this call; resume it "
+            "with the same ones (`semray ask --resume ID` reads them from its journal)"
+        )
+    return _resume(folder, started, records)
 
 
 def read_ask_trace(folder: Path) -> tuple[AskRecord, ...]:
@@ -204,20 +252,65 @@ def committed_units(records: tuple[AskRecord, ...]) -> dict[int, CommittedUnit]:
     return committed
 
 
+AskStatus = Literal["running", "interrupted", "succeeded", "failed"]
+"""``interrupted``: no ``ask_finished`` and no live process; ``semray ask --resume ID`` goes on with it."""
+
+
+def ask_status(folder: Path, records: tuple[AskRecord, ...] | None = None) -> AskStatus:
+    """How an ask stands: finished (succeeded, failed), running (a live process holds it) or interrupted."""
+    found = _records(folder) if records is None else records
+    finished = next((record for record in found if isinstance(record, AskFinished)), None)
+    if finished is not None:
+        return finished.status
+    return "running" if is_locked(folder / LOCK_NAME) else "interrupted"
+
+
 def render_ask_trace(folder: Path) -> str:
-    """A readable trace: one line per unit attempt and step, the verdicts and the commits."""
+    """A readable trace: a summary, then one line per unit attempt and step, the verdicts and the commits.
+
+    >>> print(render_ask_trace(state / "asks" / ask_id))  # doctest: +SKIP
+    ask 20261202-034501-a1b2c3: What is the average rating of each product?
+    ...
+    """
+    records = _records(folder)
+    steps = [record for record in records if isinstance(record, StepJournaled)]
+    paid = [step for step in steps if step.model and not step.replayed]
+    replayed = [step for step in steps if step.replayed]
+    status = ask_status(folder, records)
+    tokens = sum(step.input_tokens + step.output_tokens for step in paid)
+    replays = _replayed_units(records)
     lines: list[str] = []
-    for record in _records(folder):
-        if isinstance(record, AskStarted):
-            lines.append(f"ask {record.ask_id}: {record.question} ({record.model})")
-        elif isinstance(record, AskResumed):
-            lines.append(f"resumed by pid {record.pid}")
-        elif isinstance(record, StepJournaled):
-            cost = (
-                "replayed"
-                if record.replayed
-                else f"{record.input_tokens}+{record.output_tokens} tok ${record.dollars:.4f}"
+    for record in records:
+        if isinstance(record, StepJournaled | UnitVerdictJournaled) and (record.attempt, record.unit) in replays:
+            continue  # a unit answered from the journal: one line at its commit
+        if isinstance(record, UnitCommitted) and (record.attempt, record.unit) in replays:
+            lines.append(
+                f"u{record.unit} {record.unit_name} replayed from the journal of process "
+                f"{replays[(record.attempt, record.unit)]}: nothing paid again"
             )
+            continue
+        if isinstance(record, AskStarted):
+            lines.append(f"ask {record.ask_id}: {record.question}")
+            resume = f" (go on with: semray ask --resume {record.ask_id})" if status == "interrupted" else ""
+            lines.append(f"  status {status}{resume}; model {record.model}")
+            lines.append(
+                f"  {len({r.unit for r in records if isinstance(r, UnitCommitted)})} unit(s) committed over "
+                f"{1 + sum(isinstance(r, AskResumed) for r in records)} process(es); {len(paid)} model step(s) paid "
+                f"({tokens:,} tokens, ${sum(step.dollars for step in paid):.4f}), "
+                f"{len(replayed)} replayed from the journal"
+            )
+            if (folder / "workspace" / "plan.json").is_file():
+                lines.append(f"  plan: {folder / 'workspace' / 'plan.json'}")
+            lines.append("trace:")
+        elif isinstance(record, AskResumed):
+            lines.append(f"resumed by pid {record.pid} (process {record.attempt})")
+        elif isinstance(record, StepJournaled):
+            if record.replayed:
+                cost = "replayed"
+            elif record.model:
+                cost = f"{record.input_tokens}+{record.output_tokens} tok ${record.dollars:.4f}"
+            else:
+                cost = "local"
             error = f"  error: {record.error[:80]}" if record.error else ""
             lines.append(
                 f"  u{record.unit} {record.unit_name} a{record.unit_attempt}  "
@@ -237,10 +330,26 @@ def render_ask_trace(folder: Path) -> str:
     return "\n".join(lines)
 
 
+def _replayed_units(records: tuple[AskRecord, ...]) -> dict[tuple[int, int], int]:
+    """(process, unit) of each unit a resumed process replayed without paying -> the process that committed it."""
+    first: dict[int, int] = {}
+    paid: set[tuple[int, int]] = set()
+    replayed: dict[tuple[int, int], int] = {}
+    for record in records:
+        if isinstance(record, StepJournaled) and record.model and not record.replayed:
+            paid.add((record.attempt, record.unit))
+        elif isinstance(record, UnitCommitted):
+            if record.unit in first and (record.attempt, record.unit) not in paid:
+                replayed[(record.attempt, record.unit)] = first[record.unit]
+            first.setdefault(record.unit, record.attempt)
+    return replayed
+
+
 def _resume(folder: Path, started: AskStarted, records: tuple[AskRecord, ...]) -> AskTrace:
     lock = acquire_lock(folder / LOCK_NAME, f"ask {started.ask_id}")
+    records = _records(folder)  # under the lock: what the last process wrote before it let go
     writer = JournalWriter(folder / JOURNAL_NAME)
-    attempt = 1 + sum(isinstance(record, AskResumed) for record in records)
+    attempt = 2 + sum(isinstance(record, AskResumed) for record in records)  # the first process is attempt 1
     writer.append(AskResumed(attempt=attempt))
     committed = committed_units(records)
     log.info("ask_trace_resumed", ask_id=started.ask_id, committed_units=len(committed))

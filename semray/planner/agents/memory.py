@@ -128,7 +128,12 @@ class MemoryManager:
             def work(
                 signature: str = signature, count: int = count, issue: PlanIssue = issue
             ) -> tuple[str, str | None]:
-                earlier = [r for r in store.recall(signature, 50, FAILURE) if r.memory.startswith(signature)]
+                # What this ask wrote itself (before a crash, resumed since) is not an earlier occurrence.
+                earlier = [
+                    r
+                    for r in store.recall(signature, 50, FAILURE)
+                    if r.memory.startswith(signature) and (run_id is None or r.source_run != run_id)
+                ]
                 known = [r for r in store.recall(signature, 50, KNOWLEDGE) if signature in r.memory]
                 seen = count + len(earlier)
                 if known:

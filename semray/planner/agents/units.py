@@ -126,8 +126,15 @@ class StagedMemory:
     def pending(self) -> int:
         return len(self._remembered) + len(self._forgotten)
 
-    def apply(self) -> None:
+    def apply(self, dedupe: bool = False) -> None:
+        """Write the staged records and forgets; ``dedupe`` skips a record its run already wrote.
+
+        A process killed between applying a unit's writes and journaling its commit leaves them in the
+        store; the resumed process applies the unit again with ``dedupe`` (forgets are idempotent).
+        """
         for record in self._remembered:
+            if dedupe and self._written(record):
+                continue
             self.store.remember(record.task, record.memory, record.category, record.expires, record.source_run)
         for memory_id in self._forgotten:
             self.store.forget(memory_id)
@@ -136,6 +143,14 @@ class StagedMemory:
     def discard(self) -> None:
         self._remembered.clear()
         self._forgotten.clear()
+
+    def _written(self, record: MemoryRecord) -> bool:
+        if record.source_run is None:
+            return False  # no run to tell this ask's write from another task's with the same text
+        return any(
+            (found.memory, found.category, found.source_run) == (record.memory, record.category, record.source_run)
+            for found in self.store.recall(record.task, 50, record.category)
+        )
 
 
 @dataclass(slots=True)
@@ -246,7 +261,9 @@ class UnitRunner:
     def _commit(self, current: UnitAttempt, verdict: Verdict, replayed: bool) -> None:
         if self.memory is not None:
             # A replayed unit applied its writes before the crash; applying them again would duplicate them.
-            self.memory.discard() if replayed else self.memory.apply()
+            # A unit done again after a resume may have applied them just before the crash: dedupe.
+            resumed = self.trace is not None and self.trace.resumed
+            self.memory.discard() if replayed else self.memory.apply(dedupe=resumed)
         if self.trace is not None and current.staging is not None and current.files:
             workspace = self.trace.workspace
             make_directory_durably(workspace)
