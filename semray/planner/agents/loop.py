@@ -48,6 +48,9 @@ class LoopConfig:
     semantic: bool = True
     memory: bool = True
     units: UnitPolicy = field(default_factory=UnitPolicy)
+    isolation: bool = True
+    """A draft sees only the last failed draft and its verdict; False (an ablation): every failed draft and
+    every issue so far stay in later prompts, and memory writes are not staged behind commits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +88,8 @@ def plan_question(
     """
     runner = runner or StepRunner(model)
     structured = model.structured_output
-    staged = StagedMemory(memory) if memory is not None and config.memory else None
-    manager = MemoryManager(runner, staged)
+    staged = StagedMemory(memory) if memory is not None and config.memory and config.isolation else None
+    manager = MemoryManager(runner, staged if config.isolation else memory if config.memory else None)
     units = UnitRunner(runner, config.units, trace, staged)
     finished: Literal["succeeded", "failed"] | None = None
     try:
@@ -111,7 +114,7 @@ def plan_question(
                 drafting.profile,
                 [*knowledge, *manager.short.hints],
                 drafting.previous,
-                attempt.feedback,
+                attempt.feedback if config.isolation else tuple(manager.short.issues),
                 structured,
             )
 
@@ -138,7 +141,7 @@ def plan_question(
                 drafting.outline = outline_plan(
                     runner, question, drafting.profile, knowledge, verdict.issues, structured
                 )
-            drafting.previous = text
+            drafting.previous = text if config.isolation or not drafting.previous else f"{drafting.previous}\n\n{text}"
 
         try:
             planned = units.run("plan", draft, validate, max_attempts=config.max_iterations, after_failure=route)
@@ -164,7 +167,10 @@ def plan_question(
             drafting.executed,
         )
     finally:
-        units.run("consolidate", lambda _: manager.consolidate(question, run_id), _passes)
+        # Only an ask that ended consolidates: one stopped by a crash, a budget or a model error resumes and
+        # consolidates then, once (consolidating now too would write its lessons to long-term memory twice).
+        if finished is not None:
+            units.run("consolidate", lambda _: manager.consolidate(question, run_id), _passes)
         if trace is not None and finished is not None:
             trace.finish(finished)  # a crash leaves the trace unfinished: the same ask resumes it
 

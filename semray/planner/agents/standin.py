@@ -6,7 +6,15 @@ manipulation agent the gold plan with a fault injected at ``fault_rate`` on its 
 A later draft repairs the fault at ``repair_rate`` when the prompt's feedback names it (its
 marker), and keeps it otherwise. A judge accepts a plan equal to the gold one and rejects
 another naming the difference, each wrong at ``judge_error_rate``. It reads prompts as a model
-would (the question, the ``<plan>`` block, the feedback section); it never sees the validator.
+would (the question, the ``<plan>`` block, the hints and feedback sections); it never sees the
+validator.
+
+Failure modes the ablations of ``benchmarks/planning.py`` measure, all off by default:
+``recall_rate`` (a first draft avoids its fault when the prompt's hints, i.e. memory, name its
+marker), ``refault_rate`` (a repair breaks something else: a new fault), ``relapse_rate`` (a draft
+copies back an earlier faulty draft it still sees in its prompt), ``dataset_error_rate`` (the
+profiling answer picks a wrong dataset). ``StandInScorer`` scores dataset choices for the
+confidence signal, preferring the gold one except at its ``error_rate``.
 
 >>> model = StandInPlanner([case], fault_rate=1.0, repair_rate=1.0, seed=0)  # doctest: +SKIP
 """
@@ -14,6 +22,7 @@ would (the question, the ``<plan>`` block, the feedback section); it never sees 
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from collections.abc import Sequence
@@ -49,6 +58,12 @@ class _State:
     drafts: int = 0
     repaired: bool = False
     faults: list[str] = field(default_factory=list)
+    earlier: list[Fault] = field(default_factory=list)
+    rng: random.Random = field(default_factory=random.Random)
+    """Drafts: faults, repairs, relapses."""
+    choosing: random.Random = field(default_factory=random.Random)
+    judging: random.Random = field(default_factory=random.Random)
+    last: dict[str, Any] | None = None
 
 
 class StandInPlanner:
@@ -63,11 +78,18 @@ class StandInPlanner:
         judge_error_rate: float = 0.0,
         kinds: Sequence[FaultKind] = FAULT_KINDS,
         seed: int = 0,
+        recall_rate: float = 0.0,
+        refault_rate: float = 0.0,
+        relapse_rate: float = 0.0,
+        dataset_error_rate: float = 0.0,
     ) -> None:
         self._cases = list(cases)
         self._fault_rate, self._repair_rate, self._judge_error = fault_rate, repair_rate, judge_error_rate
+        self._recall, self._refault, self._relapse = recall_rate, refault_rate, relapse_rate
+        self._dataset_error = dataset_error_rate
+        self._datasets = tuple(dict.fromkeys(name for case in self._cases for name in case.datasets))
         self._kinds = tuple(kinds)
-        self._rng = random.Random(seed)
+        self._seed = seed
         self._states: dict[str, _State] = {}
 
     @property
@@ -90,7 +112,7 @@ class StandInPlanner:
         case = self._case(call.request.prompt)
         key = f"{call.agent}/{call.step}"
         if key == "profiling/choose":
-            text = json.dumps({"datasets": list(case.datasets), "reason": "the gold datasets"})
+            text = json.dumps({"datasets": list(self._choose(case)), "reason": "the datasets the question names"})
         elif key == "planning/outline":
             nodes = reversed(walk(plan_from_dict(case.document)))
             text = json.dumps({"steps": [{"operator": node.op, "purpose": node.label()} for node in nodes]})
@@ -109,25 +131,63 @@ class StandInPlanner:
                 return case
         raise LookupError("the stand-in planner has no gold case for this prompt")
 
+    def _state(self, case: GoldCase) -> _State:
+        # Random streams per question, seed and purpose: configurations compared at one seed meet the same
+        # first drafts, however many profiling or judging calls each makes.
+        if case.question not in self._states:
+            self._states[case.question] = _State(
+                rng=random.Random(f"{self._seed}/{case.question}/draft"),
+                choosing=random.Random(f"{self._seed}/{case.question}/choose"),
+                judging=random.Random(f"{self._seed}/{case.question}/judge"),
+            )
+        return self._states[case.question]
+
+    def _choose(self, case: GoldCase) -> tuple[str, ...]:
+        rng = self._state(case).choosing
+        others = [name for name in self._datasets if name not in case.datasets]
+        if not others or rng.random() >= self._dataset_error:
+            return case.datasets
+        return (*case.datasets[:-1], rng.choice(others))
+
     def _draft(self, case: GoldCase, prompt: str) -> dict[str, Any]:
-        state = self._states.setdefault(case.question, _State())
+        state = self._state(case)
         state.drafts += 1
         if state.drafts == 1:
-            if self._rng.random() < self._fault_rate:
+            if state.rng.random() < self._fault_rate:
                 state.fault = self._fault(case)
-            return state.fault.document if state.fault else case.document
+            hints = prompt.split("Hints:", 1)[-1].split("Previous draft:", 1)[0]
+            heeds = state.rng.random() < self._recall  # drawn always: the stream stays the same with or without memory
+            if state.fault is not None and state.fault.marker in hints and heeds:
+                state.fault = None  # memory warned about this very mistake
+            return self._answered(state, case)
         feedback = prompt.split("Problems found in it", 1)[-1]
-        if state.fault is not None and state.fault.marker in feedback and self._rng.random() < self._repair_rate:
+        if state.fault is not None and state.fault.marker in feedback and state.rng.random() < self._repair_rate:
+            state.earlier.append(state.fault)
             state.fault, state.repaired = None, True
-        return state.fault.document if state.fault else case.document
+            if state.rng.random() < self._refault:
+                state.fault = self._fault(case)
+        # An older faulty draft still in the prompt (not the one just answered) may be copied back.
+        seen = [
+            fault
+            for fault in state.earlier
+            if fault is not state.fault and fault.document != state.last and _shown(fault, prompt)
+        ]
+        if seen and state.rng.random() < self._relapse:
+            state.fault = state.rng.choice(seen)
+        return self._answered(state, case)
+
+    def _answered(self, state: _State, case: GoldCase) -> dict[str, Any]:
+        state.last = state.fault.document if state.fault else case.document
+        return state.last
 
     def _fault(self, case: GoldCase) -> Fault | None:
+        state = self._state(case)
         kinds = list(self._kinds)
-        self._rng.shuffle(kinds)
+        state.rng.shuffle(kinds)
         for kind in kinds:
-            fault = inject(case.document, kind, self._rng)
+            fault = inject(case.document, kind, state.rng)
             if fault is not None:
-                self._states[case.question].faults.append(fault.description)
+                state.faults.append(fault.description)
                 return fault
         return None
 
@@ -135,14 +195,39 @@ class StandInPlanner:
         found = _PLAN.search(prompt)
         drafted = plan_from_dict(json.loads(found.group(1))) if found else None
         right = drafted == plan_from_dict(case.document)
-        if self._rng.random() < self._judge_error:
+        state = self._state(case)
+        if state.judging.random() < self._judge_error:
             right = not right
         if right:
             return rendered_judgement("accept")
-        state = self._states.get(case.question)
-        marker = state.fault.marker if state and state.fault else "the plan"
+        marker = state.fault.marker if state.fault else "the plan"
         return rendered_judgement(
             "reject",
             f"the plan differs from what the question asks at {marker}",
             f"use the right operator instead of {marker}",
         )
+
+
+def _shown(fault: Fault, prompt: str) -> bool:
+    """Whether a faulty draft the stand-in wrote is still in the prompt (a draft is its JSON text)."""
+    return json.dumps(fault.document) in prompt
+
+
+class StandInScorer:
+    """A scorer tier for the stand-in: a dataset choice scores high when it is the gold one.
+
+    ``token_logprobs`` reads the question from the context (``Question: ...``) and gives each token
+    of the gold choice logprob ln 0.95 and of any other ln 0.1, the two swapped at ``error_rate``.
+    """
+
+    def __init__(self, cases: Sequence[GoldCase], *, error_rate: float = 0.0, seed: int = 0) -> None:
+        self._cases = list(cases)
+        self._error = error_rate
+        self._rng = random.Random(seed)
+
+    def token_logprobs(self, context: str, continuation: str) -> tuple[float, ...]:
+        gold = next((case for case in self._cases if case.question in context), None)
+        right = gold is not None and continuation.strip() == ", ".join(gold.datasets)
+        if self._rng.random() < self._error:
+            right = not right
+        return (math.log(0.95 if right else 0.1),) * max(1, len(continuation.split()))
