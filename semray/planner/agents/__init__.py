@@ -20,6 +20,7 @@ from semray.planner.agents.catalog_view import (
 from semray.planner.agents.errors import (
     AgentError,
     BudgetExceededError,
+    PlannerModelError,
     PlanningFailedError,
     PlanningNeedsModelError,
     RecordingExhaustedError,
@@ -48,6 +49,7 @@ __all__ = [
     "MemoryRecord",
     "MemoryView",
     "PlanIssue",
+    "PlannerModelError",
     "PlanningFailedError",
     "PlanningNeedsModelError",
     "PlanningResult",

@@ -17,6 +17,11 @@ class PlanningNeedsModelError(AgentError):
     cannot write plans. Raised instead of fabricating one."""
 
 
+class PlannerModelError(AgentError):
+    """The planner's model tier refused or failed a call (the request, not the reply's content):
+    raised rather than fed back to the loop as if the model had written a bad plan."""
+
+
 class PlanningFailedError(AgentError):
     """The draft -> validate -> repair loop ran out of iterations; ``issues`` are the last ones found."""
 

@@ -18,13 +18,27 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from semray.cost_model.prices import TierProfile, profiles_from_serving
-from semray.planner.agents.errors import PlanningNeedsModelError
+from semray.planner.agents.errors import PlannerModelError, PlanningNeedsModelError
 from semray.serving.backends import build_backend
 from semray.serving.config import ServingConfig, TierConfig
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.tier import ModelTier
 
 NATIVE_JSON_BACKENDS = frozenset({"openai", "vllm"})
+REFUSALS = frozenset(
+    {
+        "empty_input",
+        "non_string_input",
+        "prompt_too_long",
+        "http_400",
+        "model_error",
+        "invalid_logprobs",
+        "invalid_usage",
+        "no_label",
+    }
+)
+"""Per-row error codes (``serving/contract.py``) that say the tier did not answer the request; the
+reply-format ones (unparseable, empty, truncated, too long) are the model's answer, fed back."""
 """Backends that take a JSON schema as ``response_format`` (guided decoding)."""
 
 
@@ -76,7 +90,15 @@ class TierModel:
         return self._config.backend in NATIVE_JSON_BACKENDS and self._config.native_structured_output
 
     def answer(self, call: AgentCall) -> ModelResponse:
+        """The tier's reply; a refused request (``REFUSALS``) raises ``PlannerModelError``, while an
+        off-format reply comes back for the loop to feed to the model as an issue."""
         (response,) = asyncio.run(self._tier.generate([call.request]))
+        if response.error_code in REFUSALS:
+            raise PlannerModelError(
+                f"the planner's {self._tier.name!r} tier ({self.name}) refused a call instead of answering: "
+                f"{response.error[:400] if response.error else ''}; check the tier with `semray models check` "
+                "(its base_url, model name and context length)"
+            )
         return response
 
     def close(self) -> None:
