@@ -647,11 +647,15 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
             f"each with a gold plan; planner model {model}; {seeds} seeds per configuration and fault rate, the "
             f"question set in order with a fresh long-term memory per seed. Accuracy: {measure}.",
             "",
-            f"Stand-in rates: repair {rates.repair} when the feedback names the fault, "
-            f"judges wrong {rates.judge_error}, "
-            f"memory heeded {rates.recall}, a repair breaks something else {rates.refault}, relapse to an earlier "
-            f"faulty draft still in the prompt {rates.relapse}, wrong dataset chosen {rates.dataset_error}, "
-            f"scorer wrong {rates.scorer_error}. Loop bound: {LoopConfig().max_iterations} drafts.",
+            (
+                f"Loop bound: {LoopConfig().max_iterations} drafts; the stand-in's rates do not apply to an endpoint."
+                if args.endpoint
+                else f"Stand-in rates: repair {rates.repair} when the feedback names the fault, "
+                f"judges wrong {rates.judge_error}, "
+                f"memory heeded {rates.recall}, a repair breaks something else {rates.refault}, relapse to an earlier "
+                f"faulty draft still in the prompt {rates.relapse}, wrong dataset chosen {rates.dataset_error}, "
+                f"scorer wrong {rates.scorer_error}. Loop bound: {LoopConfig().max_iterations} drafts."
+            ),
             "",
             *_table(rows),
             "",

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from benchmarks.harness.data import MissingData
 from benchmarks.harness.results import BENCHMARKS_DIR, RESULTS_DIR, BenchmarkResult, write_result
+from semray.errors import SemrayError
 
 EXIT_MISSING_DATA = 2
+EXIT_FAILED = 2
 
 
 def benchmark_parser(name: str, description: str) -> argparse.ArgumentParser:
@@ -61,6 +63,9 @@ def run_benchmark(
         verdict = "skipped" if args.skip_if_missing else "failed"
         print(f"benchmarks.{name} {verdict}: {missing}", file=sys.stderr)
         return 0 if args.skip_if_missing else EXIT_MISSING_DATA
+    except SemrayError as error:  # e.g. a model endpoint that refuses: say why, write no result
+        print(f"benchmarks.{name} failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_FAILED
     path = write_result(result, args.results_dir)
     print(f"benchmarks.{name}: wrote {path} and {path.parent.parent / 'RESULTS.md'}", file=sys.stderr)
     return 0
