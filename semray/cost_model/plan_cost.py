@@ -13,10 +13,11 @@ intervals into an `OperatorEstimate`. Formulas (docs/cost_model.md has them all)
   `semray.cost_model.quality.plan_quality` over the semantic operators.
 
 Tiers: ``tiers`` maps an operator path to a tier name and overrides the node's own tier;
-otherwise the node's tier, with ``auto`` priced as the top tier (what execution runs without a
-quality target). A node that cascades (``tier="cascade"``, or ``auto`` with a quality
-target) is priced on the ``"cascade"`` tier (`semray.cost_model.cascade_cost`); an operator
-that cannot cascade (a SemJoin with ``tier="cascade"``) runs, and is priced, on the top tier.
+otherwise the tier it runs on (`SemanticNode.resolved_tier`), with ``auto`` priced as the large
+tier (what execution runs without a quality target). A node that cascades (``tier="cascade"``,
+or ``auto`` with a quality target) is priced on the ``"cascade"`` tier
+(`semray.cost_model.cascade_cost`); an operator that cannot cascade (a SemJoin with
+``tier="cascade"``, a target that cannot be certified) runs, and is priced, on the large tier.
 Paths: ``""`` is the root, then child field names joined by dots (``"input.input"``,
 ``"left"``, ``"inputs.1"``); `operator_paths` lists them.
 
@@ -44,6 +45,7 @@ from semray.cost_model.prices import TierProfile
 from semray.cost_model.quality import plan_quality
 from semray.cost_model.statistics import PlanStatistics, statistics_key
 from semray.operators.base import Node
+from semray.operators.semantic import SemanticNode
 
 TOP_TIER = "large"
 NO_TIER = "none"
@@ -84,16 +86,13 @@ class EstimationContext:
             raise MissingStatisticsError(message)
         self.assumed.append(what)
 
-    def tier_of(self, node: Node, path: str, default: str | None = None) -> str:
-        """The tier ``node`` is priced on: ``tiers[path]``, else ``"cascade"`` when it cascades,
-        else its own tier (``auto``, and ``cascade`` on an operator that cannot, run on the top tier)."""
+    def tier_of(self, node: Node, path: str) -> str:
+        """The tier ``node`` is priced on: ``tiers[path]``, else the tier it runs on
+        (``SemanticNode.resolved_tier``: ``"cascade"`` when it cascades; ``auto``, and ``cascade``
+        on an operator that cannot, run on the large tier); the top tier for any other node."""
         if path in self.tiers:
             return self.tiers[path]
-        cascades = getattr(node, "cascades", None)
-        if cascades is not None and cascades() is not None:
-            return CASCADE_TIER
-        tier = getattr(node, "tier", None) or default or self.top_tier
-        return self.top_tier if tier in ("auto", CASCADE_TIER) else str(tier)
+        return node.resolved_tier() if isinstance(node, SemanticNode) else self.top_tier
 
     def profile(self, tier: str, node: Node) -> TierProfile:
         if tier not in self.profiles:

@@ -3,6 +3,7 @@
 from semray.operators.base import Node, transform, walk
 from semray.operators.code import CodeExample, SandboxLimits, SemCode
 from semray.operators.explain import render_tree
+from semray.operators.field_specs import parse_fields
 from semray.operators.plan import OPERATORS, RELATIONAL, SEMANTIC, PlanNode
 from semray.operators.relational import (
     Aggregate,
@@ -29,7 +30,6 @@ from semray.operators.semantic import (
     SemMap,
     SemSearch,
     SemTopK,
-    parse_fields,
 )
 from semray.operators.serialize import PLAN_VERSION, plan_from_json, plan_json_schema, plan_to_json
 

@@ -9,15 +9,18 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeGuard
+from typing import TYPE_CHECKING, ClassVar, Literal, TypeGuard
 
-from pydantic import AfterValidator, Field, StrictFloat, ValidationError
-from pydantic_core import PydanticCustomError
+from pydantic import Field, StrictFloat
 
 from semray.errors import PlanError
 from semray.operators.base import Node, NodeArgumentError
+from semray.operators.field_specs import ExtractField as ExtractField  # re-exported, with the next three
+from semray.operators.field_specs import OutputName as OutputName
+from semray.operators.field_specs import ValueType as ValueType
+from semray.operators.field_specs import parse_fields as parse_fields
 from semray.operators.relational import ROW_ID_COLUMN, Frozen, Unary
-from semray.operators.schema import Column, Schema, argument_error, right_names
+from semray.operators.schema import Column, Schema, right_names
 from semray.operators.templates import check_template, split_side, template_columns
 from semray.tasks import Question, TaskKind
 
@@ -29,7 +32,6 @@ Tier = Literal["auto", "cascade", "embedding", "small", "large"]
 each row to the cheapest tier that can decide it (embedding, then small, then large)."""
 AUTO_TIER = "large"
 """What ``tier="auto"`` runs on when no quality target asks for a cascade."""
-ValueType = Literal["text", "int", "float", "bool", "date"]
 DIAGNOSTIC_COLUMNS = (
     Column(name="_tier", type="VARCHAR"),
     Column(name="_confidence", type="DOUBLE"),
@@ -39,16 +41,6 @@ SQL_TYPES: dict[str, str] = {"text": "VARCHAR", "int": "BIGINT", "float": "DOUBL
 MAX_SCORE_CHOICES = 1000
 """The most whole numbers a score scale may offer: a whole-number range ``lo..hi`` is asked
 as a choice of every integer in it, so ``SEM_SCORE(..., 1, 10000000)`` is refused."""
-
-
-def _named(name: str) -> str:
-    if not name:
-        raise PydanticCustomError("output_name", "empty output column name; give the column a name")
-    return name
-
-
-OutputName = Annotated[str, AfterValidator(_named)]
-"""An output column name: not empty."""
 
 
 class QualityTarget(Frozen):
@@ -144,7 +136,17 @@ class SemanticNode(Node):
     @abstractmethod
     def resolved_tier(self) -> str:
         """The tier it runs on as lowering resolves ``tier``: ``"cascade"`` for a cascade whose
-        target can be certified, the large tier for ``"auto"``, else its own tier."""
+        target can be certified, the large tier for ``"auto"`` (and for a cascade whose target
+        cannot be), else its own tier."""
+
+    def given_tier(self) -> Tier | None:
+        """Its ``tier`` argument as written (``"auto"``, ``"small"``, ...), or None when it takes
+        none (SemSearch, SemCode)."""
+        return None
+
+    def tier_is_open(self) -> bool:
+        """The optimizer chooses its tier: it was given ``tier="auto"`` and no quality target."""
+        return self.given_tier() == "auto"
 
     def output_types(self) -> tuple[tuple[str, str], ...]:
         """(column, semray value type) it adds to each row, e.g. ``(("label", "text"),)``."""
@@ -176,7 +178,13 @@ class Semantic(Unary, SemanticNode):
     def resolved_tier(self) -> str:
         if self.cascades() is not None:
             return "cascade"
-        return AUTO_TIER if self.tier == "auto" else self.tier
+        return AUTO_TIER if self.tier in ("auto", "cascade") else self.tier
+
+    def given_tier(self) -> Tier:
+        return self.tier
+
+    def tier_is_open(self) -> bool:
+        return self.tier == "auto" and self.quality is None
 
     def cascade_target(self) -> QualityTarget | None:
         """The target this operator asks a cascade for, or None when it runs on one tier."""
@@ -298,20 +306,6 @@ class SemMap(Semantic):
                 raise PlanError("SemMap: a score range needs output_type 'int' or 'float'")
             check_score_range(self.lo, self.hi)
         return self.with_output(Column(name=self.output, type=SQL_TYPES[self.output_type]), *self.diagnostic_columns())
-
-
-class ExtractField(Frozen):
-    """One field to extract: ``ExtractField(name="sender", type="text")``."""
-
-    name: OutputName
-    type: ValueType = "text"
-    description: str = ""
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as error:
-            raise argument_error("ExtractField", error) from None
 
 
 class SemExtract(Semantic):
@@ -491,6 +485,9 @@ class SemJoin(SemanticNode):
     def resolved_tier(self) -> str:
         return set_tier(self.tier)
 
+    def given_tier(self) -> Tier:
+        return self.tier
+
 
 TOPK_SCALE = (1.0, 10.0)
 """The relevance scale a SemTopK is priced as, per row."""
@@ -539,24 +536,6 @@ def check_score_range(lo: float, hi: float) -> None:
 
 def _bound(value: float) -> str:
     return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
-
-
-def parse_fields(spec: str) -> tuple[ExtractField, ...]:
-    """Parse ``"sender: text, amount: float"`` into extraction fields (type defaults to text).
-
-    >>> [f.type for f in parse_fields("sender, amount: float")]
-    ['text', 'float']
-    """
-    fields = []
-    for part in spec.split(","):
-        name, _, kind = (piece.strip() for piece in part.partition(":"))
-        if not name:
-            raise PlanError(f"SemExtract: empty field in {spec!r}; write 'name: type, ...'")
-        kind = kind or "text"
-        if kind not in SQL_TYPES:
-            raise PlanError(f"SemExtract: field {name!r} has type {kind!r}; use one of {', '.join(SQL_TYPES)}")
-        fields.append(ExtractField(name=name, type=kind))
-    return tuple(fields)
 
 
 def with_quality(plan: Node, target: QualityTarget) -> Node:

@@ -39,11 +39,6 @@ EMBED_BATCH_ROWS = 256
 EMBED_ACTORS = 1
 
 
-def llm_tier(tier: str) -> str:
-    """The tier a set operator calls: small or large (auto and cascade run on large)."""
-    return tier if tier in ("small", "large") else "large"
-
-
 def block_size(right_rows: int | None) -> int:
     """Candidates per left row of a blocked join: 4 sqrt(m), at least 8 (all when m is small).
 
@@ -93,7 +88,7 @@ def _typed(node: Node, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
 
 def _verify(node: SemJoin, pairs: Stage, settings: Settings) -> Stage:
     task = SemanticTask(
-        kind=TaskKind.FILTER, instruction=pair_template(node.instruction, _renames(node)), tier=llm_tier(node.tier)
+        kind=TaskKind.FILTER, instruction=pair_template(node.instruction, _renames(node)), tier=node.resolved_tier()
     )
     return SemanticStage(
         task=task,
@@ -147,7 +142,7 @@ def lower_factorized_join(node: SemJoin, settings: Settings) -> Stage:
         task = SemanticTask(
             kind=TaskKind.MAP,
             instruction=side_template(node.instruction, side),
-            tier=llm_tier(node.tier),
+            tier=node.resolved_tier(),
             outputs=((FACTOR_KEY, "text"),),
         )
         return SemanticStage(
@@ -189,7 +184,7 @@ def lower_sem_topk(node: Node, settings: Settings) -> Stage:
     assert isinstance(node, SemTopK)
     template = _template_of(node.instruction)
     return TopKStage(
-        task=SemanticTask(kind=TaskKind.FILTER, instruction=node.instruction, tier=llm_tier(node.tier)),
+        task=SemanticTask(kind=TaskKind.FILTER, instruction=node.instruction, tier=node.resolved_tier()),
         operator_key=_key(node, "topk"),
         batch_rows=settings.semantic_batch_size,
         actors=1,
@@ -208,7 +203,7 @@ def lower_sem_agg(node: Node, settings: Settings) -> Stage:
 
     assert isinstance(node, SemAgg)
     return AggStage(
-        task=SemanticTask(kind=TaskKind.MAP, instruction=node.instruction, tier=llm_tier(node.tier)),
+        task=SemanticTask(kind=TaskKind.MAP, instruction=node.instruction, tier=node.resolved_tier()),
         operator_key=_key(node, "agg"),
         batch_rows=settings.semantic_batch_size,
         actors=1,

@@ -41,7 +41,7 @@ def default_cardinality(node: Node) -> float:
         return min(float(node.k), inputs[0])
     if isinstance(node, Aggregate | SemAgg):
         return max(inputs[0] * 0.1, 1.0) if node.keys else 1.0
-    if node.output_schema == node.children[0].output_schema and node.op in ("filter", "sem_filter"):
+    if node.drops_rows_only():  # a Filter, a SemFilter without diagnostics (semi/anti joins are above)
         return inputs[0] * FILTER_SELECTIVITY
     return inputs[0]
 

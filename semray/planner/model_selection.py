@@ -66,7 +66,7 @@ import structlog
 from semray.cost_model.cascade_cost import cascade_kind
 from semray.cost_model.quality import cascade_quality
 from semray.operators.base import Node
-from semray.operators.semantic import QualityTarget
+from semray.operators.semantic import QualityTarget, SemanticNode
 from semray.planner.capabilities import rebuild
 from semray.planner.costing import Estimator, PlanEstimateLike, PolicyLike, operator_cost
 from semray.planner.paths import operator_paths, rewrite_at_paths
@@ -110,11 +110,7 @@ def choosable_paths(plan: Node) -> list[str]:
     """Paths of the semantic operators whose tier the optimizer decides: ``tier="auto"`` without
     a quality target (one with a target asked for a cascade at that target)."""
     nodes = operator_paths(plan).items()
-    return [
-        path
-        for path, node in nodes
-        if node.calls_llm and getattr(node, "tier", None) == "auto" and getattr(node, "quality", None) is None
-    ]
+    return [path for path, node in nodes if isinstance(node, SemanticNode) and node.tier_is_open()]
 
 
 def rungs_of(node: Node, ladder: tuple[str, ...] = LADDER) -> tuple[str, ...]:
@@ -491,6 +487,7 @@ def _cascade(target: QualityTarget | None) -> Callable[[Node], Node]:
 
 def _pin(tier: str) -> Callable[[Node], Node]:
     def pin(node: Node) -> Node:
-        return rebuild(node, tier=tier) if getattr(node, "tier", tier) != tier else node
+        given = node.given_tier() if isinstance(node, SemanticNode) else None
+        return rebuild(node, tier=tier) if given is not None and given != tier else node
 
     return pin

@@ -21,30 +21,21 @@ position of the reference in the query.
 from __future__ import annotations
 
 import contextlib
-import re
 import string
 from collections.abc import Callable, Iterator
-from typing import get_args
 
 from sqlglot import exp
 
 from semray.errors import ColumnNotFoundError, PlanError
 from semray.operators import ExtractField, Node, SemAgg, SemClassify, SemExtract, SemFilter, SemJoin, SemMap
 from semray.operators.code import SemCode
+from semray.operators.field_specs import FieldSpecError, parse_fields, parse_value_type
 from semray.operators.semantic import ValueType
 from semray.operators.templates import template_columns
 from semray.sql.diagnostics import QueryText, UnsupportedSqlError, at_position, start_offset
 from semray.sql.literals import number_literal
 from semray.sql.rewrite import semantic_name
 from semray.sql.scope import Relation
-
-VALUE_TYPES: dict[str, ValueType] = {
-    **{name: name for name in get_args(ValueType)},
-    "varchar": "text", "string": "text", "str": "text",
-    "integer": "int", "bigint": "int", "number": "float",
-    "double": "float", "real": "float", "decimal": "float",
-    "boolean": "bool",
-}  # fmt: skip
 
 
 def instruction(call: exp.Expr, source: QueryText) -> tuple[str, exp.Expr]:
@@ -184,21 +175,13 @@ def split_labels(labels: str) -> tuple[str, ...]:
     return tuple(label.strip() for label in labels.split("|"))
 
 
-_FIELD = re.compile(r"^\s*(?P<name>[A-Za-z_][\w]*)\s*(?::\s*(?P<type>\w+))?\s*$")
-
-
 def extract_fields(spec: str, call: exp.Expr, source: QueryText) -> tuple[ExtractField, ...]:
-    """``'sender: text, amount: float, urgent'`` -> fields (the type defaults to text)."""
-    fields: list[ExtractField] = []
-    for part in spec.split(","):
-        match = _FIELD.match(part)
-        if match is None:
-            raise source.unsupported(
-                call, f"the field spec {part.strip()!r}", "write fields as 'name: type, ...' with identifier names"
-            )
-        kind = value_type(match.group("type") or "text", call, source)
-        fields.append(ExtractField(name=match.group("name"), type=kind))
-    return tuple(fields)
+    """``'sender: text, amount: float, urgent'`` -> fields, by the grammar of
+    ``semray.operators.field_specs`` (the type defaults to text; SQL synonyms such as ``varchar``)."""
+    try:
+        return parse_fields(spec)
+    except FieldSpecError as error:
+        raise source.unsupported(call, error.what, error.instead) from None
 
 
 def sem_agg(
@@ -258,11 +241,10 @@ def sem_join(left: Relation, right: Relation, call: exp.Expr, source: QueryText)
 
 
 def value_type(name: str, call: exp.Expr, source: QueryText) -> ValueType:
-    kind = VALUE_TYPES.get(name.strip().lower())
-    if kind is None:
-        supported = ", ".join(get_args(ValueType))
-        raise source.unsupported(call, f"the value type {name!r}", f"use one of {supported}")
-    return kind
+    try:
+        return parse_value_type(name)
+    except FieldSpecError as error:
+        raise source.unsupported(call, error.what, error.instead) from None
 
 
 def _expect_arguments(call: exp.Expr, most: int, source: QueryText) -> None:

@@ -137,3 +137,19 @@ def test_the_result_of_a_run_carries_the_warning(tmp_path, monkeypatch) -> None:
     (warning,) = query.execute(optimize=False).warnings
     assert "cannot be certified" in warning
     assert semray.read_csv(csv).sem_filter("{review} is positive", quality=0.9).execute(optimize=False).warnings == ()
+
+
+def test_an_asked_cascade_its_labels_cannot_certify_runs_and_is_priced_on_the_large_tier() -> None:
+    from semray.cost_model.estimates import Interval
+    from semray.cost_model.plan_cost import estimate_plan
+    from semray.cost_model.prices import TierProfile
+    from semray.cost_model.statistics import PlanStatistics
+    from semray.pipeline.lower_semantic import semantic_task
+
+    node = SemFilter(input=SCAN, instruction="{review} is positive", tier="cascade", quality=QualityTarget(level=0.999))
+    assert node.cascades() is None and node.resolved_tier() == "large"
+    assert semantic_task(node).tier == "large"
+    large = TierProfile("large", 2.5, 10.0, 0.0, float("inf"), 8)
+    statistics = PlanStatistics(source_rows={"csv:/data/reviews.csv": Interval.exact(10)})
+    (priced,) = [op for op in estimate_plan(node, statistics, {"large": large}).operators if op.path == ""]
+    assert priced.tier == "large"
