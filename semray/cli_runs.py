@@ -85,13 +85,29 @@ def list_command(args: argparse.Namespace, settings: Settings) -> int:
     if args.format == "json":
         _write("".join(summary.model_dump_json() + "\n" for summary in shown))
         return 0
-    if not shown:
+    asks = _asks(settings, args.limit)
+    if not shown and not asks:
         _write(f"no runs under {settings.state_path / 'runs'}\n")
         return 0
-    _write(render_runs(shown))
+    if shown:
+        _write(render_runs(shown))
     if len(shown) < len(summaries):
         _write(f"... {len(summaries) - len(shown)} older runs (use --limit 0 for all)\n")
+    if asks:
+        _write(("\n" if shown else "") + "asks (`semray runs show ID` for the trace):\n")
+        for ask in asks:
+            hint = f"  (go on with: semray ask --resume {ask.ask_id})" if ask.status == "interrupted" else ""
+            question = ask.question if len(ask.question) <= 60 else ask.question[:57] + "..."
+            _write(f"{ask.ask_id}  {ask.status:<11}  {ask.started:%Y-%m-%d %H:%M:%S}  {question}{hint}\n")
     return 0
+
+
+def _asks(settings: Settings, limit: int) -> list[Any]:
+    """The newest ``limit`` asks (all when ``limit`` <= 0), listed after the runs in text output."""
+    from semray.planner.agents.ask_journal import list_asks
+
+    asks = list_asks(settings.state_path)
+    return asks[:limit] if limit > 0 else asks
 
 
 def show_command(args: argparse.Namespace, settings: Settings) -> int:

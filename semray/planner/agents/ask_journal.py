@@ -265,6 +265,29 @@ def ask_status(folder: Path, records: tuple[AskRecord, ...] | None = None) -> As
     return "running" if is_locked(folder / LOCK_NAME) else "interrupted"
 
 
+@dataclass(frozen=True, slots=True)
+class AskSummary:
+    """One ask as ``semray runs ls`` lists it."""
+
+    ask_id: str
+    status: AskStatus
+    started: datetime
+    question: str
+
+
+def list_asks(state_dir: Path) -> list[AskSummary]:
+    """The asks journaled under ``state_dir``, newest first (a folder without a readable start is skipped)."""
+    summaries = []
+    for folder in sorted((state_dir / ASKS_FOLDER).glob("*"), reverse=True):
+        if ask_folder(state_dir, folder.name) is None:
+            continue
+        records = _records(folder)
+        if not records or not isinstance(records[0], AskStarted):
+            continue
+        summaries.append(AskSummary(folder.name, ask_status(folder, records), records[0].at, records[0].question))
+    return summaries
+
+
 def render_ask_trace(folder: Path) -> str:
     """A readable trace: a summary, then one line per unit attempt and step, the verdicts and the commits.
 

@@ -55,6 +55,10 @@ def test_a_stopped_ask_says_how_to_resume_and_resume_by_id_pays_only_what_was_le
     shown = capsys.readouterr().out
     assert f"status interrupted (go on with: semray ask --resume {ask_id})" in shown
     assert "u2 outline committed after 1 attempt(s)" in shown and "u3 plan" not in shown
+    assert main([*state, "runs", "ls"]) == 0
+    listed = capsys.readouterr().out
+    assert "asks (`semray runs show ID` for the trace):" in listed
+    assert f"{ask_id}  interrupted" in listed and f"(go on with: semray ask --resume {ask_id})" in listed
     assert main([*state, "runs", "resume", ask_id]) == 2
     assert f"is an ask, not a run: go on with it with `semray ask --resume {ask_id}`" in capsys.readouterr().err
 
@@ -73,6 +77,8 @@ def test_a_stopped_ask_says_how_to_resume_and_resume_by_id_pays_only_what_was_le
     assert "u1 profile replayed from the journal of process 1: nothing paid again" in shown
     assert "resumed by pid" in shown and shown.rstrip().endswith("finished: succeeded")
 
+    assert main([*state, "runs", "ls"]) == 0
+    assert f"{ask_id}  succeeded" in capsys.readouterr().out
     assert main([*state, "runs", "show", ask_id, "--format", "json"]) == 0
     kinds = [json.loads(line)["kind"] for line in capsys.readouterr().out.splitlines()]
     assert kinds[0] == "ask_started" and "ask_resumed" in kinds and kinds[-1] == "ask_finished"
