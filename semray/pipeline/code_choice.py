@@ -43,7 +43,7 @@ from semray.log import get_logger
 from semray.operators import Node
 from semray.operators.code import SemCode
 from semray.operators.semantic import SemExtract, SemMap
-from semray.pipeline.code_commit import CODE_TIER, Lookup, sample_input, succeeded_lookup
+from semray.pipeline.code_commit import CODE_TIER, Lookup, code_run, reads_memory, sample_input, succeeded_lookup
 from semray.pipeline.code_generation import Ask, GeneratedCode, try_code
 from semray.pipeline.lower_semantic import operator_key
 from semray.planner.costing import cost_model_estimator, operator_cost
@@ -222,16 +222,12 @@ def choose_code_for_run(
         reason = f"the large tier is simulated ({large.model}): it answers from labels and cannot write code"
         log.info("code_choice_unavailable", reason=reason, candidates=len(candidates))
         return CodeDecision(plan=plan, not_tried={trial_key(node): reason for node in candidates.values()})
-    from semray.cluster.connect import connect
     from semray.operators import plan_to_json
-    from semray.serving.deployments import start_tiers
-    from semray.transactions import open_run
 
     document: dict[str, Any] = json.loads(plan_to_json(plan, indent=None))
     identity = choice_run_identity(plan, config, choice)
-    memory = '"kind": "memory"' in json.dumps(document)
     profiles = profiles_from_serving(config)
-    earlier = None if memory else succeeded_lookup(settings, identity)
+    earlier = None if reads_memory(document) else succeeded_lookup(settings, identity)
     if earlier is not None:
         try:  # a re-run of a choice a finished run made: its trials, no call, no tiers started
             return choose_code(
@@ -239,21 +235,7 @@ def choose_code_for_run(
             )
         except _NeedsModelError:
             pass
-    run = open_run(
-        settings,
-        document,
-        None,
-        config={"purpose": "code_choice", "tiers": [CODE_TIER]},
-        plan_fingerprint=identity,
-        resume=not memory,
-    )
-    with run:
-        connect(settings)
-        tiers = start_tiers(config, settings, tiers=[CODE_TIER])
-
-        def ask(requests: Any) -> Any:
-            return tiers.generate(CODE_TIER, list(requests))
-
+    with code_run(settings, config, document, identity, "code_choice") as (ask, ledger):
         return choose_code(
             plan,
             ask,
@@ -261,7 +243,7 @@ def choose_code_for_run(
             profiles,
             choice,
             statistics=statistics,
-            ledger=run.ledger,
+            ledger=ledger,
             earlier=earlier,
         )
 

@@ -20,7 +20,8 @@ simulated large tier raises ``CodeGenerationUnavailableError`` before any call.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,23 +57,36 @@ def commit_code(plan: Node, settings: Settings, serving: ServingConfig | None) -
         return plan
     config = serving or ServingConfig()
     check_can_write_code(plan, config)
-    from semray.cluster.connect import connect
-    from semray.serving.deployments import start_tiers
-
     document: dict[str, Any] = json.loads(plan_to_json(plan, indent=None))
     identity = code_run_identity(plan, config)
-    memory = '"kind": "memory"' in json.dumps(document)
-    earlier = None if memory else succeeded_lookup(settings, identity)
+    earlier = None if reads_memory(document) else succeeded_lookup(settings, identity)
     if earlier is not None and all(earlier(_key(node), CODE_BATCH) is not None for node in pending_code(plan)):
         # A re-run of a query whose functions a finished run committed: the same code, no call.
         return commit_with(plan, _no_calls, None, _no_sample, earlier=earlier)
+    with code_run(settings, config, document, identity, "code_generation") as (ask, ledger):
+        return commit_with(plan, ask, ledger, lambda node: sample_input(node, settings, serving), earlier=earlier)
+
+
+def reads_memory(document: dict[str, Any]) -> bool:
+    """Whether a plan document reads an in-memory table (such a run can neither resume nor be reused)."""
+    return '"kind": "memory"' in json.dumps(document)
+
+
+@contextmanager
+def code_run(
+    settings: Settings, config: ServingConfig, document: dict[str, Any], identity: str, purpose: str
+) -> Iterator[tuple[Ask, BatchLedger]]:
+    """A journaled run that asks the large tier for code: its ``ask`` and the ledger of its batches."""
+    from semray.cluster.connect import connect
+    from semray.serving.deployments import start_tiers
+
     run = open_run(
         settings,
         document,
         None,
-        config={"purpose": "code_generation", "tiers": [CODE_TIER]},
+        config={"purpose": purpose, "tiers": [CODE_TIER]},
         plan_fingerprint=identity,
-        resume=not memory,
+        resume=not reads_memory(document),
     )
     with run:
         connect(settings)
@@ -81,10 +95,7 @@ def commit_code(plan: Node, settings: Settings, serving: ServingConfig | None) -
         def ask(requests: Any) -> Any:
             return tiers.generate(CODE_TIER, list(requests))
 
-        committed = commit_with(
-            plan, ask, run.ledger, lambda node: sample_input(node, settings, serving), earlier=earlier
-        )
-    return committed
+        yield ask, run.ledger
 
 
 Lookup = Callable[[str, str], "pa.Table | None"]

@@ -112,6 +112,14 @@ class FailedRows:
         unit = "row" if self.total == 1 else "rows"
         return f"{self.total} {unit} failed: " + "; ".join(parts)
 
+    def warning(self, run_id: str | None) -> str:
+        """The run's closing WARNING line (``line()`` with what became of the rows); "" when none failed."""
+        line = self.line()
+        if not line:
+            return ""
+        where = f"; semray runs show {run_id}" if run_id else ""
+        return f"WARNING: {line} (rows without an answer are nulls, or dropped by a filter or on_error='skip'{where})"
+
 
 def operator_labels(plan: Node, stages: Stage) -> dict[str, tuple[str, str]]:
     """Operator key of each model-calling stage -> (its operator's label, unit of what it asks)."""

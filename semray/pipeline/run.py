@@ -121,7 +121,7 @@ class Result:
 
     def failed_line(self) -> str:
         """``WARNING: 12 rows failed: ...`` when rows got no answer, else ""."""
-        return _failed_line(self.failures, self.run_id)
+        return self.failures.warning(self.run_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +146,7 @@ class Written:
         return _usage_line(self.run_id, self.usage, self.attempt_usage, self.simulated, self.measured)
 
     def failed_line(self) -> str:
-        return _failed_line(self.failures, self.run_id)
+        return self.failures.warning(self.run_id)
 
 
 def explain_physical(plan: Node, settings: Settings) -> str:
@@ -592,11 +592,3 @@ def _usage_line(
         f"model calls: {usage.calls}, tokens in/out: {usage.tokens_in}/{usage.tokens_out}, "
         f"dollars: {usage.dollars:.4f}{resumed}{measuring}{tag}; run {run_id}"
     )
-
-
-def _failed_line(failures: FailedRows, run_id: str | None) -> str:
-    line = failures.line()
-    if not line:
-        return ""
-    where = f"; semray runs show {run_id}" if run_id else ""
-    return f"WARNING: {line} (rows without an answer are nulls, or dropped by a filter or on_error='skip'{where})"
