@@ -18,12 +18,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from semray.cost_model.estimates import Interval
+from semray.cost_model.estimates import Interval, PlanEstimate
 from semray.cost_model.policies import MinCost
 from semray.cost_model.prices import TierProfile
 from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
 from semray.operators import Node, Scan, Schema, SemClassify, SemFilter, SemMap, SourceSpec, walk
-from semray.planner.costing import PlanEstimateLike, cost_model_estimator
+from semray.planner.costing import cost_model_estimator
 from semray.planner.model_selection import (
     CASCADE,
     LADDER,
@@ -68,14 +68,14 @@ def exhaustive_comparison(plans: int, seed: int) -> dict[str, Any]:
         paths = choosable_paths(node)
         nodes = operator_paths(node)
         everything: dict[
-            tuple[str, ...], PlanEstimateLike
+            tuple[str, ...], PlanEstimate
         ] = {}  # assignments without a cascade: one estimate for every target
         for target in TARGETS:
             policy = MinCost(quality=target)
             goals = allocate_cascade_targets(node, estimator(node, None), policy)
             ladders = [rungs_of(nodes[path]) if path in goals else WITHOUT_CASCADE for path in paths]
             best = math.inf
-            estimate: PlanEstimateLike
+            estimate: PlanEstimate
             for combo in itertools.product(*ladders):
                 tiers = dict(zip(paths, combo, strict=True))
                 if CASCADE in combo:

@@ -16,11 +16,11 @@ from semray.settings import Settings
 def source_statistics(plan: Node) -> PlanStatistics:
     """Row counts the sources state cheaply (metadata, not a read): the rest of an estimate uses
     the cost model's documented defaults until statistics are measured."""
-    from semray.pipeline.sizing import estimate_rows
+    from semray.cost_model.cardinality import row_bound
 
     rows = {}
     for node in walk(plan):
-        if isinstance(node, Scan) and (count := estimate_rows(node)) is not None:
+        if isinstance(node, Scan) and (count := row_bound(node)) is not None:
             rows[source_key(node)] = Interval.exact(float(count))
     return PlanStatistics(source_rows=rows)
 

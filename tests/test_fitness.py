@@ -1,12 +1,17 @@
-"""Architecture fitness: every operator lowers (or is listed as not yet executable), and
-imports point the way docs/architecture.md ("Layering") says: MAY_IMPORT is that table."""
+"""Architecture fitness: every operator lowers (or is listed as not yet executable) and has a
+row-count rule; every semantic operator has a SQL function and a rule fixture (or a stated
+reason why not); imports point the way docs/architecture.md ("Layering") says: MAY_IMPORT is
+that table."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from semray.operators import OPERATORS
+import pytest
+
+from semray.operators import OPERATORS, SemSearch
+from semray.operators.code import SemCode
 from semray.pipeline.lower import LOWERINGS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "semray"
@@ -193,3 +198,71 @@ def test_every_semantic_operator_declares_its_task_and_capabilities() -> None:
             assert isinstance(getattr(operator, capability, None), bool), f"{name}.{capability} is not a bool"
         assert callable(operator.drops_rows_only), f"{name} has no drops_rows_only()"
     assert set(PROMPTS) == set(TaskKind), "every task kind needs a prompt template in serving/prompts/operators.py"
+
+
+def test_every_operator_has_a_row_count_rule() -> None:
+    """Lowering, join ordering and the cost model read an operator's rows from one rule."""
+    from semray.cost_model.cardinality import ROW_RULES
+
+    missing = sorted(operator.__name__ for operator in OPERATORS if operator not in ROW_RULES)
+    assert not missing, (
+        f"operators without a row-count rule: {missing}; add a RowRule (bound, default, estimate: how its "
+        "inputs' rows become its own) to ROW_RULES in semray/cost_model/cardinality.py"
+    )
+
+
+NO_SQL_FUNCTION: dict[type, str] = {}
+"""Semantic operators no SQL function builds, each with the reason (docs/sql.md lists the functions)."""
+
+
+def sql_built_operators() -> set[str]:
+    """Names of the classes some module of semray/sql/ calls (the operators a SQL function builds)."""
+    called: set[str] = set()
+    for path in (PACKAGE / "sql").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                called.add(node.func.id)
+    return called
+
+
+def test_every_semantic_operator_has_a_sql_function_or_a_reason() -> None:
+    from semray.operators.plan import SEMANTIC
+
+    built = sql_built_operators()
+    missing = sorted(op.__name__ for op in SEMANTIC if op.__name__ not in built and op not in NO_SQL_FUNCTION)
+    assert not missing, (
+        f"semantic operators no SQL function builds: {missing}; add a SEM_... function "
+        "(semray/sql/semantic_calls.py, or semray/sql/table_functions.py for one in FROM, and docs/sql.md), "
+        "or list the operator in NO_SQL_FUNCTION in tests/test_fitness.py with the reason"
+    )
+    stale = sorted(op.__name__ for op in NO_SQL_FUNCTION if op.__name__ in built)
+    assert not stale, f"a SQL function now builds {stale}: remove them from NO_SQL_FUNCTION"
+
+
+_FIXTURE_OWED = "the fixture is not written yet (issue 18)"
+NO_RULE_FIXTURE: dict[type, str] = {
+    SemSearch: f"prune_columns narrows its input; {_FIXTURE_OWED}, and planner_reference.py cannot evaluate it",
+    SemCode: f"push_limit_down moves a LIMIT below it, prune_columns narrows its input; {_FIXTURE_OWED}, and "
+    "planner_reference.py cannot evaluate it",
+}
+"""Semantic operators in no rule fixture (tests/planner/planner_fixtures.py), each with the reason."""
+
+
+def test_every_semantic_operator_has_a_rule_fixture_or_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every rule applies to semantic operators (prune_columns to all of them), so each has a
+    before/after fixture with it in the plan before the rule."""
+    from semray.operators import walk
+    from semray.operators.plan import SEMANTIC
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "planner"))
+    from planner_fixtures import FIXTURES
+
+    covered = {type(node) for fixture in FIXTURES for node in walk(fixture.before)}
+    missing = sorted(op.__name__ for op in SEMANTIC if op not in covered and op not in NO_RULE_FIXTURE)
+    assert not missing, (
+        f"semantic operators in no rule fixture: {missing}; add a Fixture with the operator in its plan before "
+        "the rule to FIXTURES in tests/planner/planner_fixtures.py (and the operator to the reference "
+        "evaluator, tests/planner/planner_reference.py), or list it in NO_RULE_FIXTURE with the reason"
+    )
+    stale = sorted(op.__name__ for op in NO_RULE_FIXTURE if op in covered)
+    assert not stale, f"{stale} now have a rule fixture: remove them from NO_RULE_FIXTURE"

@@ -8,13 +8,14 @@
 * With code (supplied, or generated and committed): no model call, no dollars, tier ``none``;
   the function runs in the sandbox on CPU, which the cost model does not price.
 
-Rows: every input row gives one output row.
+Rows: every input row gives one output row (its row rule, `semray.cost_model.cardinality`).
 """
 
 from __future__ import annotations
 
 import json
 
+from semray.cost_model.cardinality import estimated_rows
 from semray.cost_model.estimates import ZERO, Interval, OperatorEstimate
 from semray.cost_model.plan_cost import NO_TIER, EstimationContext, model_estimate, register
 from semray.cost_model.semantic_cost import ASSUMED_CELL_TOKENS, MAX_CELL_TOKENS
@@ -35,8 +36,9 @@ CODE_OUTPUT_TOKENS = Interval(300.0, 60.0, float(CODE_MAX_TOKENS))
 def code_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: EstimationContext) -> OperatorEstimate:
     assert isinstance(node, SemCode)
     (rows,) = inputs
+    rows_out = estimated_rows(node, inputs, context)
     if node.committed:
-        return OperatorEstimate(path, node.label(), NO_TIER, rows, rows, ZERO, ZERO, ZERO, ZERO, ZERO, 1.0)
+        return OperatorEstimate(path, node.label(), NO_TIER, rows, rows_out, ZERO, ZERO, ZERO, ZERO, ZERO, 1.0)
     counter = TokenCounter()
     cells = len(node.inputs)
     sample = rows.minimum(float(node.sample_rows))
@@ -62,7 +64,7 @@ def code_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Esti
         path,
         context,
         rows_in=rows,
-        rows_out=rows,
+        rows_out=rows_out,
         calls=calls,
         input_tokens=input_tokens,
         output_tokens=output_tokens,

@@ -2,7 +2,9 @@
 
 `estimate_plan` walks the plan bottom-up. Each operator type has one registered estimator
 (`ESTIMATORS`, filled by `relational_cost` and `semantic_cost`) that turns its inputs' row
-intervals into an `OperatorEstimate`. Formulas (docs/cost_model.md has them all):
+intervals into an `OperatorEstimate`; its output rows are the operator's row rule
+(`semray.cost_model.cardinality.estimated_rows`, where the defaults are). Formulas
+(docs/cost_model.md has them all):
 
 * a semantic operator on tier ``t`` with ``n`` calls, ``p`` prompt tokens and ``c`` completion
   tokens per call: ``dollars = n * (p * fee_in + c * fee_out) / 1e6 + gpu_s * gpu_hour / 3600``,
@@ -56,10 +58,6 @@ class MissingStatisticsError(EstimateError):
     """A figure the estimate needs was never measured."""
 
 
-UNMEASURED_SELECTIVITY = Interval(0.5, 0.0, 1.0)
-"""A semantic predicate nobody measured: anything from none to all rows."""
-UNMEASURED_SOURCE_ROWS = Interval(10_000.0, 0.0, math.inf)
-"""A source nobody counted: a guess with no upper bound."""
 UNMEASURED_TIER_QUALITY = 0.0
 """A cheaper tier nobody calibrated guarantees nothing, so a quality target keeps the top tier."""
 
@@ -101,7 +99,9 @@ class EstimationContext:
             )
         return self.profiles[tier]
 
-    def selectivity(self, node: Node, default: Interval = UNMEASURED_SELECTIVITY) -> Interval:
+    def selectivity(self, node: Node, default: Interval) -> Interval:
+        """``node``'s measured selectivity, else ``default`` (the row rules' defaults:
+        `semray.cost_model.cardinality`), noted as assumed."""
         key = statistics_key(node)
         if key in self.statistics.selectivity:
             return self.statistics.selectivity[key]

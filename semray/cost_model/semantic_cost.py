@@ -17,13 +17,13 @@ Prompt tokens per row come from ``PlanStatistics.tokens_per_row`` (measure them 
 `semray.cost_model.measure.measure_statistics` or `semray.cost_model.tokens.PromptTokens`;
 unmeasured: `unmeasured_prompt_tokens`);
 completion tokens from ``PlanStatistics.output_tokens_per_row`` or the per-kind expectation
-`semray.cost_model.tokens.expected_output_tokens`.
+`semray.cost_model.tokens.expected_output_tokens`. Output rows (what each operator keeps, above)
+are its row rule's: `semray.cost_model.cardinality.estimated_rows`.
 """
 
 from __future__ import annotations
 
-import math
-
+from semray.cost_model.cardinality import estimated_rows
 from semray.cost_model.cascade_cost import EMBEDDING_TIER, cascade_estimate
 from semray.cost_model.estimates import Interval, OperatorEstimate
 from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_estimate, register
@@ -31,9 +31,8 @@ from semray.cost_model.statistics import statistics_key
 from semray.cost_model.tokens import PromptTokens, expected_output_tokens, question_of
 from semray.operators.base import Node
 from semray.operators.plan import ROW_SEMANTIC
-from semray.operators.semantic import SemAgg, SemanticNode, SemJoin, SemSearch, SemTopK
+from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
 from semray.operators.templates import template_columns
-from semray.tasks import TaskKind
 
 ASSUMED_CELL_TOKENS = 100.0
 """Tokens assumed per referenced cell when nobody counted a sample (about 75 words)."""
@@ -86,12 +85,7 @@ def completion_tokens(node: Node, context: EstimationContext) -> Interval:
 @register(*ROW_SEMANTIC, SemTopK)
 def row_wise_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: EstimationContext) -> OperatorEstimate:
     (rows,) = inputs
-    if isinstance(node, SemanticNode) and node.row_wise and node.task_kind() == TaskKind.FILTER:
-        rows_out = rows * context.selectivity(node)
-    elif isinstance(node, SemTopK):
-        rows_out = rows.minimum(float(node.k))
-    else:
-        rows_out = rows
+    rows_out = estimated_rows(node, inputs, context)
     tier = context.tier_of(node, path)
     if tier == CASCADE_TIER:
         prompt = prompt_tokens(node, context)
@@ -129,7 +123,7 @@ def join_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Esti
         path,
         context,
         rows_in=pairs,
-        rows_out=pairs * context.selectivity(node),
+        rows_out=estimated_rows(node, inputs, context),
         calls=pairs,
         input_tokens=pairs * prompt_tokens(node, context),
         output_tokens=pairs * completion_tokens(node, context),
@@ -140,14 +134,8 @@ def join_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Esti
 
 @register(SemAgg)
 def aggregate_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: EstimationContext) -> OperatorEstimate:
-    assert isinstance(node, SemAgg)
     (rows,) = inputs
-    if not node.keys:
-        groups = Interval.exact(1.0)
-    elif statistics_key(node) in context.statistics.selectivity:
-        groups = (rows * context.selectivity(node)).clip(min(1.0, rows.low), rows.high)
-    else:
-        groups = Interval.spanning(math.sqrt(max(rows.value, 0.0)), min(1.0, rows.low), rows.high)
+    groups = estimated_rows(node, inputs, context)
     tier = context.tier_of(node, path)
     return model_estimate(
         node,
@@ -165,7 +153,6 @@ def aggregate_cost(node: Node, path: str, inputs: tuple[Interval, ...], context:
 
 @register(SemSearch)
 def search_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: EstimationContext) -> OperatorEstimate:
-    assert isinstance(node, SemSearch)
     (rows,) = inputs
     tier = context.tiers.get(path, EMBEDDING_TIER)
     return model_estimate(
@@ -173,7 +160,7 @@ def search_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Es
         path,
         context,
         rows_in=rows,
-        rows_out=rows.minimum(float(node.k)),
+        rows_out=estimated_rows(node, inputs, context),
         calls=rows,
         input_tokens=rows * prompt_tokens(node, context),
         output_tokens=Interval.exact(0.0),

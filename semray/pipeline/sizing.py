@@ -1,43 +1,20 @@
-"""Rough row counts of plan nodes, for choosing between one-task and shuffled stages.
+"""Batch sizing in lowering: rows per semantic round trip, one task or a shuffle, and the
+round trips of a LIMIT over a chain of row-wise semantic operators.
 
-Upper bounds from source metadata; the cost model (importance-sampled estimates with
-intervals) replaces these once it exists.
+The row counts come from the cost model's one cardinality API
+(`semray.cost_model.cardinality`): `row_bound` (what the sources state) and its defaults.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 
+from semray.cost_model.cardinality import DEFAULT_FILTER_SELECTIVITY, UNMEASURED_SELECTIVITY, row_bound
 from semray.operators.base import Node
-from semray.operators.relational import Filter, Join, Limit, Project, Scan, SourceSpec, Union
+from semray.operators.relational import Filter, Limit, Project
 from semray.operators.semantic import Semantic, is_row_semantic
 from semray.settings import Settings
-from semray.sources import open_source
 from semray.tasks import TaskKind
-
-
-def estimate_rows(node: Node) -> int | None:
-    """An upper-bound-ish row count, or None when a source cannot tell."""
-    if isinstance(node, Scan):
-        return _source_rows(node.source)
-    children = [estimate_rows(child) for child in node.children]
-    if any(count is None for count in children):
-        return None
-    counts = [count for count in children if count is not None]
-    if isinstance(node, Limit):
-        return min(counts[0], node.count + node.offset)
-    if isinstance(node, Union):
-        return sum(counts)
-    if isinstance(node, Join):
-        return max(counts)
-    return counts[0] if counts else None
-
-
-@functools.lru_cache(maxsize=256)
-def _source_rows(spec: SourceSpec) -> int | None:
-    return open_source(spec.kind, spec.path, spec.options).estimated_rows()
-
 
 BATCHES_PER_ACTOR = 16
 """A semantic operator's batches grow only while each actor still gets about this many."""
@@ -53,7 +30,7 @@ def semantic_batch_rows(node_input: Node, settings: Settings) -> int:
     ``sem_filter ... LIMIT k`` stops after a few small batches). Examples:
     tests/pipeline/test_semantic_batches.py.
     """
-    rows = estimate_rows(node_input)
+    rows = row_bound(node_input)
     smallest, largest = settings.semantic_batch_size, settings.semantic_batch_max
     if rows is None or largest <= smallest:
         return smallest
@@ -61,7 +38,8 @@ def semantic_batch_rows(node_input: Node, settings: Settings) -> int:
 
 
 def fits_one_task(node: Node, limit: int) -> bool:
-    count = estimate_rows(node)
+    """Whether ``node``'s sources state at most ``limit`` rows under it (`row_bound`)."""
+    count = row_bound(node)
     return count is not None and count <= limit
 
 
@@ -77,14 +55,12 @@ def limit_first_rows(limit: Limit) -> int | None:
     The chain is what lies directly under the LIMIT: row-wise semantic operators, relational
     filters and projections between them, at least one semantic operator. Lowering sees no measured
     statistics, so each semantic filter counts at the cost model's ``UNMEASURED_SELECTIVITY`` (0.5)
-    and each relational filter at its ``DEFAULT_FILTER_SELECTIVITY`` (1/3); maps, classifications
+    and each relational filter at its ``DEFAULT_FILTER_SELECTIVITY`` (1/3), both from
+    `semray.cost_model.cardinality`; maps, classifications
     and extractions keep every row. Example: ``sem_filter(a).sem_filter(b).limit(5)`` asks
     5 / (0.5 x 0.5) = 20 rows first. A cascaded operator joins the chain only when the LIMIT needs
     no more rows than its calibration would label (`limit_chain`): it then runs on the large tier.
     """
-    from semray.cost_model.plan_cost import UNMEASURED_SELECTIVITY
-    from semray.cost_model.relational_cost import DEFAULT_FILTER_SELECTIVITY
-
     selectivity, semantic, labels = 1.0, 0, math.inf
     for node in _chain(limit.input):
         if isinstance(node, Semantic):

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from semray.cost_model.estimates import Interval, OperatorEstimate, PlanEstimate
 from semray.operators.base import Node
-from semray.planner.costing import IntervalLike, OperatorEstimateLike, PlanEstimateLike
 from semray.planner.paths import child_paths, operator_paths
 
 
@@ -63,7 +63,7 @@ def actuals_by_path(
     return found
 
 
-def render_estimates(plan: Node, estimate: PlanEstimateLike, actuals: Mapping[str, Actual] | None = None) -> str:
+def render_estimates(plan: Node, estimate: PlanEstimate, actuals: Mapping[str, Actual] | None = None) -> str:
     """The plan tree, one line of estimates per operator, one line of actuals under it when given,
     and the plan's totals."""
     by_path = {operator.path: operator for operator in estimate.operators}
@@ -98,7 +98,7 @@ def render_estimates(plan: Node, estimate: PlanEstimateLike, actuals: Mapping[st
     return "\n".join(lines)
 
 
-def describe_operator(operator: OperatorEstimateLike, calls_llm: bool) -> str:
+def describe_operator(operator: OperatorEstimate, calls_llm: bool) -> str:
     """``rows 330 [250, 410] · tokens 33.0k in / 330 out · $0.0123 · 0.00 GPU-s · small``, then
     ``assumed: selectivity, ...`` when figures came from the cost model's documented defaults."""
     parts = [f"rows {_interval(operator.rows_out)}"]
@@ -135,7 +135,7 @@ def describe_cascade(split: Any) -> str:
     return " ".join(parts)
 
 
-def _share(share: IntervalLike) -> str:
+def _share(share: Interval) -> str:
     return f"{share.value:.0%} [{share.low:.0%}, {share.high:.0%}]"
 
 
@@ -154,7 +154,7 @@ def describe_actual(actual: Actual) -> str:
     return " · ".join(parts) or "no figures"
 
 
-def _interval(interval: IntervalLike) -> str:
+def _interval(interval: Interval) -> str:
     return f"{_count(interval.value)} [{_count(interval.low)}, {_count(interval.high)}]"
 
 

@@ -14,9 +14,11 @@ Cost of a tree (in units of one relational output row):
   ``left + right`` when factorized;
 * output rows = left rows x right rows x the predicates' selectivities.
 
-Cardinalities come from the caller (the cost model's ``rows_out`` of the written plan, when
-there is one); each predicate's selectivity is the written join's output rows divided by the
-product of its inputs' rows, so measured semantic-join selectivities are used as measured.
+Cardinalities come from the caller, through the cost model's cardinality API
+(`semray.cost_model.cardinality`): ``plan_rows``, the cost model's ``rows_out`` of the written
+plan, when there is one, else ``default_rows`` (the default). Each predicate's selectivity is
+the written join's output rows divided by the product of its inputs' rows, so measured
+semantic-join selectivities are used as measured.
 
 Precondition (otherwise the region is left as written): the relations' column names are
 pairwise distinct, so no column is renamed with ``_right`` and every predicate can be
@@ -39,6 +41,7 @@ from itertools import combinations
 import sqlglot
 from sqlglot import exp
 
+from semray.cost_model.cardinality import default_rows
 from semray.errors import PlanError
 from semray.operators.base import Node
 from semray.operators.expressions import DIALECT
@@ -70,7 +73,7 @@ class Plan:
     cost: float
 
 
-def order_joins(plan: Node, cardinality: Cardinality) -> Node:
+def order_joins(plan: Node, cardinality: Cardinality = default_rows) -> Node:
     """``plan`` with every inner-join region of 3+ relations in its cheapest estimated order."""
     if not _is_region_join(plan):
         return plan.with_children(tuple(order_joins(child, cardinality) for child in plan.children))

@@ -64,11 +64,13 @@ from typing import Literal
 import structlog
 
 from semray.cost_model.cascade_cost import cascade_kind
+from semray.cost_model.estimates import PlanEstimate
+from semray.cost_model.policies import Policy
 from semray.cost_model.quality import cascade_quality
 from semray.operators.base import Node
 from semray.operators.semantic import QualityTarget, SemanticNode
 from semray.planner.capabilities import rebuild
-from semray.planner.costing import Estimator, PlanEstimateLike, PolicyLike, operator_cost
+from semray.planner.costing import Estimator, operator_cost
 from semray.planner.paths import operator_paths, rewrite_at_paths
 
 CASCADE = "cascade"
@@ -100,7 +102,7 @@ class Selection:
     were estimated, and the quality target of each operator chosen to cascade."""
 
     tiers: Mapping[str, str]
-    estimate: PlanEstimateLike
+    estimate: PlanEstimate
     steps: tuple[TierMove, ...]
     estimated: int
     targets: Mapping[str, QualityTarget] = field(default_factory=dict)
@@ -142,13 +144,13 @@ def cascade_target(budget: float) -> QualityTarget | None:
     return target if target.certifiable else target.model_copy(update={"labels": target.labels_to_certify()})
 
 
-def policy_quality(policy: PolicyLike) -> float | None:
+def policy_quality(policy: Policy) -> float | None:
     """The quality bound a policy requires (``MinCost``, ``MinLatency``), or None (``MaxQuality``)."""
     quality = getattr(policy, "quality", None)
     return float(quality) if isinstance(quality, int | float) else None
 
 
-Visit = tuple[dict[str, str], PlanEstimateLike, tuple[TierMove, ...]]
+Visit = tuple[dict[str, str], PlanEstimate, tuple[TierMove, ...]]
 Search = Literal["knapsack", "greedy"]
 FRONTIER_LIMIT = 256
 """Most (loss, cost) points the knapsack pass keeps per operator added; beyond it the frontier is
@@ -165,9 +167,9 @@ class _Trials:
     plan: Node
     estimate: Estimator
     targets: dict[str, QualityTarget]
-    cache: dict[tuple[tuple[str, str], ...], PlanEstimateLike] = field(default_factory=dict)
+    cache: dict[tuple[tuple[str, str], ...], PlanEstimate] = field(default_factory=dict)
 
-    def __call__(self, tiers: Mapping[str, str]) -> PlanEstimateLike:
+    def __call__(self, tiers: Mapping[str, str]) -> PlanEstimate:
         key = tuple(sorted(tiers.items()))
         if key not in self.cache:
             self.cache[key] = self.estimate(with_targets(self.plan, tiers, self.targets), tiers)
@@ -177,7 +179,7 @@ class _Trials:
 def select_models(
     plan: Node,
     estimate: Estimator,
-    policy: PolicyLike,
+    policy: Policy,
     ladder: tuple[str, ...] = LADDER,
     search: Search = "knapsack",
 ) -> Selection:
@@ -237,7 +239,7 @@ def _with_measured_shares(
 
 
 def _greedy(
-    trials: _Trials, policy: PolicyLike, paths: list[str], rungs: Mapping[str, tuple[str, ...]], start: Visit
+    trials: _Trials, policy: Policy, paths: list[str], rungs: Mapping[str, tuple[str, ...]], start: Visit
 ) -> list[Visit]:
     """Every assignment the greedy pass visits from ``start``: the best feasible ratio move each
     time (any move by ratio while the plan is infeasible)."""
@@ -260,7 +262,7 @@ def _greedy(
 
 
 def allocate_cascade_targets(
-    plan: Node, top: PlanEstimateLike, policy: PolicyLike, ladder: tuple[str, ...] = LADDER
+    plan: Node, top: PlanEstimate, policy: Policy, ladder: tuple[str, ...] = LADDER
 ) -> dict[str, QualityTarget]:
     """The target of each choosable operator that can cascade (path -> target): an equal share of
     the quality the policy can spare over ``top``, the all-top-tier plan's estimate. Empty when
@@ -284,11 +286,11 @@ def allocate_cascade_targets(
 
 def _relevel(
     trials: _Trials,
-    policy: PolicyLike,
+    policy: Policy,
     tiers: dict[str, str],
-    chosen: PlanEstimateLike,
+    chosen: PlanEstimate,
     targets: dict[str, QualityTarget],
-) -> tuple[PlanEstimateLike, dict[str, QualityTarget]]:
+) -> tuple[PlanEstimate, dict[str, QualityTarget]]:
     """Share the quality the chosen plan has to spare among its cascades (lower targets decide
     more rows cheaply); kept when the plan stays feasible and costs no more."""
     bound = policy_quality(policy)
@@ -308,7 +310,7 @@ def _relevel(
     return chosen, targets
 
 
-def _knapsack(trials: _Trials, policy: PolicyLike, start: Visit, rungs: Mapping[str, tuple[str, ...]]) -> list[Visit]:
+def _knapsack(trials: _Trials, policy: Policy, start: Visit, rungs: Mapping[str, tuple[str, ...]]) -> list[Visit]:
     """Tier choice as the multiple-choice knapsack it is under a quality bound: the plan quality
     bound is a union bound (``1 - sum`` of per-operator losses), and an operator's tier changes
     its own cost, not how many rows reach the others, so each operator's rung is one item of
@@ -408,7 +410,7 @@ def _above(rungs: tuple[str, ...], tier: str) -> tuple[str, ...]:
     return rungs[: rungs.index(tier)]
 
 
-def _exchange(trials: _Trials, policy: PolicyLike, start: Visit, rungs: Mapping[str, tuple[str, ...]]) -> Visit:
+def _exchange(trials: _Trials, policy: Policy, start: Visit, rungs: Mapping[str, tuple[str, ...]]) -> Visit:
     """Improve the greedy choice by exchanges: one operator up the ladder and another down (or
     just one more down), while that gives a feasible plan the policy ranks higher and that
     costs less. Returns the improved visit.
@@ -451,8 +453,8 @@ def _exchange_moves(tiers: dict[str, str], rungs: Mapping[str, tuple[str, ...]])
 
 
 def _try(
-    trials: _Trials, tiers: dict[str, str], current: PlanEstimateLike, path: str, target: str
-) -> tuple[float, TierMove, PlanEstimateLike, dict[str, str]]:
+    trials: _Trials, tiers: dict[str, str], current: PlanEstimate, path: str, target: str
+) -> tuple[float, TierMove, PlanEstimate, dict[str, str]]:
     """Estimate moving the operator at ``path`` to ``target``: (ratio, move, estimate, tiers)."""
     trial = {**tiers, path: target}
     trial_estimate = trials(trial)

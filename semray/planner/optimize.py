@@ -3,10 +3,11 @@
 >>> optimized = optimize(query.plan, statistics, profiles_from_serving(config), MinCost(quality=0.9))  # doctest: +SKIP
 
 Without profiles (no serving configuration to price), the plan is rewritten and its joins
-ordered by default cardinalities, and semantic operators keep ``tier="auto"``. With profiles,
-every estimate comes from the cost model's ``estimate_plan`` and the policy (default
-``MinCost()``: the cheapest plan whose quality bound is at least 0.9) picks the tiers, a
-cascade and its quality target among them. Profiles without an ``embedding`` tier cannot price
+ordered by the default row counts (`semray.cost_model.cardinality.default_rows`), and semantic
+operators keep ``tier="auto"``. With profiles, every estimate comes from the cost model's
+``estimate_plan`` (joins are ordered by its rows, `semray.cost_model.cardinality.plan_rows`)
+and the policy (default ``MinCost()``: the cheapest plan whose quality bound is at least 0.9)
+picks the tiers, a cascade and its quality target among them. Profiles without an ``embedding`` tier cannot price
 a cascade, so its rung is left off the ladder.
 """
 
@@ -18,11 +19,12 @@ from typing import Any
 
 import structlog
 
-from semray.cost_model.policies import MinCost
+from semray.cost_model.cardinality import default_rows, plan_rows
+from semray.cost_model.estimates import PlanEstimate
+from semray.cost_model.policies import MinCost, Policy
 from semray.cost_model.statistics import statistics_key
 from semray.operators.base import Node
-from semray.planner.cardinality import default_cardinality, estimated_cardinality
-from semray.planner.costing import Estimator, PlanEstimateLike, PolicyLike, cost_model_estimator
+from semray.planner.costing import Estimator, cost_model_estimator
 from semray.planner.join_order import order_joins
 from semray.planner.model_selection import CASCADE, LADDER, Selection, apply_tiers, select_models
 from semray.planner.rules import RULES, Rule, RuleContext, apply_rules
@@ -42,7 +44,7 @@ class Optimization:
     selection: Selection | None
 
     @property
-    def estimate(self) -> PlanEstimateLike | None:
+    def estimate(self) -> PlanEstimate | None:
         return self.selection.estimate if self.selection else None
 
 
@@ -50,7 +52,7 @@ def optimize(
     plan: Node,
     statistics: Any = None,
     profiles: Mapping[str, Any] | None = None,
-    policy: PolicyLike = MinCost(),  # noqa: B008 - frozen, so one shared default is safe
+    policy: Policy = MinCost(),  # noqa: B008 - frozen, so one shared default is safe
     *,
     estimator: Estimator | None = None,
 ) -> Node:
@@ -62,7 +64,7 @@ def optimize_plan(
     plan: Node,
     statistics: Any = None,
     profiles: Mapping[str, Any] | None = None,
-    policy: PolicyLike = MinCost(),  # noqa: B008 - frozen, so one shared default is safe
+    policy: Policy = MinCost(),  # noqa: B008 - frozen, so one shared default is safe
     *,
     estimator: Estimator | None = None,
     rules: tuple[Rule, ...] = RULES,
@@ -77,12 +79,12 @@ def optimize_plan(
     if estimator is None and profiles is not None:
         estimator = cost_model_estimator(statistics, profiles)
     if estimator is None:
-        reordered = order_joins(rewritten, default_cardinality)
+        reordered = order_joins(rewritten, default_rows)
         log.info("planner.optimized", tiers="auto", changed=reordered != plan)
         return Optimization(plan=reordered, written=plan, rewritten=rewritten, reordered=reordered, selection=None)
     if profiles is not None and "embedding" not in profiles:
         ladder = tuple(rung for rung in ladder if rung != CASCADE)
-    reordered = order_joins(rewritten, estimated_cardinality(rewritten, estimator(rewritten, None)))
+    reordered = order_joins(rewritten, plan_rows(rewritten, estimator(rewritten, None)))
     selection = select_models(reordered, estimator, policy, ladder)
     chosen = apply_tiers(reordered, selection.tiers, selection.targets)
     log.info(

@@ -19,6 +19,7 @@ MODULES = (
     "semray.cost_model.policies",
     "semray.cost_model.measure",
     "semray.cost_model.relational",
+    "semray.cost_model.cardinality",
 )
 
 

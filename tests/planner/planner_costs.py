@@ -8,8 +8,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from semray.cost_model.cardinality import default_rows
 from semray.operators import Node
-from semray.planner.cardinality import default_cardinality
 from semray.planner.paths import operator_paths
 
 PRICE = {"large": 10.0, "small": 1.0}
@@ -63,8 +63,8 @@ def estimator(
         operators = []
         total, plan_quality = 0.0, 1.0
         for path, node in operator_paths(plan).items():
-            rows_out = default_cardinality(node)
-            rows_in = default_cardinality(node.children[0]) if node.children else rows_out
+            rows_out = default_rows(node)
+            rows_in = default_rows(node.children[0]) if node.children else rows_out
             tier = "-"
             dollars, op_quality = 0.0, 1.0
             if node.calls_llm:
@@ -89,7 +89,7 @@ def estimator(
                     quality=op_quality,
                 )
             )
-        rows = default_cardinality(plan)
+        rows = default_rows(plan)
         return PlanEstimate(
             operators=tuple(operators),
             rows=Interval.around(rows),

@@ -22,11 +22,13 @@ from semray.operators import (
     Node,
     Project,
     Scan,
+    SemAgg,
     SemClassify,
     SemExtract,
     SemFilter,
     SemJoin,
     SemMap,
+    SemTopK,
     Union,
 )
 from semray.planner import rules
@@ -178,6 +180,20 @@ FIXTURES = (
         rules.prune_columns,
         project(summary(sentiment(reviews())), "summary"),
         project(summary(reviews(("review",))), "summary"),
+    ),
+    Fixture(
+        "a top-k's input keeps only the columns it and its parent read",
+        rules.prune_columns,
+        project(SemTopK(input=reviews(), instruction="the most urgent {review}", k=2), "review"),
+        project(SemTopK(input=reviews(("review",)), instruction="the most urgent {review}", k=2), "review"),
+    ),
+    Fixture(
+        "a semantic aggregate's input keeps its keys and template columns",
+        rules.prune_columns,
+        SemAgg(input=reviews(), instruction="summarize {review}", keys=("product",), output="summary"),
+        SemAgg(
+            input=reviews(("review", "product")), instruction="summarize {review}", keys=("product",), output="summary"
+        ),
     ),
     Fixture(
         "a semantic join's inputs carry only what is read above",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 from planner_reference import as_multiset, evaluate, memory_scan, model_calls
 
+from semray.cost_model.cardinality import default_rows
 from semray.operators import ROW_ID, Join, Node, Scan, SemJoin, render_tree, walk
-from semray.planner.cardinality import default_cardinality
 from semray.planner.join_order import order_joins
 
 TABLES = {
@@ -32,7 +32,7 @@ def cardinality(node: Node) -> float:
         return cardinality(node.left) * cardinality(node.right) * SELECTIVITY.get(node.on, 0.1)
     if isinstance(node, SemJoin):
         return cardinality(node.left) * cardinality(node.right) * 0.3
-    return default_cardinality(node)
+    return default_rows(node)
 
 
 def written() -> Node:

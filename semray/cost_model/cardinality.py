@@ -1,0 +1,337 @@
+"""Row counts of plan operators: one rule per operator type, read three ways.
+
+Every operator type has one `RowRule` in `ROW_RULES`: how its inputs' row counts become its
+own. The engine reads a rule three ways:
+
+* `row_bound(node)`: rows from what the sources state in their metadata (no read), or None
+  when a source cannot tell. Lowering chooses by it between one task and a shuffle
+  (``Settings.gather_rows``), sizes semantic batches and picks a semantic join's
+  implementation; EXPLAIN shows the sources' counts from it. It is an upper bound where an
+  operator can only drop rows: filters, maps and aggregates keep their input's count, a LIMIT
+  caps it, a union sums; a join counts its larger side (a key / foreign-key join), a semantic
+  join its left side.
+* `default_rows(node)`: rows without any statistics, for join ordering without a cost model.
+  They only need to rank join orders, not predict runs.
+* `estimated_rows(node, inputs, context)`: an `Interval` from the measured ``PlanStatistics``,
+  with a documented default where nothing was measured (noted in ``OperatorEstimate.assumed``):
+  every cost estimator's ``rows_out``. `plan_rows(plan, estimate)` reads those back per
+  operator for join ordering with a cost model.
+
+The defaults, all in this module:
+
+==================================  =====================================  =============================
+figure                              `default_rows`                         `estimated_rows` (unmeasured)
+==================================  =====================================  =============================
+a source's rows                     `DEFAULT_SOURCE_ROWS` (1,000)          `UNMEASURED_SOURCE_ROWS` 10k in [0, inf)
+a relational filter                 keeps `FILTER_SELECTIVITY` (1/3)       `DEFAULT_FILTER_SELECTIVITY` 1/3 in [0, 1]
+a semantic filter                   keeps `FILTER_SELECTIVITY` (1/3)       `UNMEASURED_SELECTIVITY` 0.5 in [0, 1]
+an inner or left join               the larger input                       ``max(|L|, |R|)`` in [0, |L| x |R|]; a left
+                                                                           join at least ``|L|``
+a semi or anti join                 `SEMI_JOIN_SELECTIVITY` of ``|L|``     `HALF` of ``|L|``
+a semantic join                     `SEMANTIC_JOIN_SELECTIVITY` of pairs   `UNMEASURED_SELECTIVITY` of pairs
+an aggregate (relational or         `GROUPS_PER_ROW` of its input,         ``sqrt(rows)`` in [1, rows];
+semantic)                           at least 1; without keys: 1            without keys: 1
+distinct                            every row                              every row, in [1, rows]
+top-k, search                       ``min(k, rows)``                       ``min(k, rows)``
+limit                               ``min(count, rows)``                   ``min(count, rows - offset)``
+==================================  =====================================  =============================
+
+Every other operator (project, sort, map, classify, extract, code) keeps every row. Measured
+selectivities (``PlanStatistics.selectivity`` under the node's `statistics_key`: a filter's kept
+fraction, a join's fraction of the cross product, an aggregate's groups per input row) replace
+the defaults of `estimated_rows`.
+
+>>> from semray.operators import Filter, Limit, Scan, Schema, SourceSpec
+>>> scan = Scan(source=SourceSpec(kind="memory", options={"name": "t"}), source_schema=Schema.of(("x", "BIGINT")))
+>>> default_rows(Limit(input=Filter(input=scan, predicate="x > 1"), count=100))
+100.0
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from semray.cost_model.estimates import EstimateError, Interval, PlanEstimate
+from semray.cost_model.plan_cost import EstimationContext, operator_paths
+from semray.cost_model.statistics import source_key, statistics_key
+from semray.operators.base import Node
+from semray.operators.code import SemCode
+from semray.operators.plan import ROW_SEMANTIC
+from semray.operators.relational import (
+    Aggregate,
+    Distinct,
+    Filter,
+    Join,
+    Limit,
+    Project,
+    Scan,
+    Sort,
+    SourceSpec,
+    Union,
+)
+from semray.operators.semantic import SemAgg, SemanticNode, SemJoin, SemSearch, SemTopK
+from semray.sources import open_source
+from semray.tasks import TaskKind
+
+DEFAULT_SOURCE_ROWS = 1000.0
+"""`default_rows` of a scan."""
+FILTER_SELECTIVITY = 1 / 3
+"""`default_rows`: the share of rows an operator that only drops rows keeps (System R's default)."""
+SEMI_JOIN_SELECTIVITY = 0.5
+"""`default_rows`: the share of its left rows a semi or anti join keeps."""
+SEMANTIC_JOIN_SELECTIVITY = 0.1
+"""`default_rows`: the share of pairs a semantic join keeps."""
+GROUPS_PER_ROW = 0.1
+"""`default_rows`: groups per input row of an aggregate with keys."""
+
+UNMEASURED_SOURCE_ROWS = Interval(10_000.0, 0.0, math.inf)
+"""`estimated_rows`: a source nobody counted, a guess with no upper bound."""
+UNMEASURED_SELECTIVITY = Interval(0.5, 0.0, 1.0)
+"""`estimated_rows`: a semantic predicate nobody measured, anything from none to all rows."""
+DEFAULT_FILTER_SELECTIVITY = Interval(1.0 / 3.0, 0.0, 1.0)
+"""`estimated_rows`: a relational filter nobody measured (System R's default)."""
+HALF = Interval(0.5, 0.0, 1.0)
+"""`estimated_rows`: the share of its left rows an unmeasured semi or anti join keeps."""
+
+Bound = Callable[[Node, tuple[int, ...]], int | None]
+Default = Callable[[Node, tuple[float, ...]], float]
+Estimate = Callable[[Node, tuple[Interval, ...], EstimationContext], Interval]
+
+
+@dataclass(frozen=True, slots=True)
+class RowRule:
+    """One operator type's output rows from its inputs' rows (in ``children`` order):
+    ``bound`` from source metadata, ``default`` without statistics, ``estimate`` from statistics."""
+
+    bound: Bound
+    default: Default
+    estimate: Estimate
+
+
+def rule_of(node: Node) -> RowRule:
+    """The row rule of ``node``'s type."""
+    rule = ROW_RULES.get(type(node))
+    if rule is None:
+        raise EstimateError(
+            f"no row-count rule for {type(node).__name__}; add one to ROW_RULES in semray/cost_model/cardinality.py"
+        )
+    return rule
+
+
+def row_bound(node: Node) -> int | None:
+    """Rows of ``node`` from what its sources state, or None when a source cannot tell."""
+    inputs = [row_bound(child) for child in node.children]
+    known = tuple(count for count in inputs if count is not None)
+    if len(known) < len(inputs):
+        return None
+    return rule_of(node).bound(node, known)
+
+
+def default_rows(node: Node) -> float:
+    """Rows of ``node`` by the defaults, with no statistics."""
+    inputs = tuple(default_rows(child) for child in node.children)
+    return rule_of(node).default(node, inputs)
+
+
+def estimated_rows(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
+    """Rows of ``node`` given its inputs' estimated rows, from ``context``'s statistics (or the
+    defaults, noted as assumed)."""
+    return rule_of(node).estimate(node, inputs, context)
+
+
+def plan_rows(plan: Node, estimate: PlanEstimate) -> Callable[[Node], float]:
+    """Rows of each operator of ``plan`` (looked up by identity) from the cost model's estimate
+    of it; `default_rows` for any operator the estimate does not cover."""
+    rows_by_path = {operator.path: operator.rows_out.value for operator in estimate.operators}
+    rows_by_node = {id(node): rows_by_path[path] for path, node in operator_paths(plan).items() if path in rows_by_path}
+
+    def rows(node: Node) -> float:
+        known = rows_by_node.get(id(node))
+        return known if known is not None else default_rows(node)
+
+    return rows
+
+
+@functools.lru_cache(maxsize=256)
+def _source_rows(spec: SourceSpec) -> int | None:
+    return open_source(spec.kind, spec.path, spec.options).estimated_rows()
+
+
+# Bounds (source metadata).
+
+
+def _source_bound(node: Node, inputs: tuple[int, ...]) -> int | None:
+    assert isinstance(node, Scan)
+    return _source_rows(node.source)
+
+
+def _first_bound(node: Node, inputs: tuple[int, ...]) -> int | None:
+    return inputs[0]
+
+
+def _limit_bound(node: Node, inputs: tuple[int, ...]) -> int | None:
+    assert isinstance(node, Limit)
+    return min(inputs[0], node.count + node.offset)
+
+
+def _sum_bound(node: Node, inputs: tuple[int, ...]) -> int | None:
+    return sum(inputs)
+
+
+def _larger_bound(node: Node, inputs: tuple[int, ...]) -> int | None:
+    return max(inputs)
+
+
+# Defaults (no statistics).
+
+
+def _source_default(node: Node, inputs: tuple[float, ...]) -> float:
+    return DEFAULT_SOURCE_ROWS
+
+
+def _kept_default(node: Node, inputs: tuple[float, ...]) -> float:
+    """A third of the rows of an operator that only drops rows (a filter, a semantic filter
+    without diagnostics), every row of any other."""
+    return inputs[0] * FILTER_SELECTIVITY if node.drops_rows_only() else inputs[0]
+
+
+def _join_default(node: Node, inputs: tuple[float, ...]) -> float:
+    assert isinstance(node, Join)
+    return inputs[0] * SEMI_JOIN_SELECTIVITY if node.kind in ("semi", "anti") else max(inputs)
+
+
+def _semantic_join_default(node: Node, inputs: tuple[float, ...]) -> float:
+    return inputs[0] * inputs[1] * SEMANTIC_JOIN_SELECTIVITY
+
+
+def _sum_default(node: Node, inputs: tuple[float, ...]) -> float:
+    return sum(inputs)
+
+
+def _limit_default(node: Node, inputs: tuple[float, ...]) -> float:
+    assert isinstance(node, Limit)
+    return min(float(node.count), inputs[0])
+
+
+def _top_default(node: Node, inputs: tuple[float, ...]) -> float:
+    assert isinstance(node, SemTopK | SemSearch)
+    return min(float(node.k), inputs[0])
+
+
+def _grouping_default(node: Node, inputs: tuple[float, ...]) -> float:
+    assert isinstance(node, Aggregate | SemAgg)
+    return max(inputs[0] * GROUPS_PER_ROW, 1.0) if node.keys else 1.0
+
+
+# Estimates (statistics, with intervals).
+
+
+def _source_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
+    assert isinstance(node, Scan)
+    key = source_key(node)
+    rows = context.statistics.source_rows.get(key)
+    if rows is None:
+        context.missing(
+            "source_rows",
+            f"no row count for source {key!r}; measure it with semray.cost_model.relational.sample_source",
+        )
+        return UNMEASURED_SOURCE_ROWS
+    return rows
+
+
+def _first_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
+    return inputs[0]
+
+
+def _filter_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
+    return inputs[0] * context.selectivity(node, DEFAULT_FILTER_SELECTIVITY)
+
+
+def _limit_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
+    assert isinstance(node, Limit)
+    rows = inputs[0]
+    after_offset = Interval(
+        max(rows.value - node.offset, 0.0), max(rows.low - node.offset, 0.0), max(rows.high - node.offset, 0.0)
+    )
+    return after_offset.minimum(float(node.count))
+
+
+def _sum_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
+    rows = inputs[0]
+    for more in inputs[1:]:
+        rows = rows + more
+    return rows
+
+
+def _join_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
+    assert isinstance(node, Join)
+    left, right = inputs
+    pairs = left * right
+    if node.kind in ("semi", "anti"):
+        return left * context.selectivity(node, HALF)
+    if _measured(node, context):
+        out = pairs * context.selectivity(node, UNMEASURED_SELECTIVITY)
+    else:
+        out = Interval(max(left.value, right.value), 0.0, max(pairs.high, left.high, right.high))
+    if node.kind == "left":
+        out = Interval(max(out.value, left.value), left.low, max(out.high, left.high))
+    return out
+
+
+def _grouping_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
+    """Groups of an Aggregate, a SemAgg (one call per group) or a Distinct."""
+    (rows,) = inputs
+    if isinstance(node, Aggregate | SemAgg) and not node.keys:
+        return Interval.exact(1.0)
+    if _measured(node, context):
+        groups = rows * context.selectivity(node, UNMEASURED_SELECTIVITY)
+        return groups.clip(min(1.0, rows.low), rows.high)
+    value = rows.value if isinstance(node, Distinct) else math.sqrt(max(rows.value, 0.0))
+    return Interval.spanning(value, min(1.0, rows.low), rows.high)
+
+
+def _row_wise_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
+    """A row-wise semantic operator: a filter keeps its selectivity's share, any other every row."""
+    (rows,) = inputs
+    if isinstance(node, SemanticNode) and node.task_kind() == TaskKind.FILTER:
+        return rows * context.selectivity(node, UNMEASURED_SELECTIVITY)
+    return rows
+
+
+def _semantic_join_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
+    left, right = inputs
+    return (left * right) * context.selectivity(node, UNMEASURED_SELECTIVITY)
+
+
+def _top_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
+    assert isinstance(node, SemTopK | SemSearch)
+    return inputs[0].minimum(float(node.k))
+
+
+def _measured(node: Node, context: EstimationContext) -> bool:
+    return statistics_key(node) in context.statistics.selectivity
+
+
+_KEEPS_ROWS = RowRule(_first_bound, _kept_default, _first_estimate)
+
+ROW_RULES: Mapping[type[Node], RowRule] = {
+    Scan: RowRule(_source_bound, _source_default, _source_estimate),
+    Filter: RowRule(_first_bound, _kept_default, _filter_estimate),
+    Project: _KEEPS_ROWS,
+    Sort: _KEEPS_ROWS,
+    Distinct: RowRule(_first_bound, _kept_default, _grouping_estimate),
+    Limit: RowRule(_limit_bound, _limit_default, _limit_estimate),
+    Union: RowRule(_sum_bound, _sum_default, _sum_estimate),
+    Join: RowRule(_larger_bound, _join_default, _join_estimate),
+    Aggregate: RowRule(_first_bound, _grouping_default, _grouping_estimate),
+    **dict.fromkeys(ROW_SEMANTIC, RowRule(_first_bound, _kept_default, _row_wise_estimate)),
+    SemJoin: RowRule(_first_bound, _semantic_join_default, _semantic_join_estimate),
+    SemTopK: RowRule(_first_bound, _top_default, _top_estimate),
+    SemSearch: RowRule(_first_bound, _top_default, _top_estimate),
+    SemAgg: RowRule(_first_bound, _grouping_default, _grouping_estimate),
+    SemCode: _KEEPS_ROWS,
+}
+"""Operator type -> its row rule; every logical operator has one (tests/test_fitness.py checks it)."""
