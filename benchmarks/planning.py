@@ -16,7 +16,8 @@ answers are compared (the measure to use with a real model, whose plans differ i
 
 Configurations: the full loop; single-shot (one draft, grammar check only, no feedback); the loop
 without long-term memory, without majority vote (one judge), without failed-attempt isolation,
-without confidence signals, and without units (a plain ReAct-style loop: no isolation and no
+without confidence signals (the dataset choice, span divergence, early stopping; ``StandInScorer``
+grounds a span when the evidence holds its words), and without units (a plain ReAct-style loop: no isolation and no
 confidence-gated retries). Each runs the question set in order with a fresh memory per seed.
 
     python -m benchmarks.planning            # 5 seeds, fault rates 0.3 and 0.6
@@ -67,7 +68,11 @@ class Configuration:
 
 
 CONFIGURATIONS: tuple[Configuration, ...] = (
-    Configuration("full loop", LoopConfig(), what="units, isolation, confidence signal, memory, 3 judges"),
+    Configuration(
+        "full loop",
+        LoopConfig(),
+        what="units, isolation, confidence signals (dataset choice, span divergence, early stop), memory, 3 judges",
+    ),
     Configuration(
         "single-shot",
         LoopConfig(max_iterations=1, semantic=False, memory=False),
@@ -80,7 +85,12 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
     Configuration(
         "no isolation", LoopConfig(isolation=False), what="every failed draft and issue stays in later prompts"
     ),
-    Configuration("no confidence signals", LoopConfig(), confidence=False, what="dataset choice not scored"),
+    Configuration(
+        "no confidence signals",
+        LoopConfig(),
+        confidence=False,
+        what="no scorer tier: neither the dataset choice nor the plan's spans scored, no early stop",
+    ),
     Configuration(
         "no units (ReAct-style)",
         LoopConfig(isolation=False),

@@ -13,7 +13,10 @@ Every unit and attempt of the planning is journaled under ``<state_dir>/asks/<as
 nothing again for its committed units, when the same ask is made again (same question, model,
 datasets and loop settings) or by id: ``ask(question, resume=ask_id)``, ``semray ask --resume ID``.
 ``semray runs show ID`` renders its trace. With ``Settings.agent_scorer_model`` the dataset choice
-is checked by decision confidence divergence (``agent_decision_margin``).
+is checked by decision confidence divergence (``agent_decision_margin``), exploration of candidate
+datasets stops early once one adds little (``agent_stop_divergence``) and a draft whose spans the
+evidence does not support is retried (``agent_span_divergence``); prompts keep the verdicts of the
+newest ``agent_context_units`` failed attempts.
 
 >>> result = semray.ask("average rating per product", tables={"reviews": "reviews.csv"})  # doctest: +SKIP
 >>> print(result.plan_json)  # doctest: +SKIP
@@ -68,6 +71,8 @@ class AskResult:
     run_id: str | None
     iterations: int
     usage_line: str = ""
+    skill: str | None = None
+    """The question of the stored skill the plan came from, validated again (None: planned anew)."""
 
     @property
     def planning_dollars(self) -> float:
@@ -164,6 +169,7 @@ def ask(
         run_id=None if result is None else result.run_id,
         iterations=planned.iterations,
         usage_line="" if result is None else result.usage_line(),
+        skill=planned.skill,
     )
 
 
@@ -173,6 +179,9 @@ def loop_config(settings: Settings, **bounds: Any) -> LoopConfig:
         max_retries=settings.agent_max_retries,
         max_units=settings.agent_max_units,
         decision_margin=settings.agent_decision_margin,
+        span_divergence=settings.agent_span_divergence,
+        stop_divergence=settings.agent_stop_divergence,
+        context_units=settings.agent_context_units,
     )
     return LoopConfig(units=units, **bounds)
 
@@ -194,7 +203,9 @@ def _ask_key(
         "judges": config.judges,
         "semantic": config.semantic,
         "memory": config.memory,
+        "skills": config.skills,
         "units": [config.units.max_retries, config.units.max_units, config.units.decision_margin],
+        "signals": [config.units.span_divergence, config.units.stop_divergence, config.units.context_units],
         "scorer": None if settings.agent_scorer_model is None else str(settings.agent_scorer_model),
     }
     return json.dumps({"datasets": over, "dry_run": dry_run, "loop": bounds}, sort_keys=True)

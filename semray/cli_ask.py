@@ -50,6 +50,12 @@ def add_ask_command(subparsers: Any) -> None:
     ask.add_argument(
         "--memory-file", type=Path, metavar="FILE", help="keep long-term memory in this JSON file, not the catalog"
     )
+    ask.add_argument(
+        "--no-skills",
+        action="store_true",
+        help="plan the question even when a stored skill (a plan of a similar question that was validated and "
+        "ran) fits it, and store no skill",
+    )
     ask.add_argument("--plan-out", type=Path, metavar="FILE", help="write the validated plan here (for semray run)")
     ask.add_argument("--format", default="table", choices=("table", "csv", "json", "parquet"))
     ask.add_argument("--output", "-o", type=Path, help="write the answer to this file")
@@ -68,7 +74,7 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     tables: dict[str, Path] = {}
     for name, _, path in map(_split, args.table):
         tables[name] = Path(path)
-    config = loop_config(settings, max_iterations=args.max_iterations, judges=args.judges)
+    config = loop_config(settings, max_iterations=args.max_iterations, judges=args.judges, skills=not args.no_skills)
     started: list[str] = []
 
     def announce(ask_id: str, resumed: bool) -> None:
@@ -107,8 +113,9 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     if result.answer is not None:
         render(without_row_ids(result.answer), args.format, args.output)
     replayed = sum(step.replayed for step in result.steps)
+    drafts = f"{result.iterations} draft(s)" if result.skill is None else f"the skill of {result.skill!r} reused"
     summary = (
-        f"datasets: {', '.join(result.datasets)}; {result.iterations} draft(s), {len(result.steps)} agent steps"
+        f"datasets: {', '.join(result.datasets)}; {drafts}, {len(result.steps)} agent steps"
         + (f" ({replayed} replayed from the journal, not paid again)" if replayed else "")
         + f", {result.planning_tokens:,} tokens, ${result.planning_dollars:.4f} planning; ask {result.ask_id}"
     )
@@ -131,6 +138,7 @@ def _journaled_arguments(args: argparse.Namespace) -> dict[str, Any]:
         "dry_run": args.dry_run,
         "max_iterations": args.max_iterations,
         "judges": args.judges,
+        "no_skills": args.no_skills,
         "memory_file": None if args.memory_file is None else str(args.memory_file.expanduser().absolute()),
     }
 
@@ -151,6 +159,7 @@ def _resumed_arguments(args: argparse.Namespace, settings: Settings) -> None:
     args.dry_run = bool(journaled.get("dry_run", args.dry_run))
     args.max_iterations = int(journaled.get("max_iterations", args.max_iterations))
     args.judges = int(journaled.get("judges", args.judges))
+    args.no_skills = bool(journaled.get("no_skills", args.no_skills))
     if journaled.get("memory_file"):
         args.memory_file = Path(str(journaled["memory_file"]))
     if args.replay is None and journaled.get("replay"):

@@ -96,6 +96,27 @@ class Settings(BaseSettings):
         description="the scorer tier of `semray ask`: a local transformers causal LM folder that scores decisions by "
         "token logprobs (confidence signals); None: no confidence signals",
     )
+    agent_span_divergence: float | None = Field(
+        default=0.50,
+        ge=-1.0,
+        le=1.0,
+        description="with a scorer model, retry a drafted plan whose largest span divergence is below this: each "
+        "decision-relevant span (predicates, filter values, keys, join conditions, instructions' key terms) scored "
+        "with the exploration evidence in context minus without it; None: spans are not checked",
+    )
+    agent_stop_divergence: float | None = Field(
+        default=0.45,
+        ge=-1.0,
+        le=1.0,
+        description="with a scorer model, stop exploring candidate datasets once a new one's description is this "
+        "much more confident after the earlier descriptions than without them (it adds little); None: explore all",
+    )
+    agent_context_units: int = Field(
+        default=15,
+        ge=1,
+        description="failed unit attempts of an ask whose verdicts later prompts show in full; older ones are "
+        "summarised in one line",
+    )
 
     allow_job_local_state: bool = Field(
         default=False,

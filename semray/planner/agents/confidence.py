@@ -96,12 +96,20 @@ class HFScorer:
         except (OSError, ValueError) as error:
             raise ScorerError(f"cannot load the scorer model at {folder}: {error}") from error
         self._model: Any = model.to(device).eval()
+        config = model.config
+        self._positions: int | None = getattr(config, "n_positions", None) or getattr(
+            config, "max_position_embeddings", None
+        )
         self._torch: Any = torch
         self._device = device
         self._lock = threading.Lock()
 
     def token_logprobs(self, context: str, continuation: str) -> tuple[float, ...]:
-        """One forward pass over context + continuation; the logprobs of the continuation's tokens."""
+        """One forward pass over context + continuation; the logprobs of the continuation's tokens.
+
+        A context longer than the model's positions leaves out its oldest tokens (the continuation
+        and the text just before it are what it is scored on).
+        """
         context_ids = self._tokenizer(context, add_special_tokens=False)["input_ids"]
         target_ids = self._tokenizer(continuation, add_special_tokens=False)["input_ids"]
         if not target_ids:
@@ -113,6 +121,14 @@ class HFScorer:
                 else self._tokenizer.eos_token_id
             )
             context_ids = [bos]
+        if self._positions is not None:
+            room = self._positions - len(target_ids)
+            if room < 1:
+                raise ScorerError(
+                    f"the continuation has {len(target_ids)} tokens, more than the scorer's {self._positions} "
+                    "positions leave room for; use a scorer model with a longer context"
+                )
+            context_ids = context_ids[-room:]
         torch = self._torch
         ids = torch.tensor([[*context_ids, *target_ids]], device=self._device)
         with self._lock, torch.no_grad():

@@ -28,6 +28,7 @@ CATEGORY_OF_CODE: dict[str, ErrorCategory] = {
     "aggregate": "semantic",
     "judge": "semantic",
     "execution": "semantic",
+    "span": "grammar",  # a weakly grounded span (spans.py): only the agent that wrote it drafts again
 }
 ROUTE: dict[ErrorCategory, str] = {"data": "profiling", "semantic": "planning", "grammar": "manipulation"}
 """Which agent a category of error goes back to."""

@@ -4,7 +4,9 @@ Validation is the grammar validator, then the semantic judges, then (when an exe
 running the plan; the first that finds problems ends the iteration. Each problem is classified
 and routed: data problems send the profiling agent back to the data, semantic ones send the
 planning agent back to the outline, and every problem reaches the manipulation agent's next
-draft as feedback. After the last iteration, or success, the memory manager consolidates.
+draft as feedback. After the last iteration, or success, the memory manager consolidates, and a
+plan that was validated and ran is stored as a skill; a later question a skill fits reuses it,
+validated again, instead of being planned (``skills.py``).
 
 >>> result = plan_question("average rating per product", catalog=catalog, model=model)  # doctest: +SKIP
 >>> result.iterations  # doctest: +SKIP
@@ -13,6 +15,7 @@ draft as feedback. After the last iteration, or success, the memory manager cons
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -24,12 +27,15 @@ from semray.planner.agents.catalog_view import CatalogView, MemoryView
 from semray.planner.agents.confidence import Scorer, decision_divergence
 from semray.planner.agents.drafting import Outline, fill_plan, outline_plan
 from semray.planner.agents.errors import PlanningFailedError
+from semray.planner.agents.exploration import ExplorationStop
 from semray.planner.agents.grammar import GrammarReport, check_plan_text
 from semray.planner.agents.issues import PlanIssue
 from semray.planner.agents.memory import MemoryManager
 from semray.planner.agents.models import AgentModel
 from semray.planner.agents.profiling import Profile, profile_question
 from semray.planner.agents.semantic import judge_plan
+from semray.planner.agents.skills import SkillBook, SkillMatch
+from semray.planner.agents.spans import decision_spans, score_spans, span_issue
 from semray.planner.agents.step import StepRunner, Trace
 from semray.planner.agents.units import StagedMemory, UnitAttempt, UnitFailedError, UnitPolicy, UnitRunner, Verdict
 
@@ -51,6 +57,9 @@ class LoopConfig:
     isolation: bool = True
     """A draft sees only the last failed draft and its verdict; False (an ablation): every failed draft and
     every issue so far stay in later prompts, and memory writes are not staged behind commits."""
+    skills: bool = True
+    """With long-term memory, a plan that was validated and ran is stored as a skill and a question it fits
+    reuses it (``skills.py``) instead of being planned."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +73,8 @@ class PlanningResult:
     trace: Trace
     issues: tuple[PlanIssue, ...]
     executed: Any = None
+    skill: str | None = None
+    """The question of the stored skill this plan was taken from (None: planned)."""
 
 
 def plan_question(
@@ -82,21 +93,45 @@ def plan_question(
     """Plan (and, with ``executor``, run) a question; raises PlanningFailedError past the bound.
 
     The work is five commit-or-retry units (``units.py``): recall, profile, outline, plan (one
-    attempt per draft, at most ``max_iterations``) and consolidate. With ``trace`` they are journaled
+    attempt per draft, at most ``max_iterations``) and consolidate; when a stored skill fits the
+    question (recall finds it) a ``skill`` unit validates its plan first and, when it passes, is
+    the whole planning (a failed one is demoted). With ``trace`` they are journaled
     and a resumed ask replays its committed units; with ``scorer`` the dataset choice is checked
-    by decision confidence divergence.
+    by decision confidence divergence, exploration stops early once a candidate adds little, and
+    a draft is checked by span divergence (``spans.py``). Prompts show the verdicts of the newest
+    ``UnitPolicy.context_units`` failed attempts; older ones are summarised in one line.
     """
     runner = runner or StepRunner(model)
     structured = model.structured_output
     staged = StagedMemory(memory) if memory is not None and config.memory and config.isolation else None
     manager = MemoryManager(runner, staged if config.isolation else memory if config.memory else None)
     units = UnitRunner(runner, config.units, trace, staged)
+    stopping = config.units.stop_divergence
+    stop = None if scorer is None or stopping is None else ExplorationStop(scorer, stopping)
+    book = SkillBook(runner, manager.store) if config.skills and manager.store is not None else None
+    learnt: list[Callable[[], None]] = []
     finished: Literal["succeeded", "failed"] | None = None
     try:
-        knowledge = units.run("recall", lambda _: manager.recall(question), _passes).value
+        knowledge, skill = units.run(
+            "recall",
+            lambda _: (manager.recall(question), None if book is None else book.find(question)),
+            _passes,
+        ).value
+        if book is not None and skill is not None:
+            match, skills = skill, book
+
+            def reuse(attempt: UnitAttempt) -> PlanningResult | None:
+                return _reuse(
+                    runner, skills, match, catalog, question, knowledge, config, executor, attempt, structured
+                )
+
+            reused = units.run("skill", reuse, _passes).value
+            if reused is not None:
+                finished = "succeeded"
+                return reused
         profile = units.run(
             "profile",
-            lambda attempt: profile_question(runner, catalog, question, knowledge, attempt.feedback, structured),
+            lambda attempt: profile_question(runner, catalog, question, knowledge, attempt.feedback, structured, stop),
             lambda found, _: _check_decision(scorer, question, found, config.units.decision_margin),
         ).value
         drafting = _Drafting(
@@ -107,20 +142,31 @@ def plan_question(
         )
 
         def draft(attempt: UnitAttempt) -> str:
+            context = manager.short.context(config.units.context_units)
             return fill_plan(
                 runner,
                 question,
                 drafting.outline,
                 drafting.profile,
-                [*knowledge, *manager.short.hints],
+                [*knowledge, *context.hint_lines],
                 drafting.previous,
-                attempt.feedback if config.isolation else tuple(manager.short.issues),
+                attempt.feedback if config.isolation else context.issues,
                 structured,
             )
 
         def validate(text: str, attempt: UnitAttempt) -> Verdict:
             report = _validate(runner, text, catalog, drafting.profile.names)
             issues = report.issues
+            signals: tuple[tuple[str, float], ...] = ()
+            weak: PlanIssue | None = None
+            threshold = config.units.span_divergence
+            if report.plan is not None and not issues and scorer is not None and threshold is not None:
+                evidence = _evidence(drafting.profile, knowledge)
+                signals, weak = _check_spans(runner, scorer, question, evidence, report.plan, threshold)
+                # One retry for weak spans, never of the last draft: a later one goes on to the judges and the run.
+                if weak is not None and attempt.number < config.max_iterations and not drafting.span_retried:
+                    drafting.span_retried = True
+                    return Verdict((weak,), signals, soft=True)
             if report.plan is not None and not issues and config.semantic:
                 verdict = judge_plan(runner, question, report.plan, knowledge, config.judges, structured)
                 issues = () if verdict.issue is None else (verdict.issue,)
@@ -129,19 +175,26 @@ def plan_question(
             if report.plan is not None and not issues:
                 drafting.plan = report.plan
                 attempt.write_file("plan.json", plan_to_json(report.plan).encode())
-                return Verdict()
-            return Verdict(issues or (PlanIssue("plan", "the draft is not a plan", "json"),))
+                drafting.evidence = _evidence_lines(report, signals, config, executor is not None, drafting.executed)
+                drafting.grounded = weak is None
+                return Verdict(signals=signals)
+            return Verdict(issues or (PlanIssue("plan", "the draft is not a plan", "json"),), signals)
 
         def route(text: str, verdict: Verdict, _: UnitAttempt) -> None:
             manager.short.note(verdict.issues)
             categories = {manager.classify(question, issue, structured) for issue in verdict.issues}
             if "data" in categories:
-                drafting.profile = profile_question(runner, catalog, question, knowledge, verdict.issues, structured)
+                drafting.profile = profile_question(
+                    runner, catalog, question, knowledge, verdict.issues, structured, stop
+                )
             if "semantic" in categories:
                 drafting.outline = outline_plan(
                     runner, question, drafting.profile, knowledge, verdict.issues, structured
                 )
-            drafting.previous = text if config.isolation or not drafting.previous else f"{drafting.previous}\n\n{text}"
+            drafting.drafts.append(text)
+            # The ablation without isolation shows every failed draft, up to the context limit.
+            kept = drafting.drafts[len(drafting.drafts) - config.units.context_units :]
+            drafting.previous = text if config.isolation else "\n\n".join(kept)
 
         try:
             planned = units.run("plan", draft, validate, max_attempts=config.max_iterations, after_failure=route)
@@ -157,6 +210,10 @@ def plan_question(
         assert drafting.plan is not None  # a committed plan unit set it
         log.info("question_planned", iterations=planned.attempts, steps=len(runner.trace.steps))
         finished = "succeeded"
+        if book is not None and executor is not None and drafting.grounded:
+            document = json.loads(plan_to_json(drafting.plan))
+            names, evidence = drafting.profile.names, drafting.evidence
+            learnt.append(lambda: book.remember(question, document, names, evidence, run_id))
         return PlanningResult(
             drafting.plan,
             plan_to_json(drafting.plan),
@@ -170,7 +227,7 @@ def plan_question(
         # Only an ask that ended consolidates: one stopped by a crash, a budget or a model error resumes and
         # consolidates then, once (consolidating now too would write its lessons to long-term memory twice).
         if finished is not None:
-            units.run("consolidate", lambda _: manager.consolidate(question, run_id), _passes)
+            units.run("consolidate", lambda _: _consolidate(manager, question, run_id, learnt), _passes)
         if trace is not None and finished is not None:
             trace.finish(finished)  # a crash leaves the trace unfinished: the same ask resumes it
 
@@ -182,8 +239,69 @@ class _Drafting:
     profile: Profile
     outline: Outline
     previous: str = ""
+    drafts: list[str] = field(default_factory=list)
     plan: Node | None = None
     executed: Any = None
+    evidence: tuple[str, ...] = ()
+    grounded: bool = True
+    span_retried: bool = False
+
+
+def _reuse(
+    runner: StepRunner,
+    book: SkillBook,
+    skill: SkillMatch,
+    catalog: CatalogView,
+    question: str,
+    knowledge: tuple[str, ...],
+    config: LoopConfig,
+    executor: Executor | None,
+    attempt: UnitAttempt,
+    structured: bool = True,
+) -> PlanningResult | None:
+    """Validate (and run) a skill's rebound plan like a draft; one that fails is demoted (None: plan anew)."""
+    from semray.errors import SemrayError
+
+    try:
+        report = _validate(runner, skill.plan_text, catalog, skill.datasets)
+    except SemrayError as error:  # a dataset the skill reads is gone
+        book.demote(skill, f"{type(error).__name__}: {error}")
+        return None
+    issues = report.issues
+    if report.plan is not None and not issues and config.semantic:
+        verdict = judge_plan(runner, question, report.plan, knowledge, config.judges, structured)
+        issues = () if verdict.issue is None else (verdict.issue,)
+    executed: Any = None
+    if report.plan is not None and not issues and executor is not None:
+        executed, issues = _execute(runner, executor, report.plan)
+    if report.plan is None or issues:
+        book.demote(skill, " ".join(issue.line() for issue in issues) or "the skill's plan does not load")
+        return None
+    attempt.write_file("plan.json", plan_to_json(report.plan).encode())
+    log.info("question_planned_from_skill", skill=skill.memory_id, steps=len(runner.trace.steps))
+    return PlanningResult(
+        report.plan, plan_to_json(report.plan), skill.datasets, 0, runner.trace, (), executed, skill.question
+    )
+
+
+def _consolidate(manager: MemoryManager, question: str, run_id: str | None, learnt: list[Callable[[], None]]) -> None:
+    manager.consolidate(question, run_id)
+    for remember in learnt:
+        remember()
+
+
+def _evidence_lines(
+    report: GrammarReport, signals: tuple[tuple[str, float], ...], config: LoopConfig, ran: bool, executed: Any
+) -> tuple[str, ...]:
+    """What a validated plan passed, kept with its skill: the checks, the signals, the run."""
+    lines = ["grammar: valid" + (f" after repairs ({'; '.join(report.repairs)})" if report.repairs else "")]
+    lines.extend(f"{name} {value:.3f}" for name, value in signals)
+    if config.semantic:
+        lines.append(f"judges: a majority of {config.judges} accepted")
+    if ran:
+        rows = getattr(getattr(executed, "table", None), "num_rows", None)
+        lines.append("ran" + (f": {rows} rows" if rows is not None else ""))
+    return tuple(lines)
 
 
 def _passes(_value: object, _attempt: UnitAttempt) -> Verdict:
@@ -214,6 +332,41 @@ def _check_decision(scorer: Scorer | None, question: str, profile: Profile, marg
     )
     log.info("decision_divergence_low", margin=score.margin, threshold=margin, chosen=profile.names)
     return Verdict((issue,), signals, soft=True)
+
+
+def _check_spans(
+    runner: StepRunner,
+    scorer: Scorer,
+    question: str,
+    evidence: str,
+    plan: Node,
+    threshold: float,
+) -> tuple[tuple[tuple[str, float], ...], PlanIssue | None]:
+    """Span divergence of a grammatical draft (one recorded step): its signals and the retry's issue, if any."""
+    found: list[tuple[tuple[tuple[str, float], ...], PlanIssue | None]] = []
+
+    def work() -> tuple[str, str | None]:
+        document = json.loads(plan_to_json(plan, indent=None))
+        report = score_spans(scorer, question, evidence, decision_spans(document["plan"]))
+        issue = span_issue(report, threshold)
+        largest = report.largest
+        found.append(((("span_divergence", largest),) if largest is not None else (), issue))
+        lines = [score.line() for score in report.scores] or ["no decision spans"]
+        if issue is not None:
+            log.info("span_divergence_low", largest=largest, threshold=threshold)
+        return "\n".join(lines), None if issue is None else issue.message
+
+    runner.run("semantic", "spans", {"threshold": f"{threshold:.2f}"}, work)
+    return found[0]
+
+
+def _evidence(profile: Profile, knowledge: tuple[str, ...]) -> str:
+    """What exploration found, as the span scorer's context: datasets, domain notes, recalled knowledge."""
+    notes = [f"- [{segment.dataset}] {segment.text[:300]}" for segment in profile.segments]
+    parts = [profile.text(), *(["Domain notes:", *notes] if notes else [])]
+    if knowledge:
+        parts.extend(["What earlier tasks taught:", *(f"- {line}" for line in knowledge)])
+    return "\n".join(parts)
 
 
 def _validate(runner: StepRunner, text: str, catalog: CatalogView, datasets: tuple[str, ...]) -> GrammarReport:

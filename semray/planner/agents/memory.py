@@ -44,24 +44,61 @@ def classify_message(message: str) -> ErrorCategory | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class PromptContext:
+    """What later prompts show of short-term memory: the newest attempts in full, older ones in one line."""
+
+    hints: tuple[str, ...]
+    issues: tuple[PlanIssue, ...]
+    summary: str = ""
+    """One line for the attempts past the limit ("" when none was dropped)."""
+
+    @property
+    def hint_lines(self) -> tuple[str, ...]:
+        return (*self.hints, self.summary) if self.summary else self.hints
+
+
 @dataclass(slots=True)
 class ShortTermMemory:
-    """What this task learnt so far: every issue met, in order, and hints for the next drafts."""
+    """What this task learnt so far: every issue met, in order, and hints for the next drafts.
+
+    ``attempts`` holds each failed unit attempt's issues (its verdict): ``context(limit)`` keeps
+    the newest ``limit`` of them for the prompts and summarises the older ones in one line.
+    """
 
     issues: list[PlanIssue] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
+    attempts: list[tuple[PlanIssue, ...]] = field(default_factory=list)
 
     def note(self, issues: tuple[PlanIssue, ...]) -> None:
+        self.attempts.append(issues)
         self.issues.extend(issues)
         for issue in issues:
             if issue.correction and issue.correction not in self.hints:
                 self.hints.append(issue.correction)
 
     def counts(self) -> dict[str, int]:
-        seen: dict[str, int] = {}
-        for issue in self.issues:
-            seen[issue.signature] = seen.get(issue.signature, 0) + 1
-        return seen
+        return _counts(self.issues)
+
+    def context(self, limit: int) -> PromptContext:
+        """The newest ``limit`` failed attempts' hints and issues; the older ones as one summary line.
+
+        >>> memory = ShortTermMemory()
+        >>> for n in range(3):
+        ...     memory.note((PlanIssue("plan", f"bad {n}", "json", f"fix {n}"),))
+        >>> memory.context(2).hint_lines
+        ('fix 1', 'fix 2', '1 earlier failed attempt(s), summarised: json: bad 0 (x1)')
+        """
+        kept = self.attempts[len(self.attempts) - limit :] if limit > 0 else []
+        dropped = self.attempts[: len(self.attempts) - len(kept)]
+        issues = tuple(issue for attempt in kept for issue in attempt)
+        hints = tuple(dict.fromkeys(issue.correction for issue in issues if issue.correction))
+        if not dropped:
+            return PromptContext(hints, issues)
+        counts = _counts([issue for attempt in dropped for issue in attempt])
+        named = "; ".join(f"{signature[:120]} (x{count})" for signature, count in list(counts.items())[:5])
+        more = f"; and {len(counts) - 5} more" if len(counts) > 5 else ""
+        return PromptContext(hints, issues, f"{len(dropped)} earlier failed attempt(s), summarised: {named}{more}")
 
 
 class MemoryManager:
@@ -150,6 +187,13 @@ class MemoryManager:
         self.runner.run(
             "memory", "expire", {"now": moment.isoformat()}, lambda: (f"{store.expire(moment)} expired", None)
         )
+
+
+def _counts(issues: list[PlanIssue]) -> dict[str, int]:
+    seen: dict[str, int] = {}
+    for issue in issues:
+        seen[issue.signature] = seen.get(issue.signature, 0) + 1
+    return seen
 
 
 def _summary(issue: PlanIssue, seen: int) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from semray.errors import TableNotFoundError
 from semray.planner.agents.catalog_view import CatalogView, DatasetHit, DatasetProfile, SegmentHit
+from semray.planner.agents.exploration import ExplorationStop
 from semray.planner.agents.issues import PlanIssue, feedback_text
 from semray.planner.agents.json_repair import JsonRepairError, decode_json
 from semray.planner.agents.prompts import PROMPTS
@@ -50,8 +51,13 @@ def profile_question(
     knowledge: Sequence[str],
     feedback: tuple[PlanIssue, ...] = (),
     structured: bool = True,
+    stop: ExplorationStop | None = None,
 ) -> Profile:
-    """Search, choose and describe; every part is one recorded step."""
+    """Search, choose and describe; every part is one recorded step.
+
+    With ``stop`` the candidates are explored in rank order until one adds little
+    (``exploration.py``): one more recorded step, and only the explored ones are offered.
+    """
     hits: list[DatasetHit] = []
     segments: list[SegmentHit] = []
 
@@ -63,6 +69,8 @@ def profile_question(
     runner.run("profiling", "search", {"question": question}, search)
     if not hits:
         raise TableNotFoundError(question[:40], ())
+    if stop is not None:
+        hits = _explore(runner, catalog, question, hits, stop)
     candidates = "\n\n".join(catalog.describe(hit.name).describe(samples=1) for hit in hits)
     prompt = PROMPTS["choose_datasets"]
     assert prompt.output_schema is not None
@@ -89,6 +97,22 @@ def profile_question(
 
     runner.run("profiling", "describe", {"datasets": ", ".join(chosen)}, describe)
     return Profile(tuple(profiles), tuple(segments), reason, tuple(hit.name for hit in hits))
+
+
+def _explore(
+    runner: StepRunner, catalog: CatalogView, question: str, hits: list[DatasetHit], stop: ExplorationStop
+) -> list[DatasetHit]:
+    """The candidates kept before the first one that adds little (the first is always kept)."""
+    kept: list[str] = []
+
+    def explore() -> tuple[str, str | None]:
+        observations = ((hit.name, catalog.describe(hit.name).describe(samples=1)) for hit in hits)
+        exploration = stop.explore(question, observations)
+        kept.extend(exploration.kept)
+        return exploration.summary(), None
+
+    runner.run("profiling", "explore", {"question": question, "threshold": f"{stop.threshold:.2f}"}, explore)
+    return [hit for hit in hits if hit.name in kept]
 
 
 def _chosen(text: str, known: list[str]) -> tuple[list[str], str]:

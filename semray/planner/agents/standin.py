@@ -218,6 +218,10 @@ class StandInScorer:
 
     ``token_logprobs`` reads the question from the context (``Question: ...``) and gives each token
     of the gold choice logprob ln 0.95 and of any other ln 0.1, the two swapped at ``error_rate``.
+    A plan span (``spans.py``) scores ln 0.9 when at least half of its words of three letters or
+    more appear in the context (the evidence grounds it) and ln 0.2 otherwise; an observation of
+    the exploration (``exploration.py``) scores ln 0.1 whatever the context, so exploration never
+    stops early. Neither draws from the choice's random stream.
     """
 
     def __init__(self, cases: Sequence[GoldCase], *, error_rate: float = 0.0, seed: int = 0) -> None:
@@ -226,6 +230,13 @@ class StandInScorer:
         self._rng = random.Random(seed)
 
     def token_logprobs(self, context: str, continuation: str) -> tuple[float, ...]:
+        tokens = max(1, len(continuation.split()))
+        if "In the plan answering it" in context:
+            words = [word.lower() for word in re.findall(r"[A-Za-z_][A-Za-z_0-9]{2,}", continuation)]
+            found = sum(word in context.lower() for word in words)
+            return (math.log(0.9 if words and 2 * found >= len(words) else 0.2),) * tokens
+        if "Observations of the data:" in context:
+            return (math.log(0.1),) * tokens
         gold = next((case for case in self._cases if case.question in context), None)
         right = gold is not None and continuation.strip() == ", ".join(gold.datasets)
         if self._rng.random() < self._error:

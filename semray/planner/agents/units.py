@@ -64,6 +64,14 @@ class UnitPolicy:
     max_units: int = 20
     decision_margin: float = 0.25
     """Retry a critical choice whose confidence margin over the best alternative is below this."""
+    span_divergence: float | None = 0.50
+    """Retry a draft whose largest span divergence (confidence with the evidence minus without) is below
+    this (``spans.py``); None: not checked."""
+    stop_divergence: float | None = 0.45
+    """Stop exploring once a new observation's confidence divergence with the earlier ones exceeds this
+    (``exploration.py``); None: every candidate is explored."""
+    context_units: int = 15
+    """Failed unit attempts whose verdicts later prompts show in full; older ones are summarised in one line."""
 
 
 @dataclass(frozen=True, slots=True)

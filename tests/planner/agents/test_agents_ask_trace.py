@@ -149,7 +149,8 @@ def test_a_failed_attempt_reaches_later_prompts_only_as_its_verdict(tmp_path: Pa
     )
     scorer = FixedScorer({"weather": -1.0, "reviews": -0.01, "products": -1.0})
     memory = ListMemory()
-    settings = Settings(state_dir=tmp_path / "state")
+    # Only the decision signal: the span and early-stopping signals have tests of their own.
+    settings = Settings(state_dir=tmp_path / "state", agent_span_divergence=None, agent_stop_divergence=None)
     result = ask(QUESTION, tables=tables, model=model, memory=memory, settings=settings, dry_run=True, scorer=scorer)
     assert result.datasets == ("reviews", "products")
     prompts = [(step.agent, step.kind, dict(step.inputs)["prompt"]) for step in result.steps if step.model]
@@ -212,6 +213,8 @@ def _profile_unit(tmp_path: Path, scorer: Path, threshold: float) -> tuple[int, 
         agent_scorer_model=scorer,
         agent_decision_margin=threshold,
         agent_max_retries=1,
+        agent_span_divergence=None,
+        agent_stop_divergence=None,
     )
     model = recorded(
         profiling_choose=[choose("reviews", "products"), choose("reviews", "products")],

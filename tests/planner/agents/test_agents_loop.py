@@ -41,6 +41,7 @@ def test_a_right_first_plan_is_accepted_in_one_iteration_with_every_step_priced(
     assert plan_from_json(result.plan_json) == result.plan  # runnable by `semray run`
     assert kinds(result.trace.steps) == [
         "memory/recall",
+        "memory/skill",
         "profiling/search",
         "profiling/choose",
         "profiling/describe",

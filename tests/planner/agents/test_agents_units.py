@@ -159,7 +159,7 @@ def test_a_weak_dataset_choice_is_retried_with_the_evidence_and_a_clear_one_is_n
         planning_outline=[outline(*OPS)],
         manipulation_fill=[plan(gold_document(catalog))],
     )
-    config = LoopConfig(semantic=False, units=UnitPolicy(max_retries=1))
+    config = LoopConfig(semantic=False, units=UnitPolicy(max_retries=1, span_divergence=None, stop_divergence=None))
     result = plan_question(QUESTION, catalog=catalog, model=model, config=config, scorer=scorer)
     assert result.datasets == ("reviews", "products")
     assert scorer.calls[:2] == [" reviews, products", " weather"]

@@ -1,0 +1,186 @@
+"""Workflow materialization: a plan that was validated and ran is a skill; a question it fits is not planned
+again, a similar one rebinds its constants, and a skill whose reuse fails validation is demoted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_fixtures import QUESTION, accepts, catalog_of, choose, gold_document, outline, plan, recorded, scan
+
+from semray.errors import ExecutionError
+from semray.operators import Node, plan_to_json
+from semray.planner.agents import ListMemory, RecordingExhaustedError, SourceCatalog, plan_question
+from semray.planner.agents.loop import LoopConfig
+from semray.planner.agents.skills import SKILL, bind, question_template
+
+OPS = ("scan", "join", "aggregate")
+AT_LEAST_4 = "How many reviews have a rating of at least 4?"
+
+
+class Executor:
+    """Stands for the engine: keeps every plan it was given; fails the ones ``fail`` says."""
+
+    def __init__(self, fail: int = 0) -> None:
+        self.plans: list[Node] = []
+        self.fail = fail
+
+    def __call__(self, plan: Node) -> Any:
+        self.plans.append(plan)
+        if len(self.plans) <= self.fail:
+            raise ExecutionError("Binder Error: the source changed under the plan")
+        return "rows"
+
+
+def counted(catalog: SourceCatalog, predicate: str) -> dict[str, Any]:
+    """Reviews with a rating of at least some value, counted."""
+    reviews = {"op": "filter", "predicate": predicate, "input": scan(catalog.describe("reviews"))}
+    return {"version": 1, "plan": {"op": "aggregate", "aggs": [{"name": "n", "expr": "count(*)"}], "input": reviews}}
+
+
+def full_recording(document: dict[str, Any], *datasets: str, judged: bool = False) -> Any:
+    ops = ("scan", "filter", "aggregate") if len(datasets) == 1 else OPS
+    answers: dict[str, Any] = {
+        "profiling_choose": [choose(*datasets)],
+        "planning_outline": [outline(*ops)],
+        "manipulation_fill": [plan(document)],
+    }
+    if judged:
+        answers["semantic_judge"] = accepts()
+    return recorded(**answers)
+
+
+def skills(memory: ListMemory) -> list[dict[str, Any]]:
+    return [json.loads(record.memory) for record in memory.records if record.category == SKILL]
+
+
+def test_a_question_template_binds_only_a_question_of_the_same_words() -> None:
+    template, names = question_template(AT_LEAST_4, (("4", "plan.filter.predicate"), ("Oslo", "x")))
+    assert names == ["p0"] and template[-1] == "{p0}" and "oslo" not in template
+    assert bind(template, "how many REVIEWS have a rating of at least 2") == {"p0": "2"}
+    assert bind(template, "How many reviews have a price of at least 2?") is None
+    assert bind(template, "How many reviews have a rating of at least 2 stars?") is None
+
+
+def test_a_repeated_question_is_planned_once_and_reuses_its_validated_plan(tmp_path: Path) -> None:
+    catalog = catalog_of(tmp_path)
+    memory = ListMemory()
+    config = LoopConfig(semantic=False)
+    first = plan_question(
+        QUESTION,
+        catalog=catalog,
+        model=full_recording(gold_document(catalog), "reviews", "products"),
+        memory=memory,
+        config=config,
+        executor=Executor(),
+    )
+    (stored,) = skills(memory)
+    assert stored["question"] == QUESTION and stored["datasets"] == ["reviews", "products"]
+    assert stored["evidence"] == ["grammar: valid", "ran"] and stored["parameters"] == []
+
+    nothing = recorded()  # any model call would raise RecordingExhaustedError
+    executor = Executor()
+    second = plan_question(QUESTION, catalog=catalog, model=nothing, memory=memory, config=config, executor=executor)
+    assert second.plan == first.plan and second.iterations == 0 and executor.plans == [first.plan]
+    assert not any(step.model for step in second.trace.steps)
+    assert "memory/skill" in [f"{step.agent}/{step.kind}" for step in second.trace.steps]
+    assert len(skills(memory)) == 1  # reusing a skill does not store it again
+
+    # With judges, the reuse makes only validation calls.
+    judges = recorded(semantic_judge=accepts())
+    judged = plan_question(QUESTION, catalog=catalog, model=judges, memory=memory, executor=Executor())
+    assert {step.kind for step in judged.trace.steps if step.model} == {"judge"}
+    assert all(count == 0 for count in judges.remaining().values())
+
+
+def test_a_similar_question_rebinds_the_skills_constants(tmp_path: Path) -> None:
+    catalog = catalog_of(tmp_path)
+    memory = ListMemory()
+    config = LoopConfig(semantic=False)
+    model = full_recording(counted(catalog, "rating >= 4"), "reviews")
+    plan_question(AT_LEAST_4, catalog=catalog, model=model, memory=memory, config=config, executor=Executor())
+    (stored,) = skills(memory)
+    assert stored["parameters"] == [
+        {"name": "p0", "path": "plan.aggregate.input.filter.predicate", "kind": "filter value", "value": "4"}
+    ]
+
+    executor = Executor()
+    similar = "How many reviews have a rating of at least 2?"
+    reused = plan_question(similar, catalog=catalog, model=recorded(), memory=memory, config=config, executor=executor)
+    assert json.loads(reused.plan_json)["plan"]["input"]["predicate"] == "rating >= 2"
+    assert executor.plans == [reused.plan] and reused.datasets == ("reviews",)
+
+    other = "How many products cost more than 30?"
+    with pytest.raises(RecordingExhaustedError, match="recording has 0 answer"):  # not a fit: it is planned
+        plan_question(other, catalog=catalog, model=recorded(), memory=memory, config=config, executor=Executor())
+
+
+def test_a_plan_that_did_not_run_is_no_skill(tmp_path: Path) -> None:
+    catalog = catalog_of(tmp_path)
+    memory = ListMemory()
+    model = full_recording(gold_document(catalog), "reviews", "products")
+    plan_question(QUESTION, catalog=catalog, model=model, memory=memory, config=LoopConfig(semantic=False))
+    assert skills(memory) == []
+    skipped = LoopConfig(semantic=False, skills=False)
+    model = full_recording(gold_document(catalog), "reviews", "products")
+    plan_question(QUESTION, catalog=catalog, model=model, memory=memory, config=skipped, executor=Executor())
+    assert skills(memory) == []
+
+
+def test_a_skill_whose_reuse_fails_validation_is_demoted_and_the_question_planned(tmp_path: Path) -> None:
+    catalog = catalog_of(tmp_path)
+    memory = ListMemory()
+    config = LoopConfig(semantic=False)
+    model = full_recording(gold_document(catalog), "reviews", "products")
+    plan_question(QUESTION, catalog=catalog, model=model, memory=memory, config=config, executor=Executor())
+    (old,) = [record.memory_id for record in memory.records if record.category == SKILL]
+
+    # The skill's plan fails its run; the question is then planned (and that plan runs).
+    fixed = gold_document(catalog, "avg(rating) * 1.0")
+    model = full_recording(fixed, "reviews", "products")
+    executor = Executor(fail=1)
+    result = plan_question(QUESTION, catalog=catalog, model=model, memory=memory, config=config, executor=executor)
+    assert all(count == 0 for count in model.remaining().values())
+    assert len(executor.plans) == 2 and result.plan == executor.plans[1] and result.iterations == 1
+    demoted = [step for step in result.trace.steps if step.kind == "skill_demote"]
+    assert len(demoted) == 1 and "Binder Error" in demoted[0].output
+    records = [record for record in memory.records if record.category == SKILL]
+    assert old not in [record.memory_id for record in records]  # not retrieved again
+    (stored,) = skills(memory)
+    assert stored["plan"] == json.loads(plan_to_json(result.plan))
+
+
+def test_skills_live_in_the_catalogs_memory_table_and_a_demoted_one_is_gone_from_it(tmp_path: Path) -> None:
+    import hashlib
+
+    import numpy as np
+
+    from semray.catalog.memory import MemoryStore
+    from semray.planner.agents.catalog_adapter import StoreMemory
+
+    def bag_of_words(texts: list[str]) -> np.ndarray:
+        vectors = np.zeros((len(texts), 32), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                vectors[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % 32] += 1.0
+            vectors[row, 0] += 0.01
+        return vectors
+
+    catalog = catalog_of(tmp_path)
+    memory = StoreMemory(MemoryStore.open(tmp_path / "catalog", bag_of_words))
+    config = LoopConfig(semantic=False)
+    model = full_recording(counted(catalog, "rating >= 4"), "reviews")
+    plan_question(AT_LEAST_4, catalog=catalog, model=model, memory=memory, config=config, executor=Executor())
+    (record,) = memory.recall(AT_LEAST_4, 5, SKILL)
+
+    similar = "How many reviews have a rating of at least 5?"
+    nothing = recorded()
+    reused = plan_question(similar, catalog=catalog, model=nothing, memory=memory, config=config, executor=Executor())
+    assert json.loads(reused.plan_json)["plan"]["input"]["predicate"] == "rating >= 5"
+
+    failing = Executor(fail=1)
+    model = full_recording(counted(catalog, "rating >= 5"), "reviews")
+    plan_question(similar, catalog=catalog, model=model, memory=memory, config=config, executor=failing)
+    assert record.memory_id not in [found.memory_id for found in memory.recall(AT_LEAST_4, 5, SKILL)]
