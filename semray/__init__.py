@@ -22,6 +22,7 @@ _EXPORTS = {
     "from_arrow": "semray.api",
     "from_pandas": "semray.api",
     "load_plan": "semray.api",
+    "read_catalog": "semray.api",
     "read_csv": "semray.api",
     "read_json": "semray.api",
     "read_parquet": "semray.api",

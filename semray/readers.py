@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from semray.errors import SourceError
 from semray.operators import Scan, Schema, SourceSpec
+from semray.operators.relational import CatalogPin
 from semray.operators.semantic import QualityTarget
 from semray.query import OptionValue, Query
 from semray.settings import Settings
@@ -26,12 +27,18 @@ from semray.sources import open_source, register_table
 from semray.sources.memory_source import registered_table
 
 
-def _scan(kind: str, path: str | None, options: Mapping[str, OptionValue], settings: Settings | None) -> Query:
+def _scan(
+    kind: str,
+    path: str | None,
+    options: Mapping[str, OptionValue],
+    settings: Settings | None,
+    catalog: CatalogPin | None = None,
+) -> Query:
     clean = {key: value for key, value in options.items() if value is not None}
     if path is not None and kind != "memory":
         path = str(Path(path).expanduser().resolve())
     source = open_source(kind, path, clean)
-    spec = SourceSpec(kind=kind, path=path, options=clean)
+    spec = SourceSpec(kind=kind, path=path, options=clean, catalog=catalog)
     schema = Schema.from_arrow(source.schema())
     if not schema.columns:
         raise SourceError(f"{spec.describe()} has no columns")
@@ -65,11 +72,19 @@ def read_sql(
 
 
 def read_catalog(name: str, settings: Settings | None = None, version: int | None = None) -> Query:
-    """A query over a catalogued dataset by name (``semray catalog ls``), at the latest or a pinned catalog version."""
+    """A query over a catalogued dataset by name (``semray catalog ls``), at the latest or a given catalog version.
+
+    The Scan is pinned to that version (``SourceSpec.catalog``, shown in EXPLAIN as ``catalog:NAME@vN``
+    and kept in JSON plans): a re-run reads the same version, and SemSearch over a documents dataset
+    ranks by the catalog's segments instead of embedding every row. An unknown name or version is a
+    ``CatalogError`` saying what exists.
+
+    >>> read_catalog("notes").sem_search("text", "chest pain", k=5, mode="hybrid")  # doctest: +SKIP
+    """
     from semray.catalog.store import Catalog
 
-    spec = Catalog.open(settings or Settings(), version=version).scan(name)
-    return _scan(spec.kind, spec.path, spec.options, settings)
+    spec = Catalog.open(settings or Settings(), version=version).pinned_scan(name)
+    return _scan(spec.kind, spec.path, spec.options, settings, spec.catalog)
 
 
 def from_arrow(table: pa.Table, name: str | None = None, settings: Settings | None = None) -> Query:

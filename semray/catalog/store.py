@@ -38,6 +38,7 @@ from semray.catalog.tables import COLUMNS, DATASETS, FILES, ORGANIZATIONS, SEGME
 from semray.errors import CatalogError, suggest
 from semray.log import get_logger
 from semray.operators import SourceSpec
+from semray.operators.relational import CatalogPin
 from semray.settings import Settings
 from semray.sql_quoting import quote_literal
 from semray.transactions.durability import exclusive_lock, make_directory_durably, write_bytes_atomically
@@ -230,6 +231,21 @@ class Catalog:
         if server is None:
             raise CatalogError(f"dataset {name!r} has no data server recorded; drop it and add it again")
         return server.scan(record.kind, record.uri, record.source_options)
+
+    def pinned_scan(self, name: str) -> SourceSpec:
+        """``scan(name)`` pinned to this catalog version (``SourceSpec.catalog``): what ``semray.read_catalog`` reads.
+
+        A plan over it reads the same data when re-run after later ingests, and SemSearch over a documents
+        dataset ranks by the segments of this version (``semray.pipeline.set_search``).
+        """
+        record = self.dataset(name)
+        pin = CatalogPin(
+            dataset=record.name,
+            version=self.version(),
+            content_hash=record.content_hash,
+            documents=record.kind == "documents",
+        )
+        return self.scan(name).model_copy(update={"catalog": pin})
 
     def _unknown(self, name: str) -> CatalogError:
         names = [record.name for record in self.datasets()]

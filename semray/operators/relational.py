@@ -3,9 +3,9 @@ Limit, Distinct. Each derives its output schema and validates at construction.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from semray.errors import PlanError
 from semray.operators.base import Node
@@ -29,24 +29,57 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class CatalogPin(Frozen):
+    """The catalogued dataset a Scan reads, at the catalog version its plan was made against.
+
+    ``read_catalog("notes")`` pins the latest version. A re-run of a plan over a documents dataset
+    reads that version (its parquet is named by its content hash; its segments are read at
+    ``version``); a file or database dataset is read where it lives, as it is now:
+    ``CatalogPin(dataset="notes", version=3, content_hash="9f2c...", documents=True)``.
+    """
+
+    dataset: str = Field(min_length=1)
+    version: int = Field(ge=1, strict=True)
+    """The catalog version (manifest number, ``semray catalog versions``)."""
+    content_hash: str = Field(min_length=1)
+    """The dataset's content hash at ``version``: checked against the catalog before its segments are used."""
+    documents: bool = Field(default=False, strict=True)
+    """A documents dataset: one row per document (``document_id``, ``text``), whose segments, vectors and
+    full-text index the catalog holds, so SemSearch over it ranks by them instead of embedding every row."""
+
+
 class SourceSpec(Frozen):
     """Where a Scan reads from: ``SourceSpec(kind="csv", path="reviews.csv")``.
 
     ``memory`` sources (pandas or Arrow objects) hold a process-local reference and
-    cannot be saved in a JSON plan.
+    cannot be saved in a JSON plan. ``catalog`` says which catalogued dataset (and catalog
+    version) the source is; the reader still reads ``kind``/``path``/``options``.
     """
 
     kind: Literal["csv", "json", "parquet", "text", "sqlite", "duckdb", "memory"]
     path: str | None = None
     options: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    catalog: CatalogPin | None = None
 
     def __hash__(self) -> int:
-        return hash((self.kind, self.path, tuple(sorted(self.options.items()))))
+        return hash((self.kind, self.path, tuple(sorted(self.options.items())), self.catalog))
+
+    @model_serializer(mode="wrap")
+    def _without_unpinned(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A source of no catalog serializes as before the field existed: plans, their JSON and the
+        # operator keys derived from it (journaled runs, cached answers) are unchanged.
+        data: dict[str, Any] = handler(self)
+        if self.catalog is None:
+            data.pop("catalog", None)
+        return data
 
     def describe(self) -> str:
         target = self.path or str(self.options.get("name", "in-memory table"))
         table = self.options.get("table")
-        return f"{self.kind}:{target}" + (f"#{table}" if table else "")
+        read = f"{self.kind}:{target}" + (f"#{table}" if table else "")
+        if self.catalog is None:
+            return read
+        return f"catalog:{self.catalog.dataset}@v{self.catalog.version} ({read})"
 
 
 class NamedExpr(Frozen):

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from semray.operators import Node, Scan, plan_to_json, walk
 from semray.operators.serialize import plan_from_dict, plan_from_json
 from semray.pipeline.lower import lower
+from semray.pipeline.set_search import CatalogSearchStage
 from semray.pipeline.spec import CascadeStage, SemanticStage, Stage, render_stages
 from semray.serving.config import ServingConfig
 from semray.settings import Settings
@@ -110,6 +111,8 @@ def tier_context_length(config: ServingConfig, tier: str) -> int | None:
 def model_tiers(stage: Stage) -> set[str]:
     """Tiers the semantic stages of a physical plan call."""
     tiers = {stage.task.tier} if isinstance(stage, SemanticStage) else set()
+    if isinstance(stage, CatalogSearchStage):
+        tiers |= stage.model_tiers()
     if isinstance(stage, CascadeStage):
         tiers = {"embedding", "small", "large"}
     for child in stage.inputs:

@@ -23,7 +23,7 @@ from semray.pipeline.batch_sql import empty_table
 from semray.pipeline.metering import named_udf, operator_name
 from semray.pipeline.set_agg import aggregate_rows
 from semray.pipeline.set_join import candidate_pairs
-from semray.pipeline.set_search import search_rows
+from semray.pipeline.set_search import CatalogSearchStage, search_rows
 from semray.pipeline.set_spec import AggStage, BlockStage, EmbedStage, SearchStage, TopKStage
 from semray.pipeline.set_topk import rank_rows
 from semray.pipeline.set_udfs import EmbedBatchUDF
@@ -154,4 +154,5 @@ SET_BUILDERS: dict[type[Stage], Callable[[Stage, ExecutionContext], rd.Dataset]]
     TopKStage: build_topk,
     AggStage: build_agg,
     SearchStage: build_search,
+    CatalogSearchStage: build_search,
 }
