@@ -8,7 +8,8 @@ is a PlanFormatError (or the PlanError a node raises) naming the JSON path of th
 * numbers are finite JSON numbers (no ``NaN``/``Infinity``), integers fit in 64 bits;
 * fields are typed strictly: ``"count": true``, ``"count": 2.5`` and ``"count": "3"`` are
   refused where an integer is expected (a float field takes ``2`` as 2.0);
-* operators nest at most MAX_PLAN_DEPTH deep, other values at most MAX_VALUE_DEPTH.
+* operators nest at most MAX_PLAN_DEPTH deep, other values at most MAX_VALUE_DEPTH;
+* no object names a key twice (JSON would keep the last value and drop the first).
 
 Nodes are built bottom-up without recursion, one at a time, so an error inside a node deep
 in the plan names its path, e.g. ``invalid plan at plan.limit.input.scan.source_schema.columns.1.type``.
@@ -125,7 +126,9 @@ def plan_from_json(text: str | bytes) -> Node:
             f"at most {MAX_PLAN_DEPTH} operators); flatten it or split it into several plans"
         )
     try:
-        raw = json.loads(text, parse_int=_integer, parse_float=_float, parse_constant=_constant)
+        raw = json.loads(
+            text, parse_int=_integer, parse_float=_float, parse_constant=_constant, object_pairs_hook=_unique_keys
+        )
     except json.JSONDecodeError as error:
         raise PlanFormatError(
             f"plan is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
@@ -203,6 +206,22 @@ def _float(text: str) -> float | _Invalid:
         shown = text if len(text) <= 30 else text[:12] + "..."
         return _Invalid(shown, f"the number {shown} is too large for a 64-bit float")
     return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are distinct: with a repeated key ``json.loads`` keeps the last
+    value, so ``{"predicate": "a > 1", "predicate": "true"}`` would lose the first silently."""
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            keys = dict(pairs)
+            inside = f' in the "{keys["op"]}" operator' if isinstance(keys.get("op"), str) else ""
+            raise PlanFormatError(
+                f"plan JSON has the key {key!r} twice in one object{inside}; JSON would keep only the last "
+                "value and drop the first silently: remove one"
+            )
+        result[key] = value
+    return result
 
 
 def _constant(text: str) -> _Invalid:

@@ -110,10 +110,31 @@ def option_bool(options: Options, name: str, default: bool) -> bool:
     return value
 
 
-def check_no_rowid(schema: pa.Schema, where: str) -> None:
-    """A source column may not be called ``_rowid``: the reader adds that column itself."""
-    if ROW_ID in schema.names:
-        raise SourceError(f"{where} has a column named {ROW_ID!r}, which semray reserves for row ids; rename it")
+def check_column_names(schema: pa.Schema, where: str) -> None:
+    """Every source column can be told apart in SQL: no ``_rowid`` (the reader adds that column
+    itself), and no two names equal once case is ignored. DuckDB, which evaluates every plan
+    expression, folds identifier case, so with columns ``a`` and ``A`` the expression ``"A"``
+    silently reads ``a``.
+
+    >>> check_column_names(pa.schema([("id", pa.int64()), ("ID", pa.int64())]), "CSV 'a.csv'")
+    Traceback (most recent call last):
+    ...
+    semray.errors.SourceError: CSV 'a.csv' has columns 'id' and 'ID', which differ only in case; ...
+    """
+    seen: dict[str, str] = {}
+    for name in schema.names:
+        if name.lower() == ROW_ID:
+            raise SourceError(f"{where} has a column named {name!r}, which semray reserves for row ids; rename it")
+        first = seen.setdefault(name.lower(), name)
+        if first == name and schema.names.count(name) > 1:
+            raise SourceError(
+                f"{where} has two columns named {name!r}; semray would read only one of them, so rename one"
+            )
+        if first != name:
+            raise SourceError(
+                f"{where} has columns {first!r} and {name!r}, which differ only in case; SQL folds the case of "
+                "column names, so an expression naming one could read the other: rename one"
+            )
 
 
 def check_batch_rows(batch_rows: int) -> None:

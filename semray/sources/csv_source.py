@@ -28,7 +28,7 @@ from semray.sources.base import (
     Options,
     ReadTask,
     check_batch_rows,
-    check_no_rowid,
+    check_column_names,
     check_options,
     option_bool,
     option_int,
@@ -248,7 +248,7 @@ class CsvSource:
             "infer_bytes", "bytes", option_int(options, "infer_bytes", 1 << 20), option_int(options, "infer_files", 8)
         )
         schema, bytes_per_row = _infer(files, fmt, window)
-        check_no_rowid(schema, f"CSV {files.path!r}")
+        check_column_names(schema, f"CSV {files.path!r}")
         return cls(files=files, fmt=fmt, arrow_schema=schema, bytes_per_row=bytes_per_row, window=window)
 
     def schema(self) -> pa.Schema:

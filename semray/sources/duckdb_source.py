@@ -19,7 +19,7 @@ from semray.sources.base import (
     Options,
     ReadTask,
     check_batch_rows,
-    check_no_rowid,
+    check_column_names,
     check_options,
     option_int,
     select_columns,
@@ -110,7 +110,7 @@ class DuckdbSource:
         else:
             relation = f"({target.query})"
         schema = connection.sql(f"SELECT * FROM {relation} LIMIT 0").to_arrow_table().schema
-        check_no_rowid(schema, where)
+        check_column_names(schema, where)
         if has_rowid:
             count, low, high = connection.execute(f"SELECT count(*), min(rowid), max(rowid) FROM {relation}").fetchone()  # type: ignore[misc]
             bounds = None if low is None else (int(low), int(high))

@@ -25,7 +25,7 @@ from semray.sources.base import (
     Options,
     ReadTask,
     check_batch_rows,
-    check_no_rowid,
+    check_column_names,
     check_options,
     option_int,
     option_str,
@@ -122,7 +122,7 @@ class JsonSource:
             what = f"JSON file {files.path!r} is" if not files.multi else f"every JSON file in {files.path!r} is"
             raise SourceError(f"{what} empty (no objects); give a source with at least one row")
         schema = unify_schemas(schemas)
-        check_no_rowid(schema, f"JSON {files.path!r}")
+        check_column_names(schema, f"JSON {files.path!r}")
         return cls(
             files=files,
             arrow_schema=schema,

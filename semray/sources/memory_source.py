@@ -19,7 +19,7 @@ from semray.sources.base import (
     Options,
     ReadTask,
     check_batch_rows,
-    check_no_rowid,
+    check_column_names,
     check_options,
     option_int,
     option_str,
@@ -103,7 +103,7 @@ class MemorySource:
         if not ref:
             raise SourceError("a memory source needs options['ref'], the value register_table returned")
         table = registered_table(ref)
-        check_no_rowid(table.schema, f"in-memory table {ref!r}")
+        check_column_names(table.schema, f"in-memory table {ref!r}")
         if table.num_rows == 0:
             raise SourceError(f"in-memory table {ref!r} is empty (0 rows); give a table with at least one row")
         return cls(ref=ref, table=table, task_rows=option_int(options, "task_rows", 1 << 17))

@@ -18,7 +18,7 @@ from semray.sources.base import (
     Options,
     ReadTask,
     check_batch_rows,
-    check_no_rowid,
+    check_column_names,
     check_options,
     option_int,
     option_str,
@@ -94,7 +94,7 @@ class ParquetSource:
         files = resolve_files(path, "parquet", EXTENSIONS, option_str(options, "glob"))
         infos = tuple(_file_info(file) for file in files.files)
         schema = _unify(infos, files.path)
-        check_no_rowid(schema, f"parquet {files.path!r}")
+        check_column_names(schema, f"parquet {files.path!r}")
         if sum(info.rows for info in infos) == 0:
             what = f"parquet file {files.path!r} is" if not files.multi else f"every parquet file in {files.path!r} is"
             raise SourceError(f"{what} empty (0 rows); give a source with at least one row")

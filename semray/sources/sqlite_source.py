@@ -21,7 +21,7 @@ from semray.sources.base import (
     Options,
     ReadTask,
     check_batch_rows,
-    check_no_rowid,
+    check_column_names,
     check_options,
     option_int,
     project_schema,
@@ -177,7 +177,7 @@ class SqliteSource:
             for i, name in enumerate(names)
         ]
         schema = pa.schema(fields)
-        check_no_rowid(schema, where)
+        check_column_names(schema, where)
         return cls(
             path=file,
             target=target,

@@ -23,7 +23,7 @@ from semray.sql.aggregation import aggregate, needs_aggregation
 from semray.sql.context import Context
 from semray.sql.diagnostics import QueryText, UnsupportedSqlError
 from semray.sql.items import ExprScope, alias_expressions, select_items, substitute_aliases
-from semray.sql.limits import too_complex
+from semray.sql.limits import check_plan_depth, too_complex
 from semray.sql.literals import integer_literal
 from semray.sql.parse import parse_query
 from semray.sql.predicates import apply_predicates
@@ -58,11 +58,13 @@ def compile_sql(query: str, tables: Mapping[str, Node]) -> Node:
     try:
         tree = parse_query(query)
         context = Context(source=QueryText(query), tables=dict(tables), compile_query=compile_query)
-        return compile_query(tree, context)
+        plan = compile_query(tree, context)
     except RecursionError:
         # The limits in semray.sql.limits keep queries shallow; this is the backstop for a caller
         # that is already deep in its own stack.
         raise too_complex() from None
+    check_plan_depth(plan, context.source)
+    return plan
 
 
 def compile_query(query: exp.Expr, context: Context) -> Node:
@@ -77,6 +79,7 @@ def compile_query(query: exp.Expr, context: Context) -> Node:
             names = [column.name for column in cte.args["alias"].columns] if cte.args.get("alias") else []
             if names:
                 node = _rename(node, names, cte, context)
+            check_plan_depth(node, source, cte)  # a chain of WITH clauses stops at the first too deep
             context = context.with_cte(cte.alias, node)
     if isinstance(query, exp.Select):
         return compile_select(query, context)

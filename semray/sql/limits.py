@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from sqlglot import Token, TokenType, exp
 
+from semray.operators import Node
+from semray.operators.serialize import MAX_PLAN_DEPTH
 from semray.sql.diagnostics import QueryText, SqlLimitError
 
 MAX_QUERY_CHARS = 1_000_000
@@ -20,6 +22,8 @@ MAX_PAREN_DEPTH = 24
 descends into one level at a time."""
 MAX_EXPRESSION_DEPTH = 256
 """How deep the parsed query may be: a chain of N ``OR``s, ``+``s or ``UNION``s is about N deep."""
+# The compiled plan nests at most MAX_PLAN_DEPTH operators, as a JSON plan does: planning, EXPLAIN
+# and serialization walk plans recursively, and a run journals its plan as JSON to resume it.
 
 _OPENING = frozenset({TokenType.L_PAREN, TokenType.CASE})
 _CLOSING = frozenset({TokenType.R_PAREN, TokenType.END})
@@ -69,6 +73,22 @@ def check_depth(tree: exp.Expr, source: QueryText) -> None:
                 "write col = a OR col = b ... as col IN (a, b, ...), or split the query with WITH clauses"
             )
         stack.extend((child, depth + 1) for child in node.iter_expressions())
+
+
+def check_plan_depth(plan: Node, source: QueryText, at: exp.Expr | None = None) -> None:
+    """Refuse a compiled plan that nests more than MAX_PLAN_DEPTH operators (walked without
+    recursion): a long chain of WITH clauses or joins compiles to one operator or more per step."""
+    stack: list[tuple[Node, int]] = [(plan, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_PLAN_DEPTH:
+            where = f" (at {source.locate(at)})" if at is not None else ""
+            raise SqlLimitError(
+                f"the query compiles to a plan more than {MAX_PLAN_DEPTH} operators deep{where}, more than semray "
+                "runs (a plan is journaled as JSON, which nests at most that many); chain fewer WITH clauses, "
+                "joins or subqueries, or run the query in steps, each written to a file that the next one reads"
+            )
+        stack.extend((child, depth + 1) for child in node.children)
 
 
 def too_complex() -> SqlLimitError:

@@ -22,6 +22,7 @@ from semray.operators.relational import JoinKind
 from semray.operators.schema import right_names
 from semray.sql.context import Context
 from semray.sql.diagnostics import UnsupportedSqlError, at_position
+from semray.sql.limits import check_plan_depth
 from semray.sql.rewrite import conjuncts, plan_column, plan_sql, rewrite, semantic_name, to_sql
 from semray.sql.scope import Relation, ScopeColumn
 from semray.sql.semantic_calls import located, sem_join
@@ -38,6 +39,7 @@ def compile_from(select: exp.Select, context: Context) -> Relation:
     relation = from_item(from_clause.this, context)
     for join in select.args.get("joins") or []:
         relation = compile_join(relation, join, context)
+        check_plan_depth(relation.node, context.source, join)  # a long chain of joins stops at the first too deep
     return relation
 
 

@@ -98,6 +98,17 @@ def text_with(placeholder: str, literal: str, path: str) -> Mutation:
     return mutate
 
 
+def repeated_key(found: str, replacement: str) -> Mutation:
+    """The document as text with its first ``found`` replaced: a way to write a key twice."""
+
+    def mutate(document: dict[str, Any]) -> str:
+        text = json.dumps(document)
+        assert found in text, found
+        return text.replace(found, replacement, 1)
+
+    return mutate
+
+
 def replace(value: Any) -> Mutation:
     return lambda document: value
 

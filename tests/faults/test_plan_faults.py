@@ -27,6 +27,7 @@ from plan_documents import (
     nested_unions,
     nested_value,
     put,
+    repeated_key,
     replace,
     text_with,
 )
@@ -326,9 +327,58 @@ STRUCTURE_CASES = [
         (r"plan\.limit\.input\.filter", "did you mean 'rating'"),
     ),
     PlanCase("tier-unknown", "map", put("plan.tier", "huge"), PlanFormatError, (r"plan\.sem_map\.tier", '"huge"')),
+    # a key twice in one object: JSON keeps the last value and would drop the first silently
+    PlanCase(
+        "key-twice-version",
+        "limit",
+        repeated_key('"version": 1', '"version": 1, "version": 2'),
+        PlanFormatError,
+        ("'version' twice", "remove one"),
+    ),
+    PlanCase(
+        "key-twice-predicate",
+        "limit",
+        repeated_key('"predicate": ', '"predicate": "true", "predicate": '),
+        PlanFormatError,
+        ("'predicate' twice", 'in the "filter" operator'),
+    ),
+    PlanCase(
+        "key-twice-count",
+        "limit",
+        repeated_key('"count": ', '"count": 1000000, "count": '),
+        PlanFormatError,
+        ("'count' twice", 'in the "limit" operator'),
+    ),
+    PlanCase(
+        "key-twice-op",
+        "limit",
+        repeated_key('"op": "limit"', '"op": "scan", "op": "limit"'),
+        PlanFormatError,
+        ("'op' twice",),
+    ),
+    PlanCase(
+        "key-twice-column-type",
+        "limit",
+        repeated_key('"type": "BIGINT"', '"type": "VARCHAR", "type": "BIGINT"'),
+        PlanFormatError,
+        ("'type' twice",),
+    ),
+    PlanCase(
+        "key-twice-option",
+        "limit",
+        repeated_key('"options": {}', '"options": {"header": false, "header": true}'),
+        PlanFormatError,
+        ("'header' twice",),
+    ),
+    PlanCase(
+        "key-twice-same-value",
+        "limit",
+        repeated_key('"version": 1', '"version": 1, "version": 1'),
+        PlanFormatError,
+        ("'version' twice",),
+    ),
+    PlanCase("same-key-in-two-objects-ok", "limit", lambda d: json.dumps(d), None),
 ]
-
-
 
 
 @pytest.mark.parametrize("case", STRUCTURE_CASES, ids=[case.id for case in STRUCTURE_CASES])
@@ -426,3 +476,17 @@ def test_cli_explains_a_utf8_plan_with_a_byte_order_mark(
     path = write_plan(tmp_path, documents["limit"], "utf-8-sig")
     assert main(["--state-dir", str(tmp_path / "state"), "explain", str(path)]) == 0
     assert "Limit 5" in capsys.readouterr().out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="gap: the Python builder (semray/query.py, operators/base.py; not owned here) builds plans deeper than "
+    "MAX_PLAN_DEPTH, which JSON plans and the SQL surface refuse: at 400 operators to_json() raises a raw "
+    "PydanticSerializationError, at 1,000 EXPLAIN a RecursionError; a Node's construction could check its depth",
+)
+def test_the_builder_refuses_a_plan_deeper_than_a_json_plan_may_be(reviews_csv: Path) -> None:
+    query = read_csv(reviews_csv)
+    with pytest.raises(PlanError, match="deep"):
+        for step in range(400):
+            query = query.filter(f"rating > {-step}") if step % 2 else query.select("rating", "review")
+        query.to_json()

@@ -5,20 +5,31 @@ wrong, or a documented correct result (``plan_documents.check_plan_case``). No R
 
 from __future__ import annotations
 
+import copy
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from plan_documents import (
     SCAN,
     SCAN_PATH,
+    Mutation,
     PlanCase,
     check_plan_case,
     drop,
     put,
+    write_reviews,
 )
 
-from semray.errors import ColumnNotFoundError, PlanError, PlanFormatError
+from semray.api import read_csv
+from semray.errors import ColumnNotFoundError, PlanError, PlanFormatError, SourceError
+from semray.operators import Scan, plan_from_json
+from semray.operators.base import walk
 from semray.operators.semantic import MAX_SCORE_CHOICES
+from semray.readers import load_plan
+from semray.sources import open_source
+from semray.sources.declared import check_declared_schema
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -285,10 +296,118 @@ SCHEMA_CASES = [
     PlanCase("score-1000-choices-ok", "score", put("plan.hi", 1000), None),
     PlanCase("score-free-number-ok", "score", lambda d: put("plan.lo", 0.5)(d) or put("plan.hi", 1e9)(d), None),
     PlanCase("score-hi-missing", "score", put("plan.hi", None), PlanError, ("give both lo and hi",)),
-
 ]
 
 
 @pytest.mark.parametrize("case", SCHEMA_CASES, ids=[case.id for case in SCHEMA_CASES])
 def test_plan_schema_fault(case: PlanCase, documents: dict[str, dict[str, Any]]) -> None:
     check_plan_case(case, documents)
+
+
+# -- a Scan's declared source_schema against what the source holds ------------------------------
+# Columns 0-3 of the reviews CSV: review_id BIGINT, product VARCHAR, rating BIGINT, review VARCHAR.
+
+DECLARED_CASES = [
+    ("column-typo", put(f"{SCAN}.source_schema.columns.3.name", "reveiw"), ("'reveiw'", "did you mean 'review'")),
+    ("column-unknown", put(f"{SCAN}.source_schema.columns.1.name", "zzz"), ("'zzz'", "its columns: review_id")),
+    ("column-added", lambda d: _declare(d, "extra", "VARCHAR"), ("column 'extra'", "does not have")),
+    ("type-text-as-int", put(f"{SCAN}.source_schema.columns.3.type", "BIGINT"), ("as BIGINT", "reads it as VARCHAR")),
+    ("type-int-as-text", put(f"{SCAN}.source_schema.columns.0.type", "VARCHAR"), ("as VARCHAR", "as BIGINT")),
+    ("type-narrower-int", put(f"{SCAN}.source_schema.columns.0.type", "INTEGER"), ("as INTEGER", "as BIGINT")),
+    ("type-double", put(f"{SCAN}.source_schema.columns.2.type", "DOUBLE"), ("'rating' as DOUBLE", "as BIGINT")),
+    ("name-case", put(f"{SCAN}.source_schema.columns.1.name", "Product"), ("'Product'", "did you mean 'product'")),
+]
+DECLARED_OK = [
+    ("as-exported", lambda d: None),
+    ("type-alias-int8", put(f"{SCAN}.source_schema.columns.0.type", "int8")),
+    ("type-lowercase", put(f"{SCAN}.source_schema.columns.1.type", "varchar")),
+    ("fewer-columns", lambda d: d["plan"]["input"]["input"]["source_schema"]["columns"].pop(1) and None),
+    ("reordered", lambda d: d["plan"]["input"]["input"]["source_schema"]["columns"].reverse()),
+]
+
+
+def _declare(document: dict[str, Any], name: str, kind: str) -> None:
+    document["plan"]["input"]["input"]["source_schema"]["columns"].append({"name": name, "type": kind})
+
+
+def _check_declared(document: dict[str, Any]) -> None:
+    plan = plan_from_json(json.dumps(document))
+    for node in walk(plan):
+        if isinstance(node, Scan):
+            source = open_source(node.source.kind, node.source.path, node.source.options)
+            declared = [(column.name, column.type) for column in node.source_schema.columns]
+            check_declared_schema(source, declared, node.source.describe())
+
+
+@pytest.mark.parametrize(("name", "mutate", "patterns"), DECLARED_CASES, ids=[case[0] for case in DECLARED_CASES])
+def test_a_declared_column_the_source_lacks_or_types_otherwise_is_refused(
+    name: str, mutate: Mutation, patterns: tuple[str, ...], documents: dict[str, dict[str, Any]]
+) -> None:
+    document = copy.deepcopy(documents["limit"])
+    mutate(document)
+    with pytest.raises(SourceError) as raised:
+        _check_declared(document)
+    message = str(raised.value)
+    assert "reviews.csv" in message and "source_schema" in message
+    for pattern in patterns:
+        assert pattern in message, f"{pattern!r} not in {message!r}"
+
+
+@pytest.mark.parametrize(("name", "mutate"), DECLARED_OK, ids=[case[0] for case in DECLARED_OK])
+def test_a_declared_schema_the_source_agrees_with_loads(
+    name: str, mutate: Mutation, documents: dict[str, dict[str, Any]]
+) -> None:
+    document = copy.deepcopy(documents["limit"])
+    mutate(document)
+    _check_declared(document)
+
+
+def test_data_that_changed_since_the_plan_was_exported_is_refused(tmp_path: Path) -> None:
+    path = write_reviews(tmp_path)
+    document = json.loads(read_csv(path).filter("rating >= 2").to_json())
+    path.write_text("review_id,product,rating,review\n1,lamp,four,great\n", encoding="utf-8")
+    with pytest.raises(SourceError, match="declares column 'rating' as BIGINT, but the source reads it as VARCHAR"):
+        _check_declared(document)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="gap: semray.readers.load_plan (not owned here) does not yet call "
+    "semray.sources.declared.check_declared_schema on each Scan, so `semray run plan.json` with a column "
+    "the CSV lacks fails mid-run with a raw KeyError from Ray",
+)
+def test_load_plan_refuses_a_declared_column_the_source_lacks(
+    tmp_path: Path, documents: dict[str, dict[str, Any]]
+) -> None:
+    document = copy.deepcopy(documents["limit"])
+    _declare(document, "extra", "VARCHAR")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(SourceError, match="declares column 'extra'"):
+        load_plan(plan)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="gap: semray/query.py (not owned here) builds NamedExpr outside a Node, so the Python builder's "
+    "select(**{'': ...}) and aggregate(**{'': ...}) raise a raw pydantic ValidationError (JSON plans give a "
+    "PlanFormatError naming plan.project.exprs.0.name)",
+)
+@pytest.mark.parametrize("build", ["select", "aggregate"])
+def test_the_builder_names_an_empty_output_name(reviews_csv: Path, build: str) -> None:
+    reviews = read_csv(reviews_csv)
+    with pytest.raises(PlanError, match="name"):
+        if build == "select":
+            reviews.select(**{"": "rating"})
+        else:
+            reviews.aggregate(by="product", **{"": "count(*)"})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="gap: the Python builder (semray/operators/relational.py Limit; not owned here) takes a count past "
+    "64 bits, whose JSON plan (the journal a resume reads) plan_from_json then refuses",
+)
+def test_the_builder_refuses_a_limit_past_64_bits(reviews_csv: Path) -> None:
+    with pytest.raises(PlanError, match="64 bits"):
+        read_csv(reviews_csv).limit(10**19)

@@ -336,3 +336,36 @@ def test_csv_format_options_are_one_character(tmp_path: Path, options: dict[str,
     path.write_text("a,b\n1,2\n", encoding="utf-8")
     with pytest.raises(SourceError, match=r"delimiter|quote_char"):
         open_source("csv", str(path), options)
+
+
+# -- gaps outside semray/sources (strict xfails: they pass once the owner fixes them) ----------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="gap: semray/readers.py _scan resolves the path with Path.resolve() before open_source, which raises "
+    "a raw RuntimeError('Symlink loop from ...') for a link loop (semray.read_csv and `semray sql -t t=loop.csv`)",
+)
+@pytest.mark.parametrize("reader", ["read_csv", "read_json", "read_parquet"])
+def test_the_python_readers_name_a_link_loop(tmp_path: Path, reader: str) -> None:
+    import semray
+
+    os.symlink("loop.csv", tmp_path / "loop.csv")
+    with pytest.raises(SourceError, match="symbolic link loop"):
+        getattr(semray, reader)(tmp_path / "loop.csv")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="gap: semray/output.py _atomic_write resolves the output path with Path.resolve(), which raises a raw "
+    "RuntimeError for a link loop; `semray sql ... -o loop.csv` fails so after the run has paid for its calls",
+)
+def test_an_output_path_that_is_a_link_loop_is_a_typed_error(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from semray.errors import SemrayError
+    from semray.output import render
+
+    os.symlink("out.csv", tmp_path / "out.csv")
+    with pytest.raises(SemrayError, match="link"):
+        render(pa.table({"a": [1]}), "csv", tmp_path / "out.csv")

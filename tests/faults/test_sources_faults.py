@@ -15,8 +15,13 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from source_cases import Build, Edge, Fault, check_edge, check_fault, folder, lines, numbers, write
+
+import semray
+from semray.errors import SourceError
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -224,6 +229,51 @@ EDGES["csv-quote-inside-an-unquoted-value-is-literal"] = Edge(
     "csv", lambda tmp: write(tmp / "mq.csv", b'a,b\n1,5"10\n2,"6"\n'), {"a": [1, 2], "b": ['5"10', "6"]}
 )
 
+
+# -- 5. column names that SQL cannot tell apart ------------------------------------------------
+# DuckDB folds identifier case: with columns 'a' and 'A', the expression "A" reads 'a'.
+
+
+def _parquet(name: str, table: pa.Table) -> Build:
+    def build(tmp: Path) -> Path:
+        pq.write_table(table, tmp / name)
+        return tmp / name
+
+    return build
+
+
+for label, header, first, second in [("a-A", "a,A", "a", "A"), ("Id-ID", "x,Id,ID", "Id", "ID")]:
+    FAULTS[f"csv-header-names-differ-only-in-case-{label}"] = Fault(
+        "csv",
+        lambda tmp, header=header: write(tmp / "case.csv", lines(header, ",".join(["1"] * len(header.split(","))))),
+        (rf"columns '{first}' and '{second}', which differ only in case", r"case\.csv", "rename one"),
+    )
+FAULTS["csv-header-rowid-in-capitals"] = Fault(
+    "csv", lambda tmp: write(tmp / "rid.csv", lines("_ROWID,a", "1,2")), (r"'_ROWID', which semray reserves",)
+)
+FAULTS["jsonl-keys-differ-only-in-case"] = Fault(
+    "json", _jsonl("case.jsonl", [{"k": 1, "K": 2}]), (r"'k' and 'K', which differ only in case", r"case\.jsonl")
+)
+FAULTS["jsonl-key-in-another-case-on-a-later-line"] = Fault(
+    "json", _jsonl("case.jsonl", [{"k": 1}, {"K": 2}]), (r"'k' and 'K', which differ only in case",)
+)
+FAULTS["parquet-columns-differ-only-in-case"] = Fault(
+    "parquet", _parquet("case.parquet", pa.table({"x": [1], "X": [2]})), (r"'x' and 'X', which differ only in case",)
+)
+FAULTS["parquet-rowid-in-another-case"] = Fault(
+    "parquet", _parquet("rid.parquet", pa.table({"_RowId": [1], "v": [2]})), (r"'_RowId', which semray reserves",)
+)
+EDGES["csv-names-that-differ-beyond-case-are-two-columns"] = Edge(
+    "csv", lambda tmp: write(tmp / "two.csv", lines("a,a_", "1,2")), {"a": [1], "a_": [2]}
+)
+
+
+@pytest.mark.parametrize(
+    "columns", [{"t": [1], "T": [2]}, {"_ROWID": [1]}, {"Name": ["x"], "other": [0], "nAME": ["y"]}]
+)
+def test_an_in_memory_table_with_names_sql_cannot_tell_apart_is_refused(columns: dict[str, list[object]]) -> None:
+    with pytest.raises(SourceError, match=r"differ only in case|reserves for row ids"):
+        semray.from_arrow(pa.table(columns))
 
 
 @pytest.mark.parametrize("name", sorted(FAULTS))

@@ -18,10 +18,12 @@ from semray.cli import main
 from semray.errors import PlanError, SemrayError
 from semray.operators import Node, Scan, Schema, SourceSpec
 from semray.operators.semantic import MAX_SCORE_CHOICES
+from semray.operators.serialize import MAX_PLAN_DEPTH, plan_from_json, plan_to_json
 from semray.sql import SqlLimitError, SqlSyntaxError, UnsupportedSqlError, compile_sql
 from semray.sql.limits import MAX_EXPRESSION_DEPTH, MAX_PAREN_DEPTH, MAX_QUERY_CHARS
 
 pytestmark = pytest.mark.timeout(30)
+
 
 @pytest.fixture(scope="module")
 def tables(reviews_csv: Path) -> dict[str, Node]:
@@ -52,6 +54,21 @@ def subqueries(depth: int) -> str:
     return "SELECT * FROM " + "(SELECT * FROM " * depth + "reviews" + ")" * depth
 
 
+def chained_ctes(count: int) -> str:
+    """``count`` WITH clauses, each filtering the one before: about two operators each."""
+    ctes = ", ".join(
+        f"c{i} AS (SELECT review_id + 1 AS review_id, review FROM {'reviews' if i == 0 else f'c{i - 1}'} "
+        f"WHERE review_id > {i})"
+        for i in range(count)
+    )
+    return f"WITH {ctes} SELECT * FROM c{count - 1}"
+
+
+def joins(count: int) -> str:
+    chain = " ".join(f"JOIN reviews AS r{i} ON r{i}.review_id = r0.review_id" for i in range(1, count + 1))
+    return f"SELECT r0.review FROM reviews AS r0 {chain}"
+
+
 def score(lo: str, hi: str) -> str:
     return f"SELECT SEM_SCORE('How positive is {{review}}?', {lo}, {hi}) AS stars FROM reviews"
 
@@ -60,7 +77,16 @@ NESTED = rf"more than {MAX_PAREN_DEPTH} levels deep"
 DEEP = rf"more than {MAX_EXPRESSION_DEPTH} levels deep"
 STATEMENT = (UnsupportedSqlError, SqlSyntaxError)
 
+PLAN_DEEP = rf"compiles to a plan more than {MAX_PLAN_DEPTH} operators deep"
+
 SQL_CASES = [
+    # a compiled plan deeper than a JSON plan may be (EXPLAIN and the journal would recurse past Python's limit)
+    SqlCase("ctes-2000-chained", chained_ctes(2000), SqlLimitError, (PLAN_DEEP, "line 1, column", "WITH clauses")),
+    SqlCase("ctes-40-chained", chained_ctes(40), SqlLimitError, (PLAN_DEEP,)),
+    SqlCase("ctes-25-chained-ok", chained_ctes(25), None),
+    SqlCase("joins-300", joins(300), SqlLimitError, (PLAN_DEEP, "joins")),
+    SqlCase("joins-70", joins(70), SqlLimitError, (PLAN_DEEP,)),
+    SqlCase("joins-20-ok", joins(20), None),
     # nesting and length: refused with the limit, never a RecursionError
     SqlCase("parens-3000", parens(3000), SqlLimitError, (NESTED, "line 1, column")),
     SqlCase("parens-500", parens(500), SqlLimitError, (NESTED,)),
@@ -213,6 +239,13 @@ def test_sql_fault(case: SqlCase, tables: dict[str, Node]) -> None:
     message = str(raised.value)
     for pattern in case.patterns:
         assert re.search(pattern, message), f"{pattern!r} not in {message!r}"
+
+
+@pytest.mark.parametrize("query", [chained_ctes(25), joins(20)], ids=["ctes-25", "joins-20"])
+def test_a_plan_within_the_depth_limit_round_trips_through_json(query: str, tables: dict[str, Node]) -> None:
+    """What the SQL surface compiles, a run can journal and a resume read back."""
+    plan = compile_sql(query, tables)
+    assert plan_from_json(plan_to_json(plan)) == plan
 
 
 def test_the_sql_corpus_is_large() -> None:
