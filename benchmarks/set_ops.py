@@ -10,6 +10,10 @@
   (blocking recall, from the same embedding model, in-process). Nested loops above
   ``--nested-max`` rows are **extrapolated** from the largest measured size (calls exactly
   N squared less duplicate prompts; time linearly per call; quality as measured), and marked so.
+* **Factorization**: self-joins of the first ``--factor-rows`` texts whose predicate is worded freely
+  (``WORDINGS``), before and after the plan-time factorization choice (``--factor-before``), with the
+  verification's calls; ``--only-factorization`` runs only these. The ``auto`` join rows show rule 7
+  factorizing the fixed "same diagnosis" wording.
 * **SemAgg**: "how many patients have each diagnosis" and "the most common diagnosis" over N
   rows with a 4,096-token context (hierarchical above ~100 rows), scored against the labels.
 * **SemTopK**: the partial quicksort on the simulator in-process (no Ray), "the oldest patient"
@@ -48,6 +52,17 @@ JOIN = "{l.symptoms} and {r.symptoms} have the same diagnosis"
 COUNTS = "How many patients have each diagnosis? {symptoms}"
 COMMON = "What is the most common diagnosis among {symptoms}?"
 RANK = "the oldest patient described by {symptoms}"
+WORDINGS = {
+    "same": (
+        "Two patient notes follow. First note: {l.symptoms} Second note: {r.symptoms} "
+        "Would a doctor reading them give both patients the same diagnosis? Answer yes or no."
+    ),
+    "different": (
+        "You are shown the notes of two patients.\n\nPatient A: {l.symptoms}\n\nPatient B: {r.symptoms}\n\n"
+        "Do patients A and B have different diagnoses? Answer yes or no."
+    ),
+}
+"""Free-form pair predicates of one property (rule 7 cannot read them; the plan-time choice can)."""
 
 
 def load_medical(folder: Path) -> pa.Table:
@@ -62,7 +77,15 @@ def simulator_config(table: pa.Table, error_rate: float, compare_error: float = 
     from semray.serving.simulator import ModelProfile, SimulatorConfig, TaskSpec
 
     tasks = [
-        TaskSpec(name="diagnosis", kind="label", label_column="text_diagnosis", keywords=("diagnosis",)),
+        TaskSpec(name="diagnosis", kind="label", label_column="text_diagnosis", keywords=("diagnosis", "diagnoses")),
+        TaskSpec(
+            name="different_diagnosis",
+            kind="pair",
+            label_column="text_diagnosis",
+            relation="not_equal",
+            keywords=("different diagnoses",),
+            null_values=("none",),
+        ),
         TaskSpec(
             name="same_diagnosis",
             kind="pair",
@@ -149,7 +172,7 @@ def run_joins(args: argparse.Namespace, medical: pa.Table, settings: Any, figure
         inputs = table.select(["symptom_id", "symptoms"])
         recall, per_row = blocking_recall_of(table, truth)
         distinct = len(set(table.column("symptoms").to_pylist()))
-        for implementation in ("nested", "blocked", "factorized"):
+        for implementation in ("nested", "blocked", "factorized", "auto"):
             entry: dict[str, Any] = {"rows": size, "implementation": implementation}
             if implementation == "nested" and size > args.nested_max:
                 entry.update(_extrapolated(joins, size))
@@ -174,6 +197,67 @@ def run_joins(args: argparse.Namespace, medical: pa.Table, settings: Any, figure
                 entry["blocking_recall"] = None if recall is None else round(recall, 4)
                 entry["candidates_per_row"] = per_row
             joins.append(entry)
+            print(entry, flush=True)
+
+
+def different_pairs(table: pa.Table) -> set[tuple[int, int]]:
+    """Ordered pairs of labelled rows whose diagnoses differ."""
+    labels = {
+        key: str(label).strip().lower()
+        for key, label in zip(
+            table.column("symptom_id").to_pylist(), table.column("text_diagnosis").to_pylist(), strict=True
+        )
+        if label is not None and str(label).strip().lower() != "none"
+    }
+    return {(a, b) for a in labels for b in labels if labels[a] != labels[b]}
+
+
+def run_factorization(args: argparse.Namespace, medical: pa.Table, settings: Any, figures: dict[str, Any]) -> None:
+    """Self-joins in free-form wording: the plan as it runs without the choice (before), and after
+    ``choose_factorization_for_run`` (its verification calls counted separately)."""
+    import semray
+    from semray.pipeline.join_factorization import FactorizationChoice
+    from semray.pipeline.join_factorization_run import choose_factorization_for_run
+    from semray.query import Query
+    from semray.serving.config import ServingConfig, TierConfig
+
+    table = medical.slice(0, args.factor_rows)
+    serving = ServingConfig(
+        simulator=simulator_config(table, args.error_rate),
+        large=TierConfig(backend="simulated", model="sim-large", max_ongoing_requests=64),
+        cache_enabled=False,
+        app_prefix="semray-bench",
+    )
+    inputs = table.select(["symptom_id", "symptoms"])
+    truths = {"same": true_pairs(table), "different": different_pairs(table)}
+    rows: list[dict[str, Any]] = []
+    figures["factorization"] = rows
+    for name, wording in WORDINGS.items():
+        query = semray.from_arrow(inputs, "medical", settings=settings).with_serving(serving)
+        joined = query.sem_join(query, wording)
+        runs: list[tuple[str, Any, int]] = []
+        if args.factor_before:
+            runs.append(("before", joined, 0))
+        started = time.perf_counter()
+        decision = choose_factorization_for_run(joined.plan, settings, serving, FactorizationChoice())
+        choice_seconds = round(time.perf_counter() - started, 2)
+        runs.append(("after", Query(decision.plan, settings, serving), decision.calls))
+        for stage, planned, verification_calls in runs:
+            started = time.perf_counter()
+            result = planned.execute()
+            seconds = round(time.perf_counter() - started, 2)
+            found = set(
+                zip(
+                    result.table.column("symptom_id").to_pylist(),
+                    result.table.column("symptom_id_right").to_pylist(),
+                    strict=True,
+                )
+            )
+            entry = {"rows": args.factor_rows, "wording": name, "plan": stage, "calls": result.usage.calls}
+            entry.update(verification_calls=verification_calls, seconds=seconds, **quality(found, truths[name]))
+            if stage == "after":
+                entry.update(choice_seconds=choice_seconds, decision=decision.explain())
+            rows.append(entry)
             print(entry, flush=True)
 
 
@@ -336,11 +420,14 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
     state = Path(tempfile.mkdtemp(prefix="sr-bench-", dir="/tmp"))
     settings = Settings(state_dir=state, num_cpus=2, semantic_batch_size=args.batch_rows)
     figures: dict[str, Any] = {"batch_rows": args.batch_rows, "error_rate": args.error_rate}
-    run_topk(args, medical, figures)
+    if not args.only_factorization:
+        run_topk(args, medical, figures)
     connect(settings)
     try:
-        run_aggregates(args, medical, settings, figures)
-        run_joins(args, medical, settings, figures)
+        if not args.only_factorization:
+            run_aggregates(args, medical, settings, figures)
+            run_joins(args, medical, settings, figures)
+        run_factorization(args, medical, settings, figures)
     finally:
         stop_tiers("semray-bench")
         shutdown()
@@ -401,6 +488,23 @@ def render(figures: dict[str, Any]) -> str:
             f"{row['counts_abs_error']} | {row['most_common_true']} / {row['most_common_answer']} | "
             f"{row['calls_counts']}, {row['calls_common']} |"
         )
+    factorization = figures.get("factorization")
+    if factorization:
+        lines += [
+            "",
+            "Self-joins whose pair predicate is worded freely (`WORDINGS`: same diagnosis, different diagnoses), "
+            "as planned without the plan-time choice (before: `auto`, i.e. blocked above 20,000 pairs) and after "
+            "`choose_factorization_for_run` (the verification's calls counted apart):",
+            "",
+            "| rows | wording | plan | calls | verification calls | precision | recall | F1 | decision |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for row in factorization:
+            decision = str(row.get("decision", "")).split("': ", 1)[-1]
+            lines.append(
+                f"| {row['rows']} | {row['wording']} | {row['plan']} | {row['calls']:,} | {row['verification_calls']} "
+                f"| {row['precision']} | {row['recall']} | {row['f1']} | {decision} |"
+            )
     topk = figures.get("topk")
     if topk:
         lines += [
@@ -431,6 +535,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--compare-errors", type=float, nargs="+", default=[0.0, 0.05, 0.15])
     parser.add_argument("--from-log", type=Path, default=None, help="rebuild the results from a run's progress log")
+    parser.add_argument("--factor-rows", type=int, default=256, help="rows of the free-form factorization self-joins")
+    parser.add_argument(
+        "--factor-before", action="store_true", help="also run those joins as planned, without the choice"
+    )
+    parser.add_argument("--only-factorization", action="store_true", help="run only the free-form factorization joins")
     return run_benchmark(NAME, parser, body, argv)
 
 

@@ -458,8 +458,19 @@ class SemJoin(SemanticNode):
     instruction: str
     tier: Tier = "auto"
     implementation: Literal["auto", "nested", "blocked", "factorized"] = "auto"
+    factor: str | None = None
+    """A factorized join's per-row property (``"sentiment"``); None: the one the condition names."""
+    relation: Literal["=", "<>", "<", ">"] = "="
+    """How a pair's two property values relate when it holds (``<``/``>``: scores, left vs right)."""
+    labels: tuple[str, ...] = ()
+    """The property's values, asked as a choice (empty: free text, or a score when ordered)."""
+    right_labels: bool = False
+    """The right side's one referenced column is the label set: only left rows are classified into it."""
+    agreement: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The measured agreement with the pairwise answers of a verified factorization (None: by its form)."""
 
     def derive_schema(self) -> Schema:
+        self._check_factorization()
         references = template_columns(self.instruction, "SemJoin")
         sides = {split_side(reference, "SemJoin") for reference in references}
         for side, referenced in sides:
@@ -475,8 +486,32 @@ class SemJoin(SemanticNode):
     def columns_read(self) -> frozenset[str]:
         return frozenset(split_side(r, "SemJoin")[1] for r in template_columns(self.instruction, "SemJoin"))
 
+    def _check_factorization(self) -> None:
+        factorized = self.factor is not None or self.relation != "=" or self.labels or self.right_labels
+        if factorized and self.implementation != "factorized":
+            raise PlanError(
+                f"SemJoin: factor, relation, labels and right_labels describe a factorized join; "
+                f"set implementation='factorized' (not {self.implementation!r}) or drop them"
+            )
+        if self.relation in ("<", ">") and (self.factor is None or self.labels or self.right_labels):
+            raise PlanError("SemJoin: an ordered relation compares scores of a named factor, without labels")
+        if self.right_labels and not self.labels:
+            raise PlanError("SemJoin: right_labels needs the right side's values as labels")
+        if self.right_labels and self.relation != "=":
+            raise PlanError("SemJoin: right_labels classifies left rows into the right values; use relation '='")
+        sides = {split_side(reference, "SemJoin") for reference in template_columns(self.instruction, "SemJoin")}
+        if self.right_labels and len([column for side, column in sides if side == "r"]) != 1:
+            raise PlanError("SemJoin: right_labels needs an instruction that reads one right column (the labels)")
+
     def label(self) -> str:
-        return f"SemJoin[{self.implementation}] {self.instruction!r}"
+        if self.factor is None and not self.right_labels:
+            return f"SemJoin[{self.implementation}] {self.instruction!r}"
+        shown = "left into right values" if self.right_labels else f"{self.factor} {self.relation}"
+        if self.labels:
+            shown += f" of {len(self.labels)} labels"
+        if self.agreement is not None:
+            shown += f", verified: agreement {self.agreement:.3f}"
+        return f"SemJoin[factorized: {shown}] {self.instruction!r}"
 
     def question(self) -> Question:
         """Each pair is asked as a filter over ``{l.col}`` and ``{r.col}``."""

@@ -15,12 +15,19 @@ Three passes over the stage's input, each an actor pool:
 
 The calibration draws, their labels and the chosen thresholds are journaled under
 ``<key>:calibration``; the route is logged as ``cascade_route``.
+
+Under a LIMIT that needs more rows than the calibration labels, ``CascadeRounds`` does the same on
+the driver, one round of rows at a time: it calibrates on the first round and routes the later
+ones row by row, so the small and large tiers see little more than the rows the LIMIT needs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,11 +37,13 @@ import ray
 import ray.data as rd
 
 from semray.cost_model import cascade_routes as router
+from semray.cost_model.sampling import SampleDesign
 from semray.errors import LoweringError
 from semray.log import get_logger
 from semray.operators.schema import ROW_ID
 from semray.operators.templates import template_columns
 from semray.pipeline.metering import named_udf, operator_name
+from semray.pipeline.row_counts import RowCounts, count_rows
 from semray.pipeline.spec import CascadeStage, SemanticTask, Stage
 from semray.pipeline.udfs import CONFIDENCE, ERROR, KEEP, TIER, SemanticBatchUDF
 from semray.serving.deployments import TierHandles
@@ -63,13 +72,7 @@ def build_cascade(stage: Stage, context: ExecutionContext) -> rd.Dataset:
         raise LoweringError("a cascade needs model tiers; run it through semray.pipeline.run")
     tiers = context.tiers
     task = stage.task
-    target = router.Target(
-        kind=task.kind,  # the plan checks that cascades are filters, classifications or scores
-        metric=stage.metric,
-        level=stage.level,
-        delta=stage.delta,
-        labels=stage.labels,
-    )
+    target = _target(stage)
     upstream = materialize(stage.inputs[0], context).repartition(target_num_rows_per_block=stage.batch_rows)
     pool = _pool(stage, context)
     name = operator_name(task)  # its passes on the dashboard: "SemFilter[...] embedding proxy", ...
@@ -81,30 +84,10 @@ def build_cascade(stage: Stage, context: ExecutionContext) -> rd.Dataset:
 
     large = SemanticBatchUDF(_on(task, "large"), stage.operator_key, tiers, context.ledger)
     ids, proxy, proxy_label = _proxy_columns(proxied)
-    route = router.Route(target)
-    sample: list[str] = []
-    large_keys: dict[str, str | None] = {}
-    if ids:
-        design = router.draw_calibration(target, proxy, seed=int(stage.operator_key[:8], 16))
-        sample = [ids[int(i)] for i in design.rows_to_label]
-        large_answers = _answer_in_chunks(large, _rows(proxied, sample), stage.batch_rows)
-        large_keys = dict(zip(large_answers.column(ROW_ID).to_pylist(), answer_keys(large_answers, task), strict=True))
-        of_rows = [large_keys.get(row_id) for row_id in sample]
-        large_yes = design.labels_of_draws([1.0 if key == "true" else 0.0 for key in of_rows])
-        proxy_keys = [_proxy_key(task, int(proxy_label[int(i)])) for i in design.rows_to_label]
-        proxy_correct = design.labels_of_draws(
-            [float(a is not None and a == b) for a, b in zip(proxy_keys, of_rows, strict=True)]
-        )
-        route = router.route_embedding(target, proxy, design, large_yes, proxy_correct)
-        if task.kind == TaskKind.FILTER:
-            kept = router.selectivity(design, large_yes)
-            log.info(
-                "cascade_selectivity",
-                rows=len(ids),
-                estimate=round(kept.value, 4),
-                low=round(kept.low, 4),
-                high=round(kept.high, 4),
-            )
+    calibration = calibrate_embedding(
+        stage, target, large, ids, proxy, proxy_label, lambda sample: _rows(proxied, sample), _seed(stage)
+    )
+    route, sample, large_keys = calibration.route, calibration.sample, calibration.large_keys
 
     with_small = proxied
     small_confidence = np.full(len(ids), router.NOT_ASKED)
@@ -115,21 +98,98 @@ def build_cascade(stage: Stage, context: ExecutionContext) -> rd.Dataset:
         ).materialize()
         small_ids, small_confidence, small_keys = _small_columns(with_small)
         assert small_ids == ids, "the cascade's passes must see the same rows"
-        position = {row_id: index for index, row_id in enumerate(ids)}
-        small_of_rows = [small_keys[position[row_id]] for row_id in sample]
-        correct = design.labels_of_draws(
-            [
-                float(a is not None and a == large_keys.get(row_id))
-                for a, row_id in zip(small_of_rows, sample, strict=True)
-            ]
-        )
-        route = router.route_small(route, proxy, small_confidence, design, correct)
+        route = calibrate_small(calibration, ids, proxy, small_confidence, small_keys)
 
     _journal_route(stage, context.ledger, route, ids, proxy, small_confidence, sample, large_keys)
     final: rd.Dataset = with_small.map_batches(
         named_udf(FinalUDF, f"{name} route"), fn_constructor_args=(large, route, frozenset(sample)), **pool
     )
     return final
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The embedding stage's route and what bought it: the draws, the rows they are and the large
+    tier's answers for those rows (comparable keys, `answer_keys`)."""
+
+    route: router.Route
+    design: SampleDesign | None
+    sample: list[str]
+    large_keys: dict[str, str | None]
+
+
+def calibrate_embedding(
+    stage: CascadeStage,
+    target: router.Target,
+    large: SemanticBatchUDF,
+    ids: list[str],
+    proxy: np.ndarray,
+    proxy_label: np.ndarray,
+    rows_of: Callable[[list[str]], pa.Table],
+    seed: int,
+) -> Calibration:
+    """Draw the calibration sample over the rows ``ids`` (sorted) by their proxies, buy the large
+    tier's answers for it (``rows_of`` gives the sampled rows) and choose the embedding thresholds."""
+    if not ids:
+        return Calibration(router.Route(target), None, [], {})
+    task = stage.task
+    design = router.draw_calibration(target, proxy, seed=seed)
+    sample = [ids[int(i)] for i in design.rows_to_label]
+    large_answers = _answer_in_chunks(large, rows_of(sample), stage.batch_rows)
+    large_keys = dict(zip(large_answers.column(ROW_ID).to_pylist(), answer_keys(large_answers, task), strict=True))
+    of_rows = [large_keys.get(row_id) for row_id in sample]
+    large_yes = design.labels_of_draws([1.0 if key == "true" else 0.0 for key in of_rows])
+    proxy_keys = [_proxy_key(task, int(proxy_label[int(i)])) for i in design.rows_to_label]
+    proxy_correct = design.labels_of_draws(
+        [float(a is not None and a == b) for a, b in zip(proxy_keys, of_rows, strict=True)]
+    )
+    route = router.route_embedding(target, proxy, design, large_yes, proxy_correct)
+    if task.kind == TaskKind.FILTER:
+        kept = router.selectivity(design, large_yes)
+        log.info(
+            "cascade_selectivity",
+            rows=len(ids),
+            estimate=round(kept.value, 4),
+            low=round(kept.low, 4),
+            high=round(kept.high, 4),
+        )
+    return Calibration(route, design, sample, large_keys)
+
+
+def calibrate_small(
+    calibration: Calibration,
+    ids: list[str],
+    proxy: np.ndarray,
+    small_confidence: np.ndarray,
+    small_keys: list[str | None],
+) -> router.Route:
+    """The route with the small tier's confidence threshold, from its answers for ``ids``."""
+    design = calibration.design
+    if design is None:
+        return calibration.route
+    position = {row_id: index for index, row_id in enumerate(ids)}
+    small_of_rows = [small_keys[position[row_id]] for row_id in calibration.sample]
+    correct = design.labels_of_draws(
+        [
+            float(a is not None and a == calibration.large_keys.get(row_id))
+            for a, row_id in zip(small_of_rows, calibration.sample, strict=True)
+        ]
+    )
+    return router.route_small(calibration.route, proxy, small_confidence, design, correct)
+
+
+def _target(stage: CascadeStage) -> router.Target:
+    return router.Target(
+        kind=stage.task.kind,  # the plan checks that cascades are filters, classifications or scores
+        metric=stage.metric,
+        level=stage.level,
+        delta=stage.delta,
+        labels=stage.labels,
+    )
+
+
+def _seed(stage: CascadeStage) -> int:
+    return int(stage.operator_key[:8], 16)
 
 
 def _pool(stage: CascadeStage, context: ExecutionContext) -> dict[str, Any]:
@@ -233,6 +293,123 @@ def _journal_route(
     key = stage.operator_key + ":calibration"
     if ledger.committed(key, "route") is None:
         ledger.commit(key, "route", sample, table)
+
+
+def cascade_rounds(stage: Stage, context: ExecutionContext) -> CascadeRounds:
+    """A cascade stage as a step of the round trips under a LIMIT (``GrowingLimitStage``)."""
+    assert isinstance(stage, CascadeStage)
+    if context.tiers is None:
+        raise LoweringError("a cascade needs model tiers; run it through semray.pipeline.run")
+    return CascadeRounds(
+        stage, context.tiers, context.ledger, row_counts=context.row_counts, counted_as=stage.operators
+    )
+
+
+class CascadeRounds:
+    """A cascade under a LIMIT, one round of rows at a time on the driver (`limit_rounds.limited_rows`).
+
+    The first round's rows (about ``LIMIT / selectivity``) are the population it calibrates on:
+    their proxies, an importance-weighted draw of ``labels`` of them that the large tier labels, the
+    small tier on the rows the embedding tier leaves. Every later round is routed row by row with
+    the thresholds found: the embedding tier first, the small tier for the rest (not asked at all
+    when its threshold decides nothing), the large tier for what neither decides. Where the
+    thresholds decide no row below the large tier, the first round that has at least doubled the
+    rows seen calibrates again over all of them with twice the draws (the large tier's answers for
+    rows it already decided are reused from the journal, so a bigger calibration costs mostly
+    small-tier calls). What the cascade promises then holds for the rows it calibrated on, and for
+    the later ones as far as they resemble them (docs/cascade.md).
+
+    >>> step = CascadeRounds(stage, tiers, ledger)  # doctest: +SKIP
+    >>> limited_rows(batches, [step], wanted=150, first_rows=300)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        stage: CascadeStage,
+        tiers: TierHandles,
+        ledger: BatchLedger | None,
+        *,
+        row_counts: RowCounts | None = None,
+        counted_as: tuple[str, ...] = (),
+    ) -> None:
+        task = stage.task
+        self.stage = stage
+        self.ledger = ledger
+        self.target = _target(stage)
+        instruction = tiers.embed([router.instruction_text(task.instruction)])[0]
+        labels = tiers.embed(list(task.choices)) if task.kind == TaskKind.CLASSIFY else None
+        self.proxy = ProxyUDF(task, tiers, instruction, labels)
+        self.large = SemanticBatchUDF(_on(task, "large"), stage.operator_key, tiers, ledger)
+        self.small = SemanticBatchUDF(_on(task, "small"), stage.operator_key + ":small", tiers, ledger)
+        self.row_counts = row_counts
+        self.counted_as = counted_as
+        self.seen: list[pa.Table] = []
+        """Every round's rows with their proxies: the population of a new calibration."""
+        self.route: router.Route | None = None
+        self.calibrations = 0
+        self.calibrated_rows = 0
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        proxied = self.proxy(batch)
+        self.seen.append(proxied)
+        seen = sum(table.num_rows for table in self.seen)
+        sample: frozenset[str] = frozenset()
+        if self.route is None or (not decides_below_large(self.route) and seen >= 2 * self.calibrated_rows):
+            with_small, sample = self._calibrate(proxied, seen)
+        elif self.route.uses_small and math.isfinite(self.route.small_confidence):
+            with_small = SmallUDF(self.small, self.route)(proxied)
+        else:
+            with_small = proxied
+        assert self.route is not None
+        output = FinalUDF(self.large, self.route, sample)(with_small)
+        if self.row_counts is not None and self.counted_as:
+            count_rows(output, self.row_counts, self.counted_as)
+        return output
+
+    def _calibrate(self, proxied: pa.Table, seen: int) -> tuple[pa.Table, frozenset[str]]:
+        """Calibrate over every row seen; this round's rows with the small tier's answers, and
+        which of them were drawn (the large tier answers those)."""
+        population = pa.concat_tables(self.seen, promote_options="default").sort_by(ROW_ID)
+        ids = [str(value) for value in population.column(ROW_ID).to_pylist()]
+        proxy = population.column(PROXY).to_numpy().astype(np.float64)
+        proxy_label = population.column(PROXY_LABEL).to_numpy().astype(np.int64)
+        target = dataclasses.replace(self.target, labels=self.target.labels * 2**self.calibrations)
+
+        def rows_of(row_ids: list[str]) -> pa.Table:
+            return population.filter(pc.is_in(population.column(ROW_ID), pa.array(row_ids, pa.string())))
+
+        calibration = calibrate_embedding(
+            self.stage, target, self.large, ids, proxy, proxy_label, rows_of, _seed(self.stage) + self.calibrations
+        )
+        route, with_small = calibration.route, proxied
+        small_confidence = np.full(len(ids), router.NOT_ASKED)
+        if route.uses_small:
+            answered = SmallUDF(self.small, route)(population)
+            small_confidence = answered.column(SMALL_CONFIDENCE).fill_null(router.NOT_ASKED).to_numpy()
+            small_keys = answered.column(SMALL_KEY).to_pylist()
+            route = calibrate_small(calibration, ids, proxy, small_confidence.astype(np.float64), small_keys)
+            with_small = answered.filter(pc.is_in(answered.column(ROW_ID), proxied.column(ROW_ID)))
+            with_small = with_small.take(_positions(with_small, proxied))
+        _journal_route(
+            self.stage, self.ledger, route, ids, proxy, small_confidence, calibration.sample, calibration.large_keys
+        )
+        self.route, self.calibrations, self.calibrated_rows = route, self.calibrations + 1, seen
+        return with_small, frozenset(calibration.sample) & frozenset(
+            str(value) for value in proxied.column(ROW_ID).to_pylist()
+        )
+
+
+def decides_below_large(route: router.Route) -> bool:
+    """Whether the route's thresholds let the embedding or the small tier decide any row."""
+    embedding = (route.embed_low, route.embed_high, route.embed_confidence)
+    small = route.small_confidence if route.uses_small else math.inf
+    return any(math.isfinite(value) for value in embedding) or math.isfinite(small)
+
+
+def _positions(rows: pa.Table, order: pa.Table) -> pa.Array:
+    """Indices into ``rows`` that put them in the row order of ``order`` (same row ids)."""
+    position = {row_id: index for index, row_id in enumerate(rows.column(ROW_ID).to_pylist())}
+    return pa.array([position[row_id] for row_id in order.column(ROW_ID).to_pylist()], pa.int64())
 
 
 class ProxyUDF:

@@ -5,6 +5,11 @@ come back: several batches per actor, and for a chain, whatever the first operat
 the second worked. Here the driver asks one round at a time, through the whole chain, and stops
 as soon as enough rows passed, so the calls are about ``LIMIT / selectivity`` plus the overshoot
 of the last round (at most its own size, which doubles from a first round sized for the LIMIT).
+
+The chain may hold cascades (``cascade.CascadeRounds``: the first round is their calibration
+population, later rounds are routed row by row) and end in a pair join's verification (its pairs
+come in rounds from the join stage below). `first_round_rows` and `runs_in_rounds` are what
+lowering asks (``lower.lower_limit``).
 """
 
 from __future__ import annotations
@@ -15,10 +20,70 @@ from collections.abc import Callable, Iterator, Sequence
 import pyarrow as pa
 
 from semray.log import get_logger
+from semray.operators.base import Node
+from semray.operators.relational import Filter, Limit, Project
+from semray.operators.semantic import Semantic, SemJoin, is_row_semantic
+from semray.pipeline.spec import BatchSqlStage, CascadeStage, SemanticStage, Stage
+from semray.tasks import TaskKind
 
 log = get_logger(__name__)
 
 Step = Callable[[pa.Table], pa.Table]
+
+ROUND_STAGES = (SemanticStage, CascadeStage, BatchSqlStage)
+"""Stages the driver runs in round trips under a LIMIT (exact types: an embedding, top-k or
+aggregation stage subclasses ``SemanticStage`` but is no row-wise step)."""
+
+
+def first_round_rows(limit: Limit) -> int | None:
+    """Input rows (or a join's pairs) the first round trip under ``limit`` covers: about
+    ``(count + offset) / selectivity`` of what lies directly under it; None when that holds no
+    semantic operator the rounds can run (the LIMIT lowers to a plain ``LimitStage``).
+
+    What lies under the LIMIT: row-wise semantic operators (cascaded ones too), relational filters
+    and projections between them, perhaps ending in a SemJoin judged pair by pair (nested or
+    blocked; a factorized join's calls are per side, not per pair). Lowering sees no measured
+    statistics, so it takes the defaults of ``cost_model/cardinality.py``: a semantic filter keeps
+    ``UNMEASURED_SELECTIVITY`` (0.5), a relational filter ``DEFAULT_FILTER_SELECTIVITY`` (1/3), a
+    join ``SEMANTIC_JOIN_SELECTIVITY`` (0.1) of its pairs; later rounds correct the estimate with
+    the selectivity they see (`next_round`). Examples: ``sem_filter(a).sem_filter(b).limit(5)``
+    asks 5 / (0.5 x 0.5) = 20 rows first, ``sem_join(...).limit(5)`` 50 pairs.
+    """
+    from semray.cost_model.cardinality import (
+        DEFAULT_FILTER_SELECTIVITY,
+        SEMANTIC_JOIN_SELECTIVITY,
+        UNMEASURED_SELECTIVITY,
+    )
+
+    selectivity, semantic = 1.0, 0
+    node: Node = limit.input
+    while True:
+        if is_row_semantic(node):
+            semantic += 1
+            if isinstance(node, Semantic) and node.task_kind() == TaskKind.FILTER:
+                selectivity *= UNMEASURED_SELECTIVITY.value
+        elif isinstance(node, Filter):
+            selectivity *= DEFAULT_FILTER_SELECTIVITY.value
+        elif isinstance(node, SemJoin) and node.implementation != "factorized":
+            semantic += 1
+            selectivity *= SEMANTIC_JOIN_SELECTIVITY
+            break
+        elif not isinstance(node, Project):
+            break
+        node = node.children[0]
+    if not semantic:
+        return None
+    return max(1, math.ceil((limit.count + limit.offset) / selectivity))
+
+
+def runs_in_rounds(stage: Stage) -> bool:
+    """Whether ``stage`` (a LIMIT's input, lowered) starts with a chain of `ROUND_STAGES` that
+    asks a model: what ``GrowingLimitStage`` runs on the driver."""
+    semantic = False
+    while type(stage) in ROUND_STAGES:
+        semantic = semantic or isinstance(stage, SemanticStage)
+        stage = stage.inputs[0]
+    return semantic
 
 
 def next_round(last: int, drawn: int, passed: int, wanted: int, growth: int, max_rows: int) -> int:

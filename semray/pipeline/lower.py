@@ -8,6 +8,7 @@ from collections.abc import Callable
 import sqlglot
 from sqlglot import exp
 
+from semray.cost_model.cardinality import row_bound
 from semray.errors import LoweringError
 from semray.operators.base import Node
 from semray.operators.expressions import DIALECT
@@ -15,8 +16,10 @@ from semray.operators.relational import Aggregate, Distinct, Filter, Join, Limit
 from semray.operators.safe_sql import isolated_connection
 from semray.operators.schema import ROW_ID, quote
 from semray.pipeline.fuse import fuse_batch_sql
+from semray.pipeline.limit_rounds import first_round_rows, runs_in_rounds
 from semray.pipeline.lower_semantic import operator_key
-from semray.pipeline.sizing import LIMIT_GROWTH, estimate_rows, fits_one_task, limit_chain, limit_first_rows
+from semray.pipeline.set_spec import TopKStage
+from semray.pipeline.sizing import LIMIT_GROWTH, fits_one_task, limit_chain, limit_first_rows
 from semray.pipeline.spec import (
     BatchSqlStage,
     BroadcastJoinStage,
@@ -164,7 +167,7 @@ def _hash_join(node: Join, settings: Settings) -> Stage:
 
 def partitions(node: Node, settings: Settings) -> int:
     """Shuffle partitions: about one per ``gather_rows`` rows, at least one per CPU."""
-    count = estimate_rows(node) or 0
+    count = row_bound(node) or 0
     per_partition = max(settings.gather_rows, 100_000)
     return max(settings.num_cpus, -(-count // per_partition))
 
@@ -285,10 +288,13 @@ def lower_limit(node: Node, settings: Settings) -> Stage:
     assert isinstance(node, Limit)
     # Small model batches below a LIMIT: it stops the stream after a few of them.
     small_batches = settings.model_copy(update={"semantic_batch_max": settings.semantic_batch_size})
-    first_rows = limit_first_rows(node)
-    if first_rows is None:
-        return LimitStage(count=node.count, offset=node.offset, inputs=(lower(node.input, small_batches),))
-    upstream = lower(limit_chain(node), small_batches)
+    first_rows = first_round_rows(node)
+    # A cascade the LIMIT needs no more rows of than its calibration would label runs on the large
+    # tier (sizing.limit_chain); a larger LIMIT keeps it, to calibrate on the first round.
+    below = limit_chain(node) if first_rows is not None and limit_first_rows(node) is not None else node.input
+    upstream = lower(below, small_batches)
+    if first_rows is None or not runs_in_rounds(upstream):
+        return LimitStage(count=node.count, offset=node.offset, inputs=(_ranked_only(upstream, node),))
     # A semantic chain right under the LIMIT: round trips that grow from about LIMIT / selectivity
     # rows, so the model is asked for little more than the rows the LIMIT keeps.
     return GrowingLimitStage(
@@ -299,6 +305,15 @@ def lower_limit(node: Node, settings: Settings) -> Stage:
         max_rows=max(settings.semantic_batch_max, first_rows),
         inputs=(upstream,),
     )
+
+
+def _ranked_only(stage: Stage, limit: Limit) -> Stage:
+    """A top-k right under a LIMIT that keeps fewer rows sorts only those: its partial quicksort
+    stops at ``count + offset`` (same candidates, the same first ranks, fewer comparisons)."""
+    wanted = limit.count + limit.offset
+    if type(stage) is not TopKStage or wanted >= stage.k:
+        return stage
+    return dataclasses.replace(stage, k=wanted)
 
 
 def lower_union(node: Node, settings: Settings) -> Stage:

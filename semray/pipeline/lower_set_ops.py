@@ -6,7 +6,9 @@ A SemJoin lowers by its ``implementation``:
 * ``blocked``: both sides embedded, the ``per_row`` most similar right rows of each left row
   kept as candidates, then judged like nested pairs;
 * ``factorized``: each side asked once for the property the condition compares (n + m calls),
-  then an exact relational join on equal answers;
+  then an exact relational join of the answers by the node's ``relation`` (equal, different, or
+  ordered scores); with ``right_labels`` only the left rows are classified into the right side's
+  values (n calls);
 * ``auto``: nested up to ``NESTED_MAX_PAIRS`` estimated pairs, blocked above.
 """
 
@@ -17,15 +19,21 @@ import math
 import string
 from collections.abc import Callable
 
+from semray.cost_model.cardinality import row_bound
 from semray.operators.base import Node
 from semray.operators.schema import ROW_ID, quote, right_names
 from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
 from semray.operators.templates import split_side, template_columns
 from semray.pipeline.lower_semantic import operator_key
 from semray.pipeline.set_spec import VECTOR, AggStage, BlockStage, EmbedStage, SearchStage, TopKStage
-from semray.pipeline.sizing import estimate_rows
 from semray.pipeline.spec import BroadcastJoinStage, SemanticStage, SemanticTask, Stage
-from semray.serving.prompts.set_ops import pair_template, plain_question, side_template
+from semray.serving.prompts.set_ops import (
+    FACTOR_SCALE,
+    pair_template,
+    plain_question,
+    right_labels_template,
+    side_template,
+)
 from semray.settings import Settings
 from semray.tasks import TaskKind
 
@@ -54,7 +62,7 @@ def _key(node: Node, role: str) -> str:
     return hashlib.sha256(f"{operator_key(node)}:{role}".encode()).hexdigest()[:24]
 
 
-def _side_columns(node: SemJoin, side: str) -> list[str]:
+def side_columns(node: SemJoin, side: str) -> list[str]:
     columns: list[str] = []
     for reference in template_columns(node.instruction, "SemJoin"):
         reference_side, column = split_side(reference, "SemJoin")
@@ -123,10 +131,10 @@ def lower_nested_join(node: SemJoin, settings: Settings) -> Stage:
 
 
 def lower_blocked_join(node: SemJoin, settings: Settings) -> Stage:
-    left = _embed(node.left, _record_template(_side_columns(node, "l")), settings, "embed-left")
-    right = _embed(node.right, _record_template(_side_columns(node, "r")), settings, "embed-right")
+    left = _embed(node.left, _record_template(side_columns(node, "l")), settings, "embed-left")
+    right = _embed(node.right, _record_template(side_columns(node, "r")), settings, "embed-right")
     blocked = BlockStage(
-        per_row=block_size(estimate_rows(node.right)),
+        per_row=block_size(row_bound(node.right)),
         left_names=node.left.output_schema.names,
         right_names=tuple(_renames(node).items()),
         right_columns=_typed(node.right, (VECTOR, "FLOAT[]")),
@@ -135,28 +143,59 @@ def lower_blocked_join(node: SemJoin, settings: Settings) -> Stage:
     return _verify(node, blocked, settings)
 
 
+def factor_task(node: SemJoin, side: str) -> SemanticTask:
+    """What a factorized join asks each row of one side: its property as free text, as one of the
+    labels (``labels``, or the right side's values with ``right_labels``) or as a score (ordered)."""
+    tier = node.resolved_tier()
+    if node.right_labels:
+        instruction = right_labels_template(node.instruction)
+        return SemanticTask(TaskKind.CLASSIFY, instruction, tier, outputs=((FACTOR_KEY, "text"),), choices=node.labels)
+    ordered = node.relation in ("<", ">")
+    instruction = side_template(node.instruction, side, node.factor, labels=bool(node.labels), ordered=ordered)
+    if ordered:
+        lo, hi = FACTOR_SCALE
+        return SemanticTask(TaskKind.SCORE, instruction, tier, outputs=((FACTOR_KEY, "float"),), lo=lo, hi=hi)
+    if node.labels:
+        return SemanticTask(TaskKind.CLASSIFY, instruction, tier, outputs=((FACTOR_KEY, "text"),), choices=node.labels)
+    return SemanticTask(TaskKind.MAP, instruction, tier, outputs=((FACTOR_KEY, "text"),))
+
+
+def factor_condition(relation: str, left: str = f"l.{FACTOR_KEY}", right: str = f"r.{FACTOR_KEY}") -> str:
+    """The relational join condition on the two sides' answers.
+
+    >>> factor_condition("<>")
+    'lower(trim(l._fk)) <> lower(trim(r._fk))'
+    >>> factor_condition(">")
+    'l._fk > r._fk'
+    """
+    if relation in ("<", ">"):
+        return f"{left} {relation} {right}"
+    return f"lower(trim({left})) {relation} lower(trim({right}))"
+
+
 def lower_factorized_join(node: SemJoin, settings: Settings) -> Stage:
     from semray.pipeline.lower import lower
 
     def keyed(side: str, child: Node) -> Stage:
-        task = SemanticTask(
-            kind=TaskKind.MAP,
-            instruction=side_template(node.instruction, side),
-            tier=node.resolved_tier(),
-            outputs=((FACTOR_KEY, "text"),),
-        )
         return SemanticStage(
-            task=task,
+            task=factor_task(node, side),
             operator_key=_key(node, f"factor-{side}"),
             batch_rows=settings.semantic_batch_size,
             actors=1,
             inputs=(lower(child, settings),),
         )
 
-    on = f"lower(trim(l.{FACTOR_KEY})) = lower(trim(r.{FACTOR_KEY}))"
+    if node.right_labels:  # the right rows are the labels: only the left side is asked (n calls)
+        (column,) = side_columns(node, "r")
+        return BroadcastJoinStage(
+            sql=_pair_sql(node, factor_condition("=", right=f"r.{quote(column)}")),
+            right_columns=_typed(node.right),
+            inputs=(keyed("l", node.left), lower(node.right, settings)),
+        )
+    key_type = "DOUBLE" if node.relation in ("<", ">") else "VARCHAR"
     return BroadcastJoinStage(
-        sql=_pair_sql(node, on),
-        right_columns=_typed(node.right, (FACTOR_KEY, "VARCHAR")),
+        sql=_pair_sql(node, factor_condition(node.relation)),
+        right_columns=_typed(node.right, (FACTOR_KEY, key_type)),
         inputs=(keyed("l", node.left), keyed("r", node.right)),
     )
 
@@ -165,7 +204,7 @@ def lower_sem_join(node: Node, settings: Settings) -> Stage:
     assert isinstance(node, SemJoin)
     implementation = node.implementation
     if implementation == "auto":
-        left, right = estimate_rows(node.left), estimate_rows(node.right)
+        left, right = row_bound(node.left), row_bound(node.right)
         small = left is not None and right is not None and left * right <= NESTED_MAX_PAIRS
         implementation = "nested" if small else "blocked"
     if implementation == "nested":
@@ -219,8 +258,12 @@ def lower_sem_agg(node: Node, settings: Settings) -> Stage:
 
 def lower_sem_search(node: Node, settings: Settings) -> Stage:
     from semray.pipeline.lower import lower
+    from semray.pipeline.set_search import lower_catalog_search
 
     assert isinstance(node, SemSearch)
+    routed = lower_catalog_search(node, settings)
+    if routed is not None:
+        return routed
     embedded = node.mode != "fts"
     upstream = (
         _embed(node.input, "{" + node.column + "}", settings, "embed") if embedded else lower(node.input, settings)

@@ -20,13 +20,14 @@ from ray.exceptions import RayError, RayTaskError
 
 from semray.errors import ExecutionError, LoweringError, SemrayError, SourceError
 from semray.pipeline.batch_sql import empty_table, run_sql
-from semray.pipeline.limit_rounds import limited_rows
+from semray.pipeline.limit_rounds import ROUND_STAGES, limited_rows
 from semray.pipeline.lower import PARTITION
 from semray.pipeline.metering import named_udf, operator_name
 from semray.pipeline.row_counts import RowCounts, count_rows, new_execution, take_counts
 from semray.pipeline.spec import (
     BatchSqlStage,
     BroadcastJoinStage,
+    CascadeStage,
     GatherSqlStage,
     GrowingLimitStage,
     JoinStage,
@@ -313,7 +314,7 @@ def build_growing_limit(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     assert isinstance(stage, GrowingLimitStage)
     steps: list[Callable[[pa.Table], pa.Table]] = []
     below = stage.inputs[0]
-    while type(below) in (SemanticStage, BatchSqlStage):
+    while type(below) in ROUND_STAGES:
         steps.append(_driver_step(below, context))
         below = below.inputs[0]
     steps.reverse()
@@ -335,6 +336,10 @@ def build_growing_limit(stage: Stage, context: ExecutionContext) -> rd.Dataset:
 def _driver_step(stage: Stage, context: ExecutionContext) -> Callable[[pa.Table], pa.Table]:
     """One stage of a chain under a ``GrowingLimitStage`` as a function of a batch, counting the
     rows of its operators as ``materialize`` would."""
+    if type(stage) is CascadeStage:
+        from semray.pipeline.cascade import cascade_rounds
+
+        return cascade_rounds(stage, context)
     if isinstance(stage, SemanticStage):
         if context.tiers is None:
             raise LoweringError("a semantic stage needs model tiers; run it through semray.pipeline.run")

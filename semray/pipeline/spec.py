@@ -134,8 +134,9 @@ class LimitStage(Stage):
 
 @dataclass(frozen=True, slots=True)
 class GrowingLimitStage(LimitStage):
-    """A LIMIT over a chain of row-wise semantic stages (and per-batch SQL between them) that the
-    driver runs in round trips that grow: the first over ``first_rows`` input rows, each later one
+    """A LIMIT over a chain of row-wise semantic stages, cascades, a pair join's verification and
+    per-batch SQL between them (``limit_rounds.ROUND_STAGES``) that the driver runs in round trips
+    that grow: the first over ``first_rows`` input rows, each later one
     ``growth`` times the last (at most ``max_rows``), none once ``count + offset`` rows passed.
 
     Its input is the chain as lowered; what lies under the chain streams as usual.

@@ -61,10 +61,13 @@ def test_a_cascade_under_a_limit_smaller_than_its_calibration_asks_the_large_tie
     small = lower(cascaded.limit(5).plan, settings)
     assert isinstance(small, GrowingLimitStage) and small.first_rows == 10
     assert [stage.task.tier for stage in _semantic_stages(small)] == ["large"]
-    # 5 rows at 0.5 need 10, fewer than the 200 labels calibration would buy; 150 rows need 300.
-    assert type(lower(cascaded.limit(150).plan, settings)) is LimitStage
+    # 5 rows at 0.5 need 10, fewer than the 200 labels calibration would buy; 150 rows need 300,
+    # so the cascade keeps its calibration and routes in the LIMIT's rounds.
+    big = lower(cascaded.limit(150).plan, settings)
+    assert isinstance(big, GrowingLimitStage) and type(big.inputs[0]).__name__ == "CascadeStage"
     fewer_labels = scan.sem_filter("{text} is urgent", quality=QualityTarget(level=0.8, labels=20))
-    assert type(lower(fewer_labels.limit(15).plan, settings)) is LimitStage  # 30 rows > 20 labels
+    few = lower(fewer_labels.limit(15).plan, settings)  # 30 rows > 20 labels
+    assert isinstance(few, GrowingLimitStage) and type(few.inputs[0]).__name__ == "CascadeStage"
     # Only the chain right under the LIMIT changes tier; a cascade below a sort keeps its stage.
     below_sort = lower(cascaded.sort("text").sem_map("{text} in one word", output="w").limit(5).plan, settings)
     assert isinstance(below_sort, GrowingLimitStage)

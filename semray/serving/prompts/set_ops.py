@@ -14,13 +14,50 @@ import string
 
 from semray.serving.contract import ModelRequest, OutputConstraint
 
-SET_PROMPT_VERSION = "set-prompts/1"
+SET_PROMPT_VERSION = "set-prompts/2"
 
 SIDE_NAMES = {"l": "the first text", "r": "the second text"}
 SIDE_TEMPLATE = (
     'Consider the condition: "{condition}". It compares one property of the two texts. '
     "Give that property of this text, in a few words and nothing else:\n\n{cells}"
 )
+FACTOR_TEMPLATE = (
+    'Consider the condition: "{condition}". It compares the {factor} of the two texts. '
+    "Give the {factor} of this text, in a few words and nothing else:\n\n{cells}"
+)
+FACTOR_LABEL_TEMPLATE = 'the {factor} of this text (the condition "{condition}" compares it):\n\n{cells}'
+FACTOR_SCORE_TEMPLATE = (
+    'Consider the condition: "{condition}". It compares the two texts by how {factor} they are. '
+    "How {factor} is this text?\n\n{cells}"
+)
+RIGHT_LABELS_TEMPLATE = (
+    'this first text by the second text for which the condition "{condition}" holds:\n\n{cells}'
+)
+FACTOR_SCALE = (1.0, 10.0)
+"""The scale an ordered factorization scores each side on."""
+PROPOSE_SYSTEM = "You analyse conditions that compare two texts. You answer in JSON."
+PROPOSE_USER = (
+    'A join keeps the pairs of texts for which this condition holds: "{condition}".\n\n'
+    "Does the condition only compare one property of each text, so that it can be decided by "
+    "finding that property of each text on its own and comparing the two values? If so, name the "
+    'property, the relation ("same", "different", "greater": the first text has more of it, or "less"), '
+    "and its possible values when they are a small fixed set (else an empty list). If the "
+    "condition needs both texts at once (similarity, one text mentioning the other, several "
+    'properties), answer "factorizes": false.'
+)
+PROPOSE_OUTPUT: dict[str, object] = {
+    "type": "object",
+    "properties": {
+        "factorizes": {"type": "boolean"},
+        "property": {"type": "string"},
+        "relation": {"type": "string", "enum": ["same", "different", "greater", "less"]},
+        "labels": {"type": "array", "items": {"type": "string"}, "maxItems": 50},
+    },
+    "required": ["factorizes", "property", "relation", "labels"],
+    "additionalProperties": False,
+}
+"""The expected output of a factorization proposal (``factorization_request``)."""
+PROPOSE_MAX_TOKENS = 256
 COMPARE_SYSTEM = "You compare two items against a criterion. You answer Yes or No."
 COMPARE_USER = (
     "Criterion: {criterion}\n\nFirst item:\n{first}\n\nSecond item:\n{second}\n\n"
@@ -44,11 +81,18 @@ def _escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def side_template(instruction: str, side: str) -> str:
+def side_template(
+    instruction: str, side: str, factor: str | None = None, *, labels: bool = False, ordered: bool = False
+) -> str:
     """The template asking one side of a factorized join for the property the condition compares.
 
     ``{l.col}`` references become ``{col}`` cells (for ``side="l"``); the condition is shown with
-    both sides' cells replaced by "the first text" / "the second text".
+    both sides' cells replaced by "the first text" / "the second text". With a named ``factor``
+    the question names it: as free text, as the instruction of a classification (``labels``) or
+    of a score (``ordered``).
+
+    >>> side_template("{l.a} is more formal than {r.b}", "r", "formal", ordered=True)[-29:]
+    'How formal is this text?\\n\\n{b}'
     """
     condition: list[str] = []
     cells: list[str] = []
@@ -60,8 +104,50 @@ def side_template(instruction: str, side: str) -> str:
         condition.append(SIDE_NAMES.get(reference_side, "the text"))
         if reference_side == side and f"{{{column}}}" not in cells:
             cells.append(f"{{{column}}}")
-    text = SIDE_TEMPLATE.format(condition=_escape(" ".join("".join(condition).split())), cells="{cells}")
+    shown = _escape(" ".join("".join(condition).split()))
+    if factor is None:
+        text = SIDE_TEMPLATE.format(condition=shown, cells="{cells}")
+    else:
+        template = FACTOR_SCORE_TEMPLATE if ordered else FACTOR_LABEL_TEMPLATE if labels else FACTOR_TEMPLATE
+        text = template.format(condition=shown, factor=_escape(factor), cells="{cells}")
     return text.replace("{cells}", "\n\n".join(cells))
+
+
+def right_labels_template(instruction: str) -> str:
+    """The classification of a left row into the right side's values (a join against a few categories).
+
+    >>> right_labels_template("{l.review} is about {r.category}")[-16:]
+    'holds:\\n\\n{review}'
+    """
+    cells = side_template(instruction, "l").rsplit(":\n\n", 1)[1]
+    return RIGHT_LABELS_TEMPLATE.format(condition=_escape(plain_condition(instruction)), cells="{cells}").replace(
+        "{cells}", cells
+    )
+
+
+def plain_condition(instruction: str) -> str:
+    """The join condition with its cells named "the first text" / "the second text".
+
+    >>> plain_condition("{l.a} and {r.b} differ in tone")
+    'the first text and the second text differ in tone'
+    """
+    pieces: list[str] = []
+    for literal, field, _, _ in string.Formatter().parse(instruction):
+        pieces.append(literal)
+        if field is not None:
+            pieces.append(SIDE_NAMES.get(field.partition(".")[0], "the text"))
+    return " ".join("".join(pieces).split())
+
+
+def factorization_request(instruction: str, request_id: str) -> ModelRequest:
+    """Ask whether a join condition compares one per-row property, and which (JSON, ``PROPOSE_OUTPUT``)."""
+    return ModelRequest(
+        prompt=PROPOSE_USER.format(condition=plain_condition(instruction)),
+        system=PROPOSE_SYSTEM,
+        constraint=OutputConstraint.schema(PROPOSE_OUTPUT),
+        max_tokens=PROPOSE_MAX_TOKENS,
+        request_id=request_id,
+    )
 
 
 def pair_template(instruction: str, renames: dict[str, str]) -> str:

@@ -1,0 +1,105 @@
+"""How a factorized SemJoin lowers: the side question by relation and labels, the relational
+condition, the right side left unasked when it holds the labels; and the node's invariants."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from semray import from_arrow
+from semray.errors import SemrayError
+from semray.operators.semantic import SemJoin
+from semray.pipeline.lower_set_ops import FACTOR_KEY, factor_condition, factor_task, lower_factorized_join
+from semray.pipeline.spec import BroadcastJoinStage, SemanticStage
+from semray.settings import Settings
+from semray.tasks import TaskKind
+
+LEFT = from_arrow(pa.table({"a": ["x", "y"]}), "left").plan
+RIGHT = from_arrow(pa.table({"b": ["u", "v"]}), "right").plan
+
+
+def join(**fields: object) -> SemJoin:
+    return SemJoin(
+        left=LEFT, right=RIGHT, instruction="{l.a} and {r.b} differ in tone", implementation="factorized", **fields
+    )  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("fields", "kind", "key_type"),
+    [
+        ({}, TaskKind.MAP, "VARCHAR"),
+        ({"factor": "tone", "relation": "<>"}, TaskKind.MAP, "VARCHAR"),
+        ({"factor": "tone", "relation": "=", "labels": ("calm", "angry")}, TaskKind.CLASSIFY, "VARCHAR"),
+        ({"factor": "urgency", "relation": ">"}, TaskKind.SCORE, "DOUBLE"),
+    ],
+)
+def test_each_side_is_asked_by_the_relation_and_labels(
+    fields: dict[str, object], kind: TaskKind, key_type: str
+) -> None:
+    node = join(**fields)
+    stage = lower_factorized_join(node, Settings())
+    assert isinstance(stage, BroadcastJoinStage)
+    assert [s.task.kind for s in stage.inputs if isinstance(s, SemanticStage)] == [kind, kind]
+    assert (FACTOR_KEY, key_type) in stage.right_columns
+    assert factor_condition(node.relation) in stage.sql
+    if "factor" in fields:
+        assert f"the {fields['factor']} of this text" in factor_task(node, "l").instruction or kind == TaskKind.SCORE
+
+
+def test_the_right_values_as_labels_ask_only_the_left_side() -> None:
+    node = join(right_labels=True, labels=("u", "v"))
+    stage = lower_factorized_join(node, Settings())
+    assert isinstance(stage, BroadcastJoinStage) and isinstance(stage.inputs[0], SemanticStage)
+    assert not isinstance(stage.inputs[1], SemanticStage)
+    assert stage.inputs[0].task.choices == ("u", "v") and 'r."b"' in stage.sql
+
+
+@pytest.mark.parametrize(
+    ("relation", "pairs"),
+    [
+        ("=", {("calm", "calm"): 4, ("angry", "angry"): 1}),  # " Calm" is "calm"
+        ("<>", {("calm", "angry"): 2, ("angry", "calm"): 2}),
+        (">", {(2.0, 1.0): 1}),
+        ("<", {(1.0, 2.0): 1}),
+    ],
+)
+def test_the_condition_joins_the_answers_by_the_relation(
+    relation: str, pairs: dict[tuple[object, object], int]
+) -> None:
+    values: list[object] = [1.0, 2.0] if relation in ("<", ">") else ["calm", " Calm", "angry"]
+    l = pa.table({FACTOR_KEY: values})  # noqa: E741, F841 (read by DuckDB)
+    r = pa.table({FACTOR_KEY: values})  # noqa: F841
+    found = duckdb.sql(
+        f"SELECT l.{FACTOR_KEY}, r.{FACTOR_KEY} FROM l JOIN r ON ({factor_condition(relation)})"
+    ).fetchall()
+    normal = Counter(tuple(str(v).strip().lower() if isinstance(v, str) else v for v in row) for row in found)
+    assert normal == Counter(pairs)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"implementation": "auto", "factor": "tone"},
+        {"relation": ">"},  # an ordered relation needs a named factor
+        {"factor": "tone", "relation": ">", "labels": ("a", "b")},
+        {"right_labels": True},  # without labels
+        {"right_labels": True, "labels": ("u",), "relation": "<>"},
+    ],
+)
+def test_inconsistent_factorizations_are_refused(fields: dict[str, object]) -> None:
+    with pytest.raises(SemrayError):
+        SemJoin(
+            left=LEFT,
+            right=RIGHT,
+            instruction="{l.a} and {r.b} differ in tone",
+            **{"implementation": "factorized", **fields},
+        )  # type: ignore[arg-type]
+
+
+def test_explain_names_the_factorization_and_its_agreement() -> None:
+    assert join().label() == "SemJoin[factorized] '{l.a} and {r.b} differ in tone'"
+    verified = join(factor="tone", relation="<>", agreement=0.97).label()
+    assert verified.startswith("SemJoin[factorized: tone <>, verified: agreement 0.970]")

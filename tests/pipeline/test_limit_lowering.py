@@ -1,0 +1,98 @@
+"""How a LIMIT over joins, top-k and cascades lowers (no Ray): which stages run in round trips
+on the driver (``GrowingLimitStage``), how many rows the first round covers, and what stays a
+plain ``LimitStage``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from semray.operators.semantic import QualityTarget
+from semray.pipeline.lower import lower
+from semray.pipeline.set_spec import BlockStage, TopKStage
+from semray.pipeline.spec import (
+    BroadcastJoinStage,
+    CascadeStage,
+    GrowingLimitStage,
+    LimitStage,
+    SemanticStage,
+    Stage,
+)
+from semray.query import Query
+from semray.readers import read_parquet
+from semray.settings import Settings
+
+
+def scan(tmp_path: Path, name: str, rows: int) -> Query:
+    path = tmp_path / f"{name}.parquet"
+    pq.write_table(pa.table({name: [f"{name} {i}" for i in range(rows)]}), path)
+    return read_parquet(path)
+
+
+def chain(stage: Stage) -> list[type[Stage]]:
+    """Stage types from ``stage`` down its first inputs."""
+    types = [type(stage)]
+    while stage.inputs:
+        stage = stage.inputs[0]
+        types.append(type(stage))
+    return types
+
+
+def test_a_cascade_under_a_limit_larger_than_its_calibration_calibrates_in_the_rounds(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path / "state")
+    tickets = scan(tmp_path, "text", 2_000)
+    cascaded = tickets.sem_filter("{text} is urgent").with_quality(0.9)
+    # 150 rows at 0.5 need 300, more than the 200 labels: the cascade stays, its first round is 300 rows.
+    big = lower(cascaded.limit(150).plan, settings)
+    assert isinstance(big, GrowingLimitStage) and big.first_rows == 300 and big.max_rows == 300
+    assert type(big.inputs[0]) is CascadeStage
+    fewer_labels = tickets.sem_filter("{text} is urgent", quality=QualityTarget(level=0.8, labels=20))
+    fifteen = lower(fewer_labels.limit(15).plan, settings)  # 30 rows > 20 labels
+    assert isinstance(fifteen, GrowingLimitStage) and fifteen.first_rows == 30
+    assert type(fifteen.inputs[0]) is CascadeStage
+    # Within its calibration the cascade still runs on the large tier row by row.
+    small = lower(cascaded.limit(5).plan, settings)
+    assert isinstance(small, GrowingLimitStage) and type(small.inputs[0]) is SemanticStage
+    assert small.inputs[0].task.tier == "large"
+
+
+def test_a_pair_join_under_a_limit_judges_its_pairs_in_rounds(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path / "state")
+    left, right = scan(tmp_path, "a", 40), scan(tmp_path, "b", 30)
+    nested = lower(left.sem_join(right, "{l.a} matches {r.b}", implementation="nested").limit(5).plan, settings)
+    assert isinstance(nested, GrowingLimitStage) and nested.first_rows == 50  # 5 / 0.1 of the pairs
+    assert chain(nested)[:3] == [GrowingLimitStage, SemanticStage, BroadcastJoinStage]
+    blocked = lower(left.sem_join(right, "{l.a} matches {r.b}", implementation="blocked").limit(5).plan, settings)
+    assert isinstance(blocked, GrowingLimitStage)
+    assert chain(blocked)[:3] == [GrowingLimitStage, SemanticStage, BlockStage]
+    # A filter over the join: both run in the rounds, the first covering 5 / (0.5 x 0.1) pairs.
+    filtered = left.sem_join(right, "{l.a} matches {r.b}", implementation="nested").sem_filter("{a} is late")
+    over = lower(filtered.limit(5).plan, settings)
+    assert isinstance(over, GrowingLimitStage) and over.first_rows == 100
+    assert chain(over)[:4] == [GrowingLimitStage, SemanticStage, SemanticStage, BroadcastJoinStage]
+
+
+def test_a_factorized_join_and_relational_plans_keep_a_plain_limit(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path / "state")
+    left, right = scan(tmp_path, "a", 40), scan(tmp_path, "b", 30)
+    factorized = left.sem_join(right, "{l.a} is the same colour as {r.b}", implementation="factorized")
+    assert type(lower(factorized.limit(5).plan, settings)) is LimitStage
+    assert type(lower(left.filter("a <> ''").limit(5).plan, settings)) is LimitStage
+
+
+def test_a_top_k_under_a_smaller_limit_ranks_only_the_rows_it_keeps(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path / "state")
+    ranked = scan(tmp_path, "text", 200).sem_topk("{text} is most urgent", k=10)
+    three = lower(ranked.limit(3).plan, settings)
+    assert isinstance(three, LimitStage) and not isinstance(three, GrowingLimitStage)
+    topk = three.inputs[0]
+    assert isinstance(topk, TopKStage) and topk.k == 3
+    unlimited = lower(ranked.plan, settings)
+    assert isinstance(unlimited, TopKStage) and topk.prefilter == unlimited.prefilter  # the same candidates
+    assert topk.operators == unlimited.operators  # counted as the same operator
+    offset = lower(ranked.limit(3, offset=2).plan, settings).inputs[0]
+    assert isinstance(offset, TopKStage) and offset.k == 5
+    wider = lower(ranked.limit(20).plan, settings).inputs[0]
+    assert isinstance(wider, TopKStage) and wider.k == 10
