@@ -54,6 +54,7 @@ def show_command(args: argparse.Namespace, settings: Settings) -> int:
 def check_command(args: argparse.Namespace, settings: Settings) -> int:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from semray.serving.checking import check_tiers
     from semray.serving.profiles import find_profile, resolve_serving
@@ -64,17 +65,19 @@ def check_command(args: argparse.Namespace, settings: Settings) -> int:
     for column in ("tier", "backend", "model", "where", "context", "prices", "latency", "logprobs", "status"):
         table.add_column(column, overflow="fold")
     for check in checks:
-        table.add_row(
+        cells = (
             check.tier,
             check.backend,
             check.model,
             check.where,
-            str(check.context_length or "-"),
+            check.context,
             check.prices,
             f"{check.latency_s:.2f} s" if check.latency_s is not None else "-",
             {True: "yes", False: "no", None: "-"}[check.logprobs],
             check.status,
         )
+        # As plain text: an error's "[unauthorized, HTTP 401]" is not rich markup to swallow.
+        table.add_row(*(Text(cell) for cell in cells))
     buffer = io.StringIO()
     Console(file=buffer, width=200, force_terminal=False).print(table)
     sys.stdout.write(buffer.getvalue())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -19,8 +20,16 @@ from semray.settings import Settings
 
 log = get_logger(__name__)
 
+PREFLIGHT_TIMEOUT_S = 3.0
+"""How long the TCP check of a ``host:port`` address waits before saying nothing answers there."""
 SOCKET_PATH_LIMIT = 107
 """Unix socket paths longer than this fail; Ray's temp dir must stay short."""
+
+_DATA_CONTEXT = {"configured": False}
+"""Whether this process's Ray Data context has semray's options (``_configure_data_context``)."""
+PROGRESS_LOGGER = "ray.data._internal.progress"
+"""The logger of Ray Data's 'Progress bars disabled' warning: a filter on ``ray.data`` does not
+see it (a logger's filters apply only to records logged on that logger itself)."""
 
 _TERMINAL_BARS = {"semray": False}
 """Whether semray draws its own progress bar on this process's terminal (``leave_terminal_to_semray``).
@@ -55,6 +64,8 @@ def connect(settings: Settings) -> None:
     to ``settings.num_cpus``.
     """
     if ray.is_initialized():
+        if not _DATA_CONTEXT["configured"]:  # Ray was started by the caller (ray.init) before semray
+            _configure_data_context()
         return
     check_state_dir(settings)  # inside a Ray job: refuse a state folder that dies with the job
     if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0":
@@ -66,6 +77,7 @@ def connect(settings: Settings) -> None:
         # An existing cluster (given, or the one a Ray job runs in: Ray sets RAY_ADDRESS there)
         # owns its resources: no num_cpus, temp dir or object store size may be passed.
         log.info("ray_connect", address=address)
+        check_cluster_address(address)
         try:
             ray.init(address=address, log_to_driver=True, configure_logging=False)
         except (ConnectionError, RuntimeError, ray.exceptions.AuthenticationError) as error:
@@ -89,6 +101,39 @@ def connect(settings: Settings) -> None:
     except (ConnectionError, RuntimeError, ValueError) as error:
         raise ClusterError(f"cannot start a local Ray cluster: {error}") from None
     _configure_data_context()
+
+
+def check_cluster_address(address: str) -> None:
+    """Fail at once, saying why, where ``ray.init`` would retry for twenty seconds (a line of
+    Ray's own per try) and then say only 'Failed to connect': a ``host:port`` where nothing accepts
+    connections, or a cluster that refuses this process's authentication token. Addresses Ray
+    resolves itself (``auto``, ``ray://...``) are left to it."""
+    host, colon, port = address.rpartition(":")
+    if not colon or not host or "://" in address or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host, int(port)), timeout=PREFLIGHT_TIMEOUT_S):
+            pass
+    except OSError as error:
+        raise ClusterError(
+            f"cannot reach the Ray cluster at {address}: nothing accepts connections there ({error}); is its head "
+            "node running, and is this its GCS address (`ray status` on the head prints it)?"
+        ) from None
+    try:
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]  # what ray.init uses (_private/node.py)
+    except ImportError:
+        return
+    try:
+        cluster = GcsClient(address=address).cluster_id  # one call, not ray.init's twenty tries
+    except ray.exceptions.AuthenticationError as error:
+        raise ClusterError(
+            f"cannot reach the Ray cluster at {address}: it refused this process's authentication token "
+            f"({str(error).split('. ')[0]}){auth_hint()}"
+        ) from None
+    except (ray.exceptions.RayError, ConnectionError, RuntimeError, OSError) as error:
+        log.info("ray_address_check_inconclusive", address=address, error=str(error)[:200])  # ray.init says more
+    else:
+        log.info("ray_address_checked", address=address, cluster_id=str(cluster))
 
 
 def auth_hint() -> str:
@@ -130,9 +175,10 @@ def _configure_data_context() -> None:
 
     # Ray Data narrates every dataset at INFO; keep its warnings, minus the one about
     # progress bars, which are on only where someone watches a terminal and semray draws none.
-    data_logger = logging.getLogger("ray.data")
-    data_logger.setLevel(logging.WARNING)
-    data_logger.addFilter(lambda record: "Progress bars disabled" not in record.getMessage())
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    progress_logger = logging.getLogger(PROGRESS_LOGGER)
+    if quiet_progress_notice not in progress_logger.filters:
+        progress_logger.addFilter(quiet_progress_notice)
     context = DataContext.get_current()
     # Deterministic output order makes runs reproducible and ORDER BY ... LIMIT exact.
     context.execution_options.preserve_order = True
@@ -141,6 +187,16 @@ def _configure_data_context() -> None:
     # A failed (or budget-stopped) execution's actors end at once, not when its last reference goes.
     if KillActorsOnFailure not in context.custom_execution_callback_classes:
         context.custom_execution_callback_classes.append(KillActorsOnFailure)
+    _DATA_CONTEXT["configured"] = True
+
+
+def quiet_progress_notice(record: logging.LogRecord) -> bool:
+    """False for Ray Data's notice that its progress bars are off (they are off on purpose).
+
+    >>> quiet_progress_notice(logging.makeLogRecord({"msg": "Progress bars disabled. To enable, ..."}))
+    False
+    """
+    return "Progress bars disabled" not in record.getMessage()
 
 
 def shutdown() -> None:

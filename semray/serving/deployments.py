@@ -331,8 +331,16 @@ def stop_tiers(prefix: str = "semray") -> None:
     """Delete every tier application named ``<prefix>-*`` (Serve itself keeps running)."""
     if not ray.is_initialized():
         return
-    for app in list(serve.status().applications):
-        if app.startswith(f"{prefix}-"):
+    stop_apps([app for app in serve.status().applications if app.startswith(f"{prefix}-")])
+
+
+def stop_apps(apps: Sequence[str]) -> None:
+    """Delete these Serve applications (the ones that exist), e.g. the tiers a failed ``serve up`` deployed."""
+    if not ray.is_initialized():
+        return
+    existing = set(serve.status().applications)
+    for app in apps:
+        if app in existing:
             serve.delete(app)
             for key in [key for key in _REPLACEABLE if key[1] == app]:
                 del _REPLACEABLE[key]

@@ -14,6 +14,7 @@ True
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -27,7 +28,7 @@ from semray.serving.cache import ResponseCache
 from semray.serving.config import TIER_NAMES, ServingConfig
 from semray.serving.contract import ModelRequest, OutputConstraint
 from semray.serving.deployed import DeployedApp, deployed_apps, describe_app
-from semray.serving.deployments import TierHandles, start_tiers, stop_tiers, tier_digest
+from semray.serving.deployments import TierHandles, start_tiers, stop_apps, stop_tiers, tier_digest
 from semray.serving.errors import ServingError
 from semray.settings import Settings
 
@@ -49,16 +50,19 @@ def serve_up(
 ) -> TierHandles:
     """Connect to Ray, deploy (or reuse) the tiers pinned, and probe each one; with ``block`` wait
     (until ``stop`` is set or Ctrl-C) and then take them down. A failed probe raises the tier's
-    error (e.g. ``EndpointError`` for an endpoint that is down); with ``block`` the tiers are
-    taken down first."""
+    error (e.g. ``EndpointError`` for an endpoint that is down) after deleting the apps this call
+    deployed, so a cluster is not left holding pinned tiers that cannot answer (tiers that were
+    already running, another ``serve up``'s, are left to it)."""
     config = config or ServingConfig()
     connect(settings)
+    running_before = {app for app, state in deployed_apps(config.app_prefix).items() if state.status == "RUNNING"}
     handles = start_tiers(config, settings, tiers, pinned=True)
     try:
         answered = probe_tiers(handles, tiers) if probe else {}
     except ServingError:
-        if block:
-            stop_tiers(config.app_prefix)
+        deployed_now = [app for app in handles.apps.values() if app not in running_before]
+        log.info("serve_up_failed", deleted=deployed_now)
+        stop_apps(deployed_now)
         raise
     simulated = [name for name in tiers if config.tier(name).backend == "simulated"]
     log.info(
@@ -102,16 +106,32 @@ def probe_tiers(handles: TierHandles, tiers: Sequence[str]) -> dict[str, str]:
 
 
 def hold_tiers(prefix: str, stop: threading.Event | None = None) -> None:
-    """Keep this process (and an embedded Ray with it) alive until ``stop`` is set or Ctrl-C,
-    then delete the ``<prefix>-*`` apps."""
+    """Keep this process (and an embedded Ray with it) alive until ``stop`` is set, Ctrl-C or
+    SIGTERM, then delete the ``<prefix>-*`` apps. SIGTERM counts as Ctrl-C because a ``serve up``
+    run in the background or under a supervisor is stopped with it (a background job ignores
+    SIGINT), and on a cluster its pinned apps would otherwise outlive it."""
     event = stop or threading.Event()
+    on_main_thread = threading.current_thread() is threading.main_thread()  # where Python takes signals
+    previous = signal.signal(signal.SIGTERM, _setter(event)) if on_main_thread else None
     try:
         while not event.wait(timeout=1.0):
             pass
     except KeyboardInterrupt:
         log.info("serve_interrupted")
     finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
         stop_tiers(prefix)
+
+
+def _setter(event: threading.Event) -> Any:
+    """A signal handler that sets ``event``."""
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        log.info("serve_terminated")
+        event.set()
+
+    return on_sigterm
 
 
 def serve_down(settings: Settings, prefix: str = "semray") -> list[str]:

@@ -195,3 +195,59 @@ def test_the_readme_profiles_load(tmp_path: Path) -> None:
     assert len(blocks) >= 2
     backends = {load_profile(_write(tmp_path, block)).large.backend for block in blocks}
     assert backends == {"openai", "vllm"}
+
+
+INLINE_SIMULATOR = """
+cache_enabled = false
+
+[simulator]
+seed = 7
+
+[simulator.datasets.reviews]
+path = "data/labels.csv"
+key_column = "id"
+text_columns = ["review"]
+
+[[simulator.tasks]]
+name = "good"
+kind = "filter"
+label_column = "good"
+true_values = ["true"]
+keywords = ["positive"]
+"""
+LABELLED = "wonderful screen and a camera that takes lovely pictures in the evening light"
+
+
+def test_an_inline_simulator_table_answers_its_labelled_rows_only(tmp_path: Path) -> None:
+    import asyncio
+
+    from semray.serving.backends.simulated import SimulatedBackend
+    from semray.serving.contract import ModelRequest, OutputConstraint
+    from semray.serving.tier import ModelTier
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "labels.csv").write_text(f"id,review,good\nb,{LABELLED},true\n", encoding="utf-8")
+    config = load_profile(_write(tmp_path, INLINE_SIMULATOR))  # the dataset path is relative to the profile
+    assert config.simulator is not None and config.simulator.seed == 7
+    tier = ModelTier("small", config.small, SimulatedBackend(config.small, config.simulator))
+    yes_no = OutputConstraint.choice("Yes", "No")
+    asked = [
+        ModelRequest(prompt=f"Is this review positive?\n\n{text}", constraint=yes_no)
+        for text in (LABELLED, "a review the labels do not have, about a kettle that whistles")
+    ]
+    labelled, unlabelled = asyncio.run(tier.generate(asked))
+    assert labelled.ok and labelled.value == "Yes" and labelled.usage.dollars > 0
+    assert unlabelled.error_code == "no_label" and unlabelled.usage.dollars == 0 and unlabelled.calls == 0
+
+
+def test_semray_models_names_the_profile_before_the_working_directory(
+    tmp_path: Path, endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / PROFILE_FILE).write_text('[large]\nbackend = "simulated"\nmodel = "sim-large"\n', encoding="utf-8")
+    named = _write(tmp_path, ENDPOINT_PROFILE.format(url=endpoint))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SEMRAY_MODELS", str(named))
+    settings = Settings()
+    assert settings.models == named and resolve_serving(settings.models).large.model == "big-chat"
+    monkeypatch.delenv("SEMRAY_MODELS")
+    assert resolve_serving(Settings().models).large.backend == "simulated"  # then ./semray.toml

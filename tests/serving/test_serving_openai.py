@@ -237,5 +237,7 @@ def test_api_key_is_sent_but_never_logged_or_shown(
 
 def test_missing_api_key_env_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SEMRAY_TEST_MISSING", raising=False)
-    with pytest.raises(ServingConfigError, match="SEMRAY_TEST_MISSING"):
+    with pytest.raises(ServingConfigError, match="SEMRAY_TEST_MISSING") as missing:
         OpenAIBackend(_tier("http://127.0.0.1:9/v1", api_key_env="SEMRAY_TEST_MISSING"))
+    # Where it is missing: a replica on a cluster node reads its node's environment, not the shell's.
+    assert "Serve replica reads it from the environment its Ray node was started with" in str(missing.value)

@@ -167,5 +167,7 @@ def test_serve_up_fails_when_an_endpoint_is_down(ray_settings: Settings) -> None
         print(f"\n{type(error).__name__}: {error}")
         assert (error.reason, error.attempts, error.status) == ("unreachable", 1, None)
         assert error.url.startswith(f"http://127.0.0.1:{port}/v1") and error.model == "m"
+        # Not left pinned on the cluster: a failed `serve up` deletes what it deployed.
+        assert "dead-small" not in serve.status().applications
     finally:
         serve_down(ray_settings, prefix="dead")

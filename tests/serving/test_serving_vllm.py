@@ -10,6 +10,7 @@ import pytest
 from semray.serving.backends.vllm import build_vllm_app, llm_config_kwargs, vllm_backend
 from semray.serving.config import ServingConfig, TierConfig
 from semray.serving.errors import ServingConfigError
+from semray.serving.tier import tier_identity
 
 LARGE = TierConfig(
     backend="vllm",
@@ -74,3 +75,16 @@ def test_non_vllm_tiers_are_refused() -> None:
 def test_without_vllm_building_the_app_says_what_to_install() -> None:
     with pytest.raises(ServingConfigError, match=r"semray\[gpu\]"):
         build_vllm_app([SMALL])
+
+
+def test_local_weights_replaced_in_place_change_the_cache_identity(tmp_path: Path) -> None:
+    weights = tmp_path / "qwen"
+    weights.mkdir()
+    (weights / "config.json").write_text('{"layers": 28}')
+    tier = SMALL.model_copy(update={"model_path": weights})
+    before = tier_identity(tier, vllm_backend(tier))
+    assert before == tier_identity(tier, vllm_backend(tier))  # stable while the weights are
+    (weights / "config.json").write_text('{"layers": 32}')
+    assert tier_identity(tier, vllm_backend(tier)) != before
+    hub = tier_identity(SMALL, vllm_backend(SMALL))  # a hub id: the model name and URL are the identity
+    assert "vllm:" not in hub and "qwen2.5-7b" in hub

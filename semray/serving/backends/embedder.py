@@ -62,6 +62,8 @@ class SentenceEmbedder:
             getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         )
         self.dimension = int(dimension() or 0)
+        self.max_tokens: int | None = int(getattr(self._model, "max_seq_length", 0) or 0) or None
+        """Tokens a text is cut to before it is embedded (the model's ``max_seq_length``)."""
         self.model = config.model
         log.info("embedder_loaded", model=config.model, path=str(path), dimension=self.dimension)
 

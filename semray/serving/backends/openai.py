@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -89,7 +90,10 @@ class OpenAIBackend:
             key = os.environ.get(tier.api_key_env)
             if not key:
                 raise ServingConfigError(
-                    f"environment variable {tier.api_key_env} (the API key for {self.base_url}) is not set"
+                    f"environment variable {tier.api_key_env} (the API key for {self.base_url}) is not set in "
+                    f"process {os.getpid()} on {socket.gethostname()}; a tier's Serve replica reads it from the "
+                    "environment its Ray node was started with: set it before the command that starts the local "
+                    "Ray, or before `ray start` on every node of a cluster"
                 )
             self.__key = key
             self.__headers["Authorization"] = f"Bearer {key}"

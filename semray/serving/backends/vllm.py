@@ -24,6 +24,7 @@ from typing import Any
 from semray.serving.backends.openai import OpenAIBackend
 from semray.serving.config import TierConfig
 from semray.serving.errors import ServingConfigError
+from semray.serving.identity import path_fingerprint
 
 DEFAULT_HTTP_PORT = 8000
 
@@ -77,5 +78,10 @@ def vllm_base_url(tier: TierConfig, port: int = DEFAULT_HTTP_PORT) -> str:
 
 
 def vllm_backend(tier: TierConfig, port: int = DEFAULT_HTTP_PORT) -> OpenAIBackend:
-    """The client side of a vLLM tier: the openai backend pointed at the shared Serve app."""
-    return OpenAIBackend(tier.model_copy(update={"base_url": vllm_base_url(tier, port)}))
+    """The client side of a vLLM tier: the openai backend pointed at the shared Serve app. Its
+    cache identity adds the weights' fingerprint when they are a local folder (``model_path``),
+    so answers of weights replaced in place are not served again."""
+    backend = OpenAIBackend(tier.model_copy(update={"base_url": vllm_base_url(tier, port)}))
+    if tier.model_path is not None:
+        backend.identity = f"vllm:{backend.base_url}:{path_fingerprint(tier.model_path)}"
+    return backend
