@@ -63,7 +63,7 @@ def _query(data: Path, settings: Settings) -> Any:
     )
 
 
-def test_killing_a_worker_node_loses_and_repeats_nothing(workdir: Path) -> None:
+def test_killing_a_worker_node_loses_and_repeats_nothing(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import ray
     from ray.cluster_utils import Cluster
     from ray.util.state import list_actors
@@ -72,6 +72,10 @@ def test_killing_a_worker_node_loses_and_repeats_nothing(workdir: Path) -> None:
     from semray.pipeline.run import publish_parquet
 
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    # ray.cluster_utils writes the head's address to $RAY_TMPDIR/ray/ray_current_cluster whatever
+    # temp_dir says; on a fresh machine /tmp/ray does not exist, so keep that file in the workdir too.
+    monkeypatch.setenv("RAY_TMPDIR", str(workdir))
+    (workdir / "ray").mkdir(exist_ok=True)
     # connect() joins nothing new while this process already has a Ray (an earlier test's): leave
     # it, or the run goes there and never onto the three nodes.
     ray.shutdown()
