@@ -50,6 +50,7 @@ FAMILIES = {
     "test_tier_deploy_plan": "Serve: tiers that do not fit, or whose deployed configuration differs",
     "test_handle_retry_usage": "a replica killed mid-batch: the retried calls are counted once",
     "test_replica_kill_usage": "a replica killed mid-batch: usage against what the model was paid for",
+    "test_failed_run_console": "a run failed by a SemrayError: Ray Data's stack trace kept off the console",
 }
 
 

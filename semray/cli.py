@@ -103,8 +103,18 @@ def build_parser() -> argparse.ArgumentParser:
     down = serve_actions.add_parser("down", help="delete the tier apps (needs --ray-address for a cluster)")
     down.add_argument("--prefix", help="delete the <prefix>-* apps (default: app_prefix of the model profile)")
     down.set_defaults(command=serve_tiers_down)
-    status = serve_actions.add_parser("status", help="what is deployed, whether it is healthy, the cache")
-    status.add_argument("--config", type=Path)
+    status = serve_actions.add_parser(
+        "status",
+        help="what is deployed on the cluster at --ray-address and whether it is healthy (from Serve's status; "
+        "the models are not called), and the cache",
+    )
+    status.add_argument(
+        "--config",
+        type=Path,
+        help="the model profile to compare the deployed tiers with: its app_prefix names the apps to look at, "
+        "and each app's matches_profile says whether its digest is this profile's (default: --models, else "
+        "./semray.toml, else the defaults)",
+    )
     status.set_defaults(command=serve_tiers_status)
     plan = serve_actions.add_parser(
         "plan", help="where the tiers would go on a GPU cluster, and the Serve/ray.serve.llm configs; starts nothing"
@@ -153,8 +163,9 @@ def _add_quality(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _with_quality(query: Any, args: argparse.Namespace) -> Any:
-    """``--quality`` applied, then each unmeetable target said (refused under ``--strict``)."""
+def _with_quality(query: Any, args: argparse.Namespace, explaining: bool = False) -> Any:
+    """``--quality`` applied, then each unmeetable target said once (refused under ``--strict``):
+    on standard error before a run, in the plan's text when ``explaining`` (EXPLAIN says it)."""
     from semray.operators.base import quality_warnings
 
     if args.quality is not None:
@@ -162,8 +173,9 @@ def _with_quality(query: Any, args: argparse.Namespace) -> Any:
     warnings = quality_warnings(query.plan)
     if warnings and args.strict:
         raise SemrayError("; ".join(warnings).replace("; strict=True (--strict) refuses instead", "") + " (--strict)")
-    for warning in warnings:
-        _say(f"WARNING: {warning}\n")
+    if not explaining:
+        for warning in warnings:
+            _say(f"WARNING: {warning}\n")
     return query
 
 
@@ -223,6 +235,10 @@ def _planning(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_query(query: Any, args: argparse.Namespace, publish: bool = True) -> int:
     """Run and emit; ``publish``: Parquet output is written through the run, published atomically."""
+    if args.output is not None:  # a path nothing can be written to is named before the run pays for calls
+        from semray.output import check_output_path
+
+        check_output_path(args.output)
     planning = {**_planning(args), "progress": reporter_for(query.settings)}
     query = with_budget(query, args)
     if publish and args.format == "parquet" and args.output:
@@ -302,7 +318,7 @@ def explain_plan(args: argparse.Namespace, settings: Settings) -> int:
     from semray.readers import load_plan
 
     query = load_plan(args.plan, settings)
-    query = _with_quality(query, args)
+    query = _with_quality(query, args, explaining=True)
     return _explain(query, args)
 
 
@@ -323,7 +339,7 @@ def run_sql(args: argparse.Namespace, settings: Settings) -> int:
             raise SemrayError(f"--table takes NAME=PATH, got {item!r}")
         tables[name] = Path(path)
     query = sql(args.query, tables, settings)
-    query = _with_quality(query, args)
+    query = _with_quality(query, args, explaining=args.explain or args.analyze)
     if args.explain or args.analyze:
         return _explain(query, args)
     return _run_query(query, args, publish=False)

@@ -86,9 +86,9 @@ def run_sql_tool(settings: Settings, query: str, tables: Mapping[str, str]) -> d
 def run_plan_tool(settings: Settings, plan_json: str) -> dict[str, Any]:
     """Run a JSON plan (the ``semray schema`` format), as ``semray run plan.json`` does."""
     from semray.operators import plan_from_json
-    from semray.query import Query
+    from semray.readers import plan_query
 
-    result = Query(plan_from_json(plan_json), settings).execute()
+    result = plan_query(plan_from_json(plan_json), settings).execute()
     return _answer(result.table, result.run_id, result.usage_line())
 
 

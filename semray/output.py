@@ -72,8 +72,34 @@ def _as_json(table: pa.Table) -> str:
     return "".join(json.dumps(row, default=str, ensure_ascii=False) + "\n" for row in table.to_pylist())
 
 
+def check_output_path(path: Path) -> Path:
+    """The absolute, link-resolved path a result will be written to, or a ``SemrayError`` naming why
+    it cannot be (a symbolic link loop, a folder, a parent that is a file). Cheap: the CLI calls it
+    on ``--output`` before a run pays for its calls.
+
+    >>> check_output_path(Path("/"))
+    Traceback (most recent call last):
+    ...
+    semray.errors.SemrayError: output path '/' is a folder; give a file name, e.g. /result.csv
+    """
+    expanded = path.expanduser()
+    try:
+        resolved = expanded.resolve()
+    except (RuntimeError, OSError) as error:  # RuntimeError("Symlink loop from ...") up to Python 3.12
+        raise SemrayError(
+            f"output path {str(path)!r} is a symbolic link loop (a link that leads back to itself), so nothing "
+            "can be written there; remove the link or give another path"
+        ) from error
+    if resolved.is_dir():
+        raise SemrayError(f"output path {str(path)!r} is a folder; give a file name, e.g. {resolved / 'result.csv'}")
+    parent = next((folder for folder in resolved.parents if folder.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise SemrayError(f"output path {str(path)!r}: {str(parent)!r} is a file, not a folder; give another path")
+    return resolved
+
+
 def _atomic_write(path: Path, write: object) -> None:
-    path = path.expanduser().resolve()
+    path = check_output_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:

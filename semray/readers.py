@@ -18,12 +18,13 @@ from typing import Any
 import pyarrow as pa
 
 from semray.errors import SourceError
-from semray.operators import Scan, Schema, SourceSpec
+from semray.operators import Node, Scan, Schema, SourceSpec, walk
 from semray.operators.relational import CatalogPin
 from semray.operators.semantic import QualityTarget
 from semray.query import OptionValue, Query
 from semray.settings import Settings
 from semray.sources import open_source, register_table
+from semray.sources.declared import check_declared_schema
 from semray.sources.memory_source import registered_table
 
 
@@ -36,13 +37,23 @@ def _scan(
 ) -> Query:
     clean = {key: value for key, value in options.items() if value is not None}
     if path is not None and kind != "memory":
-        path = str(Path(path).expanduser().resolve())
+        path = _absolute(path)
     source = open_source(kind, path, clean)
     spec = SourceSpec(kind=kind, path=path, options=clean, catalog=catalog)
     schema = Schema.from_arrow(source.schema())
     if not schema.columns:
         raise SourceError(f"{spec.describe()} has no columns")
     return Query(Scan(source=spec, source_schema=schema), settings)
+
+
+def _absolute(path: str) -> str:
+    """The path with links resolved; a link loop, which cannot be resolved, is left for ``open_source``
+    to name (``semray.sources.paths``: a SourceError saying it is a symbolic link loop)."""
+    expanded = Path(path).expanduser()
+    try:
+        return str(expanded.resolve())
+    except (RuntimeError, OSError):  # RuntimeError("Symlink loop from ...") up to Python 3.12, OSError after
+        return str(expanded.absolute())
 
 
 def read_csv(path: str | Path, settings: Settings | None = None, **options: OptionValue) -> Query:
@@ -115,7 +126,19 @@ def load_plan(path: str | Path, settings: Settings | None = None) -> Query:
     """A query from a JSON plan file (``semray run plan.json``); UTF-8 only, errors name the JSON path."""
     from semray.operators.serialize import plan_from_file
 
-    return Query(plan_from_file(path), settings)
+    return plan_query(plan_from_file(path), settings)
+
+
+def plan_query(plan: Node, settings: Settings | None = None) -> Query:
+    """A query over a plan read from JSON, once each Scan's declared ``source_schema`` agrees with its
+    source: a column the source lacks, or reads as another type, is a ``SourceError`` now, not a Ray
+    task's ``KeyError`` mid-run (``semray.sources.declared``)."""
+    for node in walk(plan):
+        if isinstance(node, Scan):
+            source = open_source(node.source.kind, node.source.path, node.source.options)
+            declared = [(column.name, column.type) for column in node.source_schema.columns]
+            check_declared_schema(source, declared, node.source.describe())
+    return Query(plan, settings)
 
 
 SUFFIX_KINDS = {

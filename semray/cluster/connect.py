@@ -14,7 +14,7 @@ import ray
 
 from semray.cluster.loopback import LOOPBACK_ENV
 from semray.cluster.shared_state import check_state_dir
-from semray.errors import ClusterError
+from semray.errors import ClusterError, SemrayError
 from semray.log import get_logger
 from semray.settings import Settings
 
@@ -27,6 +27,9 @@ SOCKET_PATH_LIMIT = 107
 
 _DATA_CONTEXT = {"configured": False}
 """Whether this process's Ray Data context has semray's options (``_configure_data_context``)."""
+EXCEPTIONS_LOGGER = "ray.data.exceptions"
+"""The logger on which Ray Data narrates a failed execution (a preface, then the stack trace) as it
+re-raises the error to the driver."""
 PROGRESS_LOGGER = "ray.data._internal.progress"
 """The logger of Ray Data's 'Progress bars disabled' warning: a filter on ``ray.data`` does not
 see it (a logger's filters apply only to records logged on that logger itself)."""
@@ -179,6 +182,9 @@ def _configure_data_context() -> None:
     progress_logger = logging.getLogger(PROGRESS_LOGGER)
     if quiet_progress_notice not in progress_logger.filters:
         progress_logger.addFilter(quiet_progress_notice)
+    exceptions_logger = logging.getLogger(EXCEPTIONS_LOGGER)
+    if hide_reported_failure not in exceptions_logger.filters:
+        exceptions_logger.addFilter(hide_reported_failure)
     context = DataContext.get_current()
     # Deterministic output order makes runs reproducible and ORDER BY ... LIMIT exact.
     context.execution_options.preserve_order = True
@@ -197,6 +203,46 @@ def quiet_progress_notice(record: logging.LogRecord) -> bool:
     False
     """
     return "Progress bars disabled" not in record.getMessage()
+
+
+def hide_reported_failure(record: logging.LogRecord) -> bool:
+    """Keep Ray Data's narration of a failed execution off the console when the failure is a
+    ``SemrayError``: semray raises it to the caller with a message naming the cause (the CLI prints
+    that one line), so Ray's preface and stack trace on standard error would only bury it. The
+    record still reaches Ray Data's log file: it is marked ``hide``, which only Ray Data's console
+    handler drops (``HiddenRecordFilter``). Other failures (a bug in Ray) stay on the console.
+
+    Ray Data logs these inside its ``except`` block, so the error is ``sys.exc_info()``.
+
+    >>> from semray.errors import SourceError
+    >>> record = logging.makeLogRecord({"msg": "Exception occurred in user code"})
+    >>> try:
+    ...     raise RuntimeError("task failed") from SourceError("t.csv: bad row")
+    ... except RuntimeError:
+    ...     hide_reported_failure(record), record.hide
+    (True, True)
+    """
+    error = record.exc_info[1] if record.exc_info else sys.exc_info()[1]
+    if _names_semray_error(error):
+        setattr(record, "hide", True)  # noqa: B010 (LogRecord declares no such attribute)
+    return True
+
+
+def _names_semray_error(error: BaseException | None) -> bool:
+    """Whether ``error`` is, wraps or was caused by a ``SemrayError`` (through ``__cause__``,
+    ``__context__`` and a ``RayTaskError``'s ``cause``)."""
+    seen: set[int] = set()
+    pending = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        if isinstance(current, SemrayError):
+            return True
+        seen.add(id(current))
+        cause = getattr(current, "cause", None)
+        pending += [current.__cause__, current.__context__, cause if isinstance(cause, BaseException) else None]
+    return False
 
 
 def shutdown() -> None:

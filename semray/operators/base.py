@@ -109,6 +109,13 @@ class Node(BaseModel):
     def derive_schema(self) -> Schema:
         raise NotImplementedError
 
+    @functools.cached_property
+    def depth(self) -> int:
+        """How many operators nest from this one down to its deepest leaf (a scan alone is 1).
+
+        Cached per node, so a plan built step by step computes it once per step."""
+        return 1 + max((child.depth for child in self.children), default=0)
+
     def columns_read(self) -> frozenset[str]:
         """Input columns this operator reads (not the ones it passes through)."""
         return frozenset()

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from semray.operators.plan import PlanNode
 
 ROW_ID_COLUMN = Column(name=ROW_ID, type="VARCHAR")
+INT64_MAX = 2**63 - 1
+"""The largest count a Limit takes: what a JSON plan's integers hold (``serialize.INT64_MAX``)."""
 
 
 class Frozen(BaseModel):
@@ -315,6 +317,12 @@ class Limit(Unary):
     offset: int = Field(default=0, ge=0, strict=True)
 
     def derive_schema(self) -> Schema:
+        for name, value in (("count", self.count), ("offset", self.offset)):
+            if value > INT64_MAX:
+                raise PlanError(
+                    f"Limit: {name} {value} does not fit in 64 bits (at most {INT64_MAX}), so the plan cannot be "
+                    "journaled or resumed (a JSON plan's integers are 64-bit); give a smaller one"
+                )
         return self.input_schema
 
     def label(self) -> str:

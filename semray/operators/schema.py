@@ -98,18 +98,23 @@ class Schema(BaseModel):
             raise argument_error("Schema", error) from None
 
     def model_post_init(self, context: object, /) -> None:
-        seen: dict[str, int] = {}
-        for position, column in enumerate(self.columns):
-            if column.name in seen:
-                from semray.operators.base import NodeArgumentError  # base imports this module
+        from semray.operators.base import NodeArgumentError  # base imports this module
 
-                raise NodeArgumentError(
-                    "Schema",
-                    (),
-                    f"duplicate column name {column.name!r} (columns {seen[column.name]} and {position}); "
-                    "give each column a distinct name",
+        seen: dict[str, tuple[int, str]] = {}
+        for position, column in enumerate(self.columns):
+            # DuckDB folds identifier case: with columns 'a' and 'A', the expression "A" reads 'a'.
+            folded = column.name.lower()
+            if folded in seen:
+                first, name = seen[folded]
+                detail = (
+                    f"duplicate column name {column.name!r} (columns {first} and {position}); "
+                    "give each column a distinct name"
+                    if name == column.name
+                    else f"columns {name!r} and {column.name!r} (columns {first} and {position}) differ only in "
+                    "case, which SQL cannot tell apart (DuckDB folds identifier case); rename one"
                 )
-            seen[column.name] = position
+                raise NodeArgumentError("Schema", (), detail)
+            seen[folded] = (position, column.name)
 
     @classmethod
     def of(cls, *pairs: tuple[str, str]) -> Schema:

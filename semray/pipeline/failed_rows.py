@@ -35,6 +35,19 @@ ADVICE = {
     "truncated": "replies hit max_tokens: shorten what the instruction asks for",
     "empty_input": "the prompt's cells are empty or null: filter those rows out first",
     "prompt_too_long": "the rows' text does not fit the model's context: set truncation on the tier",
+    "non_string_input": "the prompt's columns hold values that are not text (numbers, lists, undecodable bytes): "
+    "cast them to text in the plan (CAST(col AS VARCHAR)) or pick text columns for the template",
+    "too_long": "the model's replies are far longer than max_tokens allows (an engine that ignores max_tokens): "
+    "check the endpoint's max_tokens support, or use another model",
+    "http_400": "the server rejected these requests (HTTP 400; its message is in the example): check the tier's "
+    "options against what the server accepts (a server without response_format json_schema needs "
+    "native_structured_output = false in the tier config; `semray models schema`)",
+    "model_error": "the server refused these requests (its status and message are in the example): check the "
+    "endpoint's logs and the model profile",
+    "invalid_logprobs": "the engine reported impossible logprobs (above 0, NaN or infinite), so no confidence "
+    "could be read from them: fix the engine, or point the tier at another endpoint or model",
+    "invalid_usage": "the engine reported impossible token counts (negative, not integers or absurd), so they were "
+    "not charged: fix the engine's usage reporting, or use another endpoint",
 }
 
 

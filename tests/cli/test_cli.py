@@ -140,7 +140,7 @@ def test_explain_announces_simulated_tiers() -> None:
 
     text = semray.from_arrow(pa.table({"t": ["a"]})).sem_filter("{t} is good").explain()
     assert "Semantic[filter on large]" in text
-    assert "large: simulated sim-large  SIMULATED" in text
+    assert "large: simulated sim-large SIMULATED" in text
 
 
 def test_serve_status_without_a_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,6 +151,18 @@ def test_serve_status_without_a_cluster(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["--state-dir", str(tmp_path), "serve", "status"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["backends"]["large"] == "simulated:sim-large" and status["connected"] is False
+    profile = tmp_path / "models.toml"
+    profile.write_text('app_prefix = "mine"\n[large]\nbackend = "simulated"\nmodel = "sim-small"\n', encoding="utf-8")
+    assert main(["--state-dir", str(tmp_path), "serve", "status", "--config", str(profile)]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["backends"]["large"] == "simulated:sim-small"  # --config is the profile compared with
+
+
+def test_serve_status_help_says_what_config_is_for(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve", "status", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "compare the deployed tiers with" in text and "matches_profile" in text and "app_prefix" in text
 
 
 def test_in_memory_tables_are_identified_by_content() -> None:
@@ -172,13 +184,19 @@ def test_sql_quality_asks_for_a_cascade(reviews_csv: Path, capsys: pytest.Captur
 
 
 def test_a_quality_target_that_cannot_be_certified_is_said_and_refused_under_strict(
-    reviews_csv: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, reviews_csv: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     query = "SELECT product FROM r WHERE SEM_FILTER('{product} is for lighting')"
     assert main(["sql", query, "-t", f"r={reviews_csv}", "--quality", "0.999", "--explain"]) == 0
     captured = capsys.readouterr()
-    assert "WARNING: SemFilter" in captured.err and "cannot be certified with 200 calibration labels" in captured.err
-    assert "WARNING: SemFilter" in captured.out  # EXPLAIN says it too
+    assert "WARNING: SemFilter" in captured.out and "cannot be certified with 200 calibration labels" in captured.out
+    # Said once: in EXPLAIN's text, not again on standard error.
+    assert (captured.out + captured.err).count("calibration labels (at most") == 1
+    plan = tmp_path / "plan.json"
+    plan.write_text(semray.read_csv(reviews_csv).sem_filter("{product} is for lighting").to_json(), encoding="utf-8")
+    assert main(["explain", str(plan), "--quality", "0.999"]) == 0
+    captured = capsys.readouterr()
+    assert (captured.out + captured.err).count("calibration labels (at most") == 1
     assert "Cascade[" not in captured.out  # it runs on the large tier, not as a cascade that decides nothing
     assert main(["sql", query, "-t", f"r={reviews_csv}", "--quality", "0.999", "--strict", "--explain"]) == 2
     assert "cannot be certified" in capsys.readouterr().err

@@ -437,20 +437,15 @@ def test_an_endpoint_error_inside_rays_task_error_keeps_its_fields() -> None:
     assert isinstance(dual, EndpointError) and dual.url == error.url and dual.attempts == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: semray/pipeline/failed_rows.py ADVICE (not owned here) has no advice for http_400, "
-    "invalid_logprobs, invalid_usage, model_error, non_string_input or too_long, so a run failed by them says "
-    "'To fix: or accept the failures: ...'",
-)
 def test_a_run_failed_by_any_row_error_says_what_to_do_about_it() -> None:
-    from semray.pipeline.failed_rows import OperatorFailures, too_many_failed
+    from semray.pipeline.failed_rows import ADVICE, OperatorFailures, first_row_failed, too_many_failed
     from semray.transactions import FailureCount
 
     without = []
     for code in sorted(ERROR_CODES):
         reasons = (FailureCount(reason=code, rows=5, example=f"{code}: row r1"),)
         message = too_many_failed(OperatorFailures("k", "SemFilter '{t}'", "rows", 5, 5, reasons), 0.1)
-        if "To fix: or" in message:
+        if "To fix: or" in message or ADVICE[code] not in first_row_failed("SemFilter '{t}'", 1, f"{code}: r1"):
             without.append(code)
     assert not without, f"no advice for {without}"
+    assert set(ADVICE) == set(ERROR_CODES), "advice for a code the serving layer does not emit"

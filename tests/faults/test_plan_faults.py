@@ -35,7 +35,7 @@ from plan_documents import (
 from semray.api import read_csv
 from semray.cli import main
 from semray.errors import ColumnNotFoundError, PlanError, PlanFormatError, SourceError
-from semray.operators.serialize import MAX_JSON_DEPTH, MAX_PLAN_DEPTH, MAX_VALUE_DEPTH, plan_from_file
+from semray.operators.serialize import MAX_JSON_DEPTH, MAX_PLAN_DEPTH, MAX_VALUE_DEPTH, plan_from_file, plan_from_json
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -478,15 +478,18 @@ def test_cli_explains_a_utf8_plan_with_a_byte_order_mark(
     assert "Limit 5" in capsys.readouterr().out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: the Python builder (semray/query.py, operators/base.py; not owned here) builds plans deeper than "
-    "MAX_PLAN_DEPTH, which JSON plans and the SQL surface refuse: at 400 operators to_json() raises a raw "
-    "PydanticSerializationError, at 1,000 EXPLAIN a RecursionError; a Node's construction could check its depth",
-)
 def test_the_builder_refuses_a_plan_deeper_than_a_json_plan_may_be(reviews_csv: Path) -> None:
     query = read_csv(reviews_csv)
-    with pytest.raises(PlanError, match="deep"):
+    with pytest.raises(PlanError, match=f"nest {MAX_PLAN_DEPTH + 1} operators deep, more than the {MAX_PLAN_DEPTH}"):
         for step in range(400):
             query = query.filter(f"rating > {-step}") if step % 2 else query.select("rating", "review")
         query.to_json()
+    assert step == MAX_PLAN_DEPTH - 1  # the scan is one: the first step past the limit is refused
+
+
+def test_the_builder_keeps_a_plan_as_deep_as_a_json_plan_may_be(reviews_csv: Path) -> None:
+    query = read_csv(reviews_csv)
+    for step in range(MAX_PLAN_DEPTH - 1):
+        query = query.filter(f"rating > {-step}") if step % 2 else query.select("rating", "review")
+    assert query.plan.depth == MAX_PLAN_DEPTH
+    assert plan_from_json(query.to_json()) == query.plan

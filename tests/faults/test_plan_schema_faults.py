@@ -370,12 +370,6 @@ def test_data_that_changed_since_the_plan_was_exported_is_refused(tmp_path: Path
         _check_declared(document)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: semray.readers.load_plan (not owned here) does not yet call "
-    "semray.sources.declared.check_declared_schema on each Scan, so `semray run plan.json` with a column "
-    "the CSV lacks fails mid-run with a raw KeyError from Ray",
-)
 def test_load_plan_refuses_a_declared_column_the_source_lacks(
     tmp_path: Path, documents: dict[str, dict[str, Any]]
 ) -> None:
@@ -387,27 +381,45 @@ def test_load_plan_refuses_a_declared_column_the_source_lacks(
         load_plan(plan)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: semray/query.py (not owned here) builds NamedExpr outside a Node, so the Python builder's "
-    "select(**{'': ...}) and aggregate(**{'': ...}) raise a raw pydantic ValidationError (JSON plans give a "
-    "PlanFormatError naming plan.project.exprs.0.name)",
-)
+def test_the_mcp_plan_tool_refuses_a_declared_column_the_source_lacks(
+    tmp_path: Path, documents: dict[str, dict[str, Any]]
+) -> None:
+    from semray.mcp_server import run_plan_tool
+    from semray.settings import Settings
+
+    document = copy.deepcopy(documents["limit"])
+    _declare(document, "extra", "VARCHAR")
+    with pytest.raises(SourceError, match="declares column 'extra'"):  # before the run starts: no cluster here
+        run_plan_tool(Settings(state_dir=tmp_path / "state"), json.dumps(document))
+
+
 @pytest.mark.parametrize("build", ["select", "aggregate"])
 def test_the_builder_names_an_empty_output_name(reviews_csv: Path, build: str) -> None:
     reviews = read_csv(reviews_csv)
-    with pytest.raises(PlanError, match="name"):
+    with pytest.raises(PlanError, match=r"invalid (exprs|aggs)\.0\.name: String should have at least 1 character"):
         if build == "select":
             reviews.select(**{"": "rating"})
         else:
             reviews.aggregate(by="product", **{"": "count(*)"})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: the Python builder (semray/operators/relational.py Limit; not owned here) takes a count past "
-    "64 bits, whose JSON plan (the journal a resume reads) plan_from_json then refuses",
-)
+@pytest.mark.parametrize("build", ["select", "aggregate", "sem_map"])
+def test_output_names_that_differ_only_in_case_are_refused(reviews_csv: Path, build: str) -> None:
+    # DuckDB folds identifier case: with columns 'rating' and 'Rating', the expression "Rating" reads 'rating'.
+    reviews = read_csv(reviews_csv)
+    with pytest.raises(PlanError, match=r"'rating' and 'Rating' .* differ only in case.*rename one"):
+        if build == "select":
+            reviews.select("rating", Rating="rating + 1")
+        elif build == "aggregate":
+            reviews.aggregate(by="product", rating="count(*)", Rating="avg(rating)")
+        else:
+            reviews.sem_map("How many stars does {review} give?", output="Rating")
+
+
 def test_the_builder_refuses_a_limit_past_64_bits(reviews_csv: Path) -> None:
-    with pytest.raises(PlanError, match="64 bits"):
+    with pytest.raises(PlanError, match="count 10000000000000000000 does not fit in 64 bits"):
         read_csv(reviews_csv).limit(10**19)
+    with pytest.raises(PlanError, match="offset 9223372036854775808 does not fit in 64 bits"):
+        read_csv(reviews_csv).limit(5, offset=2**63)
+    largest = read_csv(reviews_csv).limit(2**63 - 1)
+    assert plan_from_json(largest.to_json()) == largest.plan

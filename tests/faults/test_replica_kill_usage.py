@@ -3,7 +3,7 @@ was paid for. No Ray: a fake handle around a real ``TierServer`` (simulated back
 response cache) whose first reply is lost, as when the replica is killed after answering.
 
 What holds (``tests/serving/test_handle_retry_usage.py``): the re-sent batch is sent fresh and its
-calls are counted. What does not yet (a strict xfail, serving is not owned here): the dead
+calls are counted. What does not yet (a strict xfail): the dead
 attempt's calls were answered and paid too, but no response carried their usage, so the run
 counts one call per row where the model was paid for two.
 """
@@ -110,10 +110,11 @@ def test_the_resent_batch_is_counted(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 @pytest.mark.xfail(
     strict=True,
-    reason="gap (semray/serving/handles.py, deployments.py; not owned here): the dead attempt's calls were paid "
-    "but are in no response, and the fresh retry pays them again; docs/serving.md states the shortfall (at most "
-    "one batch per retry). A fix: let the retry read back the answers the dead attempt cached for this batch "
-    "and count them as paid (the cache entry keeps its usage), instead of calling the model again",
+    reason="gap (semray/serving/handles.py, deployments.py, tier.py): the dead attempt's calls were paid but are "
+    "in no response, and the fresh retry pays them again; docs/serving.md states the shortfall (at most one batch "
+    "per retry). A fix: the handle gives each batch an id sent with every attempt, the replica records the keys "
+    "it paid for under that id with the answers it caches, and a retry reads those back with their usage "
+    "(ModelTier must return them as paid, not as free hits) instead of calling the model again",
 )
 def test_the_run_counts_every_call_the_model_was_paid_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     paid, counted = _run(tmp_path, monkeypatch)

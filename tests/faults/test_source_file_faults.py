@@ -305,7 +305,6 @@ EDGES["csv-header-only-file-in-a-folder-adds-no-rows"] = Edge(
 )
 
 
-
 @pytest.mark.parametrize("name", sorted(FAULTS))
 def test_fault_is_a_typed_error_naming_its_cause(tmp_path: Path, name: str) -> None:
     check_fault(FAULTS[name], tmp_path)
@@ -338,14 +337,9 @@ def test_csv_format_options_are_one_character(tmp_path: Path, options: dict[str,
         open_source("csv", str(path), options)
 
 
-# -- gaps outside semray/sources (strict xfails: they pass once the owner fixes them) ----------
+# -- links and paths resolved outside semray/sources (semray/readers.py, semray/output.py) ----
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: semray/readers.py _scan resolves the path with Path.resolve() before open_source, which raises "
-    "a raw RuntimeError('Symlink loop from ...') for a link loop (semray.read_csv and `semray sql -t t=loop.csv`)",
-)
 @pytest.mark.parametrize("reader", ["read_csv", "read_json", "read_parquet"])
 def test_the_python_readers_name_a_link_loop(tmp_path: Path, reader: str) -> None:
     import semray
@@ -355,11 +349,6 @@ def test_the_python_readers_name_a_link_loop(tmp_path: Path, reader: str) -> Non
         getattr(semray, reader)(tmp_path / "loop.csv")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: semray/output.py _atomic_write resolves the output path with Path.resolve(), which raises a raw "
-    "RuntimeError for a link loop; `semray sql ... -o loop.csv` fails so after the run has paid for its calls",
-)
 def test_an_output_path_that_is_a_link_loop_is_a_typed_error(tmp_path: Path) -> None:
     import pyarrow as pa
 
@@ -367,5 +356,27 @@ def test_an_output_path_that_is_a_link_loop_is_a_typed_error(tmp_path: Path) -> 
     from semray.output import render
 
     os.symlink("out.csv", tmp_path / "out.csv")
-    with pytest.raises(SemrayError, match="link"):
+    with pytest.raises(SemrayError, match="is a symbolic link loop"):
         render(pa.table({"a": [1]}), "csv", tmp_path / "out.csv")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out.csv"]  # no partial file left
+
+
+@pytest.mark.parametrize("where", ["folder", "under a file"])
+def test_an_output_path_nothing_can_be_written_to_is_named_before_writing(tmp_path: Path, where: str) -> None:
+    from semray.errors import SemrayError
+    from semray.output import check_output_path
+
+    (tmp_path / "plain").write_text("x", encoding="utf-8")
+    path = tmp_path if where == "folder" else tmp_path / "plain" / "out.csv"
+    expected = "is a folder; give a file name" if where == "folder" else "plain' is a file, not a folder"
+    with pytest.raises(SemrayError, match=expected):
+        check_output_path(path)
+    assert check_output_path(tmp_path / "new" / "out.csv") == tmp_path.resolve() / "new" / "out.csv"
+
+
+def test_sql_over_a_table_that_is_a_link_loop_names_it(tmp_path: Path) -> None:
+    import semray
+
+    os.symlink("loop.csv", tmp_path / "loop.csv")
+    with pytest.raises(SourceError, match="symbolic link loop"):
+        semray.sql("SELECT * FROM t", {"t": tmp_path / "loop.csv"})
