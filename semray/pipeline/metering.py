@@ -10,7 +10,7 @@ Two recorders, so that nothing is counted twice:
   (``BatchRefused``) counts its usage, not its rows.
 * ``OperatorMeter``, in the actors (picklable: they get it with their constructor arguments):
   only what the journal lacks: a model round trip's requests, cache hits and errors
-  (``responses``, from the serving layer's ``UsageTotals``), its seconds, and in a cascade the
+  (``responses``, counted from its ``ModelResponse`` list), its seconds, and in a cascade the
   tier that decided each row (``decided``). These can lag or be lost for a pool that ends
   within the export interval.
 
@@ -31,7 +31,6 @@ from semray.cluster import metrics
 from semray.pipeline.set_spec import AggStage, EmbedStage, TopKStage
 from semray.pipeline.spec import CascadeStage, SemanticStage, SemanticTask, Stage
 from semray.serving.contract import ModelResponse
-from semray.serving.usage import UsageTotals
 from semray.tasks import TaskKind
 from semray.transactions import LLMUsage
 from semray.transactions.records import BatchCommitted, BatchRefused, Record, RunStarted
@@ -82,11 +81,15 @@ class OperatorMeter:
     def responses(self, responses: Sequence[ModelResponse], seconds: float) -> None:
         """A model round trip's requests, cache hits and errors, and its seconds (what it paid
         is counted by the driver from the journal: ``CommitMeter``)."""
-        totals = sum((UsageTotals.of(response) for response in responses), UsageTotals())
+        # Counted directly: a UsageTotals per response (a validated model each) cost more than
+        # the rest of a batch's bookkeeping on a zero-latency tier.
         metrics.record_model_usage(
             self.tags,
             metrics.ModelUsagePoint(
-                requests=totals.requests, cache_hits=totals.cache_hits, errors=totals.errors, seconds=seconds
+                requests=len(responses),
+                cache_hits=sum(1 for response in responses if response.cache_hit),
+                errors=sum(1 for response in responses if response.error is not None),
+                seconds=seconds,
             ),
         )
 

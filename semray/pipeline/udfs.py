@@ -158,6 +158,13 @@ class SemanticBatchUDF:
         self.ledger.commit(self.operator_key, key, ids, answered, usage, kept, failed=failures)
 
     def answers_schema(self) -> pa.Schema:
+        """The answer rows' schema: built once per UDF (it is asked for on every batch)."""
+        schema: pa.Schema | None = getattr(self, "_answers_schema", None)
+        if schema is None:
+            schema = self._answers_schema = self._schema_of_answers()
+        return schema
+
+    def _schema_of_answers(self) -> pa.Schema:
         fields = [
             pa.field(ROW_ID, pa.string()),
             pa.field(ERROR, pa.string()),

