@@ -21,7 +21,6 @@ from semray.operators import (
     Filter,
     Join,
     Limit,
-    NamedExpr,
     Node,
     Project,
     Schema,
@@ -50,6 +49,7 @@ from semray.operators.semantic import (
     as_quality,
     with_quality,
 )
+from semray.operators.serialize import MAX_PLAN_DEPTH
 from semray.operators.templates import template_columns
 from semray.output import without_row_ids
 from semray.settings import Settings
@@ -87,6 +87,12 @@ class Query:
         return tuple(column.name for column in self.schema.user_columns())
 
     def _then(self, plan: Node) -> Query:
+        if plan.depth > MAX_PLAN_DEPTH:
+            raise PlanError(
+                f"{plan.label()}: the plan would nest {plan.depth} operators deep, more than the {MAX_PLAN_DEPTH} "
+                "semray runs (a run journals its plan as JSON, which nests at most that many); merge consecutive "
+                "filters or selects, or run the query in steps, each written to a file that the next one reads"
+            )
         return Query(plan, self._settings, self._serving)
 
     def with_settings(self, settings: Settings) -> Query:
@@ -115,17 +121,56 @@ class Query:
             target = QualityTarget.model_validate({**target.model_dump(), **update})
         return self._then(with_quality(self._plan, target))
 
-    def with_code_choice(self, target: float = 0.9, *, sample_rows: int = 20) -> Query:
+    def with_code_choice(
+        self, target: float = 0.9, *, sample_rows: int = 20, max_rows: int = 200, confidence: float = 0.95
+    ) -> Query:
         """Let the large tier write code for each ``tier="auto"`` map or extraction where that is cheaper.
 
-        Each candidate's function is validated on ``sample_rows`` rows against the model's own
-        answers and replaces the per-row operator only when they agree on at least ``target``
-        of them; the trials run now, journaled as one run (``semray/pipeline/code_choice.py``).
-        On a simulated large tier, which cannot write code, the query is returned unchanged.
+        Each candidate's function is checked against the model's own answers, in rounds of
+        ``sample_rows`` rows up to ``max_rows``, and replaces the per-row operator only when the
+        one-sided lower bound (at ``confidence``) on their agreement reaches ``target``; the trials
+        run now, journaled as one run (``semray/pipeline/code_choice.py``). On a simulated large
+        tier, which cannot write code, the query is returned unchanged.
         """
         from semray.pipeline.code_choice import CodeChoice, choose_code_for_run
 
-        decision = choose_code_for_run(self._plan, self.settings, self._tiers(), CodeChoice(target, sample_rows))
+        choice = CodeChoice(target, sample_rows, max_rows, confidence)
+        decision = choose_code_for_run(self._plan, self.settings, self._tiers(), choice)
+        return self._then(decision.plan)
+
+    def with_join_factorization(
+        self,
+        target: float | None = 0.9,
+        *,
+        confidence: float = 0.95,
+        sample_rows: int = 64,
+        sample_pairs: int = 100,
+        max_pairs: int = 800,
+        right_labels_max: int = 16,
+    ) -> Query:
+        """Factorize each semantic join whose pair predicate compares one per-row property of each side
+        (the same, a different or an ordered value; or a right side of at most ``right_labels_max``
+        categories) once a check shows it answers as the pairs would: ``q.with_join_factorization(0.95)``.
+
+        The check runs now, as one journaled run (``pipeline/join_factorization_run.py``): pairs drawn
+        from the first ``sample_rows`` rows of each side, ``sample_pairs`` per look up to ``max_pairs``,
+        are asked pairwise and factorized on the join's tier; the rewrite is kept only when the lower
+        bound of their agreement at ``confidence`` reaches ``target``, else the join stays pairwise.
+        The exact "same X" / "different X" forms are factorized without a check (optimizer rule 7).
+        A join too small to gain, or with ``implementation`` set, is left alone. ``target=None`` runs
+        this query without the check that ``Settings.join_factorization`` would apply.
+        """
+        if target is None:
+            return Query(self._plan, self.settings.model_copy(update={"join_factorization": None}), self._serving)
+        from semray.pipeline.join_factorization import FactorizationChoice
+        from semray.pipeline.join_factorization_run import choose_factorization_for_run
+        from semray.planner.rules.factorize_semantic_joins import factorize_semantic_joins
+
+        choice = FactorizationChoice(target, confidence, sample_rows, sample_pairs, max_pairs, right_labels_max)
+        plan = factorize_semantic_joins(self._plan)
+        decision = choose_factorization_for_run(plan, self.settings, self._tiers(), choice)
+        for line in decision.explain().splitlines():
+            log.info("join_factorization_choice", decision=line)
         return self._then(decision.plan)
 
     def with_serving(self, serving: Any) -> Query:
@@ -139,8 +184,9 @@ class Query:
 
     def select(self, *columns: str, **exprs: str) -> Query:
         """Keep columns and compute new ones: ``q.select("product", stars="rating * 1.0")``."""
-        items = [NamedExpr(name=name, expr=_quote_if_needed(name)) for name in columns]
-        items += [NamedExpr(name=name, expr=expr) for name, expr in exprs.items()]
+        # Plain dicts, validated by the node: a bad item is a NodeArgumentError naming exprs.N.name.
+        items = [{"name": name, "expr": _quote_if_needed(name)} for name in columns]
+        items += [{"name": name, "expr": expr} for name, expr in exprs.items()]
         return self._then(Project(input=self._plan, exprs=tuple(items)))
 
     def join(self, other: Query, on: str, how: Literal["inner", "left", "semi", "anti"] = "inner") -> Query:
@@ -150,7 +196,7 @@ class Query:
     def aggregate(self, by: Sequence[str] | str = (), **aggs: str) -> Query:
         """Group and aggregate: ``q.aggregate(by="product", n="count(*)", avg="avg(rating)")``."""
         keys = (by,) if isinstance(by, str) else tuple(by)
-        items = tuple(NamedExpr(name=name, expr=expr) for name, expr in aggs.items())
+        items = tuple({"name": name, "expr": expr} for name, expr in aggs.items())  # validated as in select
         return self._then(Aggregate(input=self._plan, keys=keys, aggs=items))
 
     def sort(self, *columns: str, descending: bool | Sequence[bool] = False, nulls_first: bool | None = None) -> Query:
@@ -499,12 +545,14 @@ class Query:
         """The plan a run starts from: with ``measure``, the plan statistics are measured on.
         A quality target that cannot be certified is logged here, once per run."""
         for warning in quality_warnings(self._plan):
-            log.warning("quality_target_not_certifiable", message=warning)
+            log.info("quality_target_not_certifiable", message=warning)  # the CLI and EXPLAIN say it once
         if measure is not False and not optimize:
             raise PlanError("measure=True measures statistics for the optimizer; it needs optimize=True")
+        target = self.settings.join_factorization
+        query = self.with_join_factorization(target) if target is not None and optimize else self
         if policy is not None and measure is False:
-            return self.optimized(policy).plan, self.settings
-        return self._runnable(optimize), self.settings
+            return query.optimized(policy).plan, self.settings
+        return query._runnable(optimize), self.settings
 
     def _planning(self, policy: Any, measure: Any) -> Any:
         """How a measuring run chooses its plan: the optimizer under ``policy`` on the measured

@@ -66,6 +66,15 @@ class Settings(BaseSettings):
         "refused before it starts, and a run whose projected cost would pass it stops between batches, cancelled "
         "and resumable (`semray runs resume ID --max-cost HIGHER`); None: no budget",
     )
+    join_factorization: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1.0,
+        description="the agreement target of the checked join factorization every run applies first (SQL, JSON "
+        "plans and the CLI reach it through SEMRAY_JOIN_FACTORIZATION=0.9): each semantic join still on "
+        "implementation auto whose pair predicate compares one per-row property is factorized when a sampled "
+        "check against its pairwise answers meets it (Query.with_join_factorization); None: off",
+    )
     progress_interval_s: float = Field(
         default=10.0,
         ge=0.0,
@@ -110,6 +119,19 @@ class Settings(BaseSettings):
         le=1.0,
         description="with a scorer model, stop exploring candidate datasets once a new one's description is this "
         "much more confident after the earlier descriptions than without them (it adds little); None: explore all",
+    )
+    agent_candidates: int = Field(
+        default=1,
+        ge=1,
+        description="competitive sub-agents of `semray ask`: candidate drafts per attempt of the plan unit, each "
+        "from an isolated context and validated alone; the cheapest valid one by the cost model wins (1: one draft)",
+    )
+    agent_skill_similarity: float = Field(
+        default=0.75,
+        ge=0.0,
+        le=1.0,
+        description="how alike (cosine under the memory's embedding tier, else of content words) a question of "
+        "other words must be to a stored skill's question for `semray ask` to re-fill and validate that skill",
     )
     agent_context_units: int = Field(
         default=15,

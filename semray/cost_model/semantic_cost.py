@@ -4,14 +4,21 @@
   keeps ``rows * selectivity``, the others keep every row. On the ``cascade`` tier (a
   filter, classification or score with a quality target), `semray.cost_model.cascade_cost`
   prices the embedding, small and large tiers' shares of the rows.
-* SemJoin: one call per pair (``|L| * |R|``, the nested implementation); it keeps
-  ``pairs * selectivity`` (its selectivity is a fraction of pairs).
+* SemJoin: one call per pair (``|L| * |R|``, the nested and blocked implementations); it keeps
+  ``pairs * selectivity`` (its selectivity is a fraction of pairs). A factorized join asks each
+  row of each side once (``|L| + |R|`` calls; ``|L|`` with ``right_labels``, which classifies the
+  left rows into the right side's values): each side call is priced with the pair's prompt
+  tokens when measured (an upper figure: a side prompt quotes one cell, a pair two), else the
+  prompt with one cell, and the side's answer (a 1-token score when ordered, a label, or a
+  free-text value). A checked factorization's verification and proposal calls are paid once, by
+  the choice's own run before the plan runs (``pipeline/join_factorization_run.py``), not here.
 * SemTopK: priced as one relevance score per input row; it keeps ``min(k, rows)``.
 * SemAgg: one call per group (1 without keys; ``sqrt(rows)`` in ``[1, rows]`` unless a
   selectivity says groups per row) that quotes every row of its group: input tokens are
   ``rows * tokens_per_row``.
 * SemSearch: embeds every input row on the embedding tier (its ``tokens_per_row`` is the
   embedded text); keeps ``min(k, rows)``; quality 1 (retrieval is not compared with a tier).
+  Over catalogued documents only the query is embedded (`semray.cost_model.catalog_cost`).
 
 Prompt tokens per row come from ``PlanStatistics.tokens_per_row`` (measure them with
 `semray.cost_model.measure.measure_statistics` or `semray.cost_model.tokens.PromptTokens`;
@@ -25,14 +32,16 @@ from __future__ import annotations
 
 from semray.cost_model.cardinality import estimated_rows
 from semray.cost_model.cascade_cost import EMBEDDING_TIER, cascade_estimate
+from semray.cost_model.catalog_cost import catalog_search_cost, catalogued_documents
 from semray.cost_model.estimates import Interval, OperatorEstimate
 from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_estimate, register
 from semray.cost_model.statistics import statistics_key
-from semray.cost_model.tokens import PromptTokens, expected_output_tokens, question_of
+from semray.cost_model.tokens import MAP_OUTPUT_TOKENS, PromptTokens, expected_output_tokens, question_of
 from semray.operators.base import Node
 from semray.operators.plan import ROW_SEMANTIC
 from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
 from semray.operators.templates import template_columns
+from semray.serving.simulator.tokens import TokenCounter
 
 ASSUMED_CELL_TOKENS = 100.0
 """Tokens assumed per referenced cell when nobody counted a sample (about 75 words)."""
@@ -116,8 +125,10 @@ def row_wise_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: 
 @register(SemJoin)
 def join_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: EstimationContext) -> OperatorEstimate:
     left, right = inputs
-    pairs = left * right
     tier = context.tier_of(node, path)
+    if isinstance(node, SemJoin) and node.implementation == "factorized":
+        return _factorized_join_cost(node, path, inputs, context, tier)
+    pairs = left * right
     return model_estimate(
         node,
         path,
@@ -130,6 +141,44 @@ def join_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Esti
         tier=tier,
         quality=context.quality(node, tier),
     )
+
+
+def _factorized_join_cost(
+    node: SemJoin, path: str, inputs: tuple[Interval, ...], context: EstimationContext, tier: str
+) -> OperatorEstimate:
+    """A factorized join: one side question per row of each side (the left side only with ``right_labels``)."""
+    left, right = inputs
+    calls = left if node.right_labels else left + right
+    return model_estimate(
+        node,
+        path,
+        context,
+        rows_in=calls,
+        rows_out=estimated_rows(node, inputs, context),
+        calls=calls,
+        input_tokens=calls * _side_prompt_tokens(node, context),
+        output_tokens=calls.scale(_side_answer_tokens(node)),
+        tier=tier,
+        quality=context.quality(node, tier),
+    )
+
+
+def _side_prompt_tokens(node: SemJoin, context: EstimationContext) -> Interval:
+    """Prompt tokens of one side question: the pair's when measured (an upper figure), else one cell's prompt."""
+    if statistics_key(node) in context.statistics.tokens_per_row:
+        return prompt_tokens(node, context)
+    fixed = prompt_tokens(node, context).low  # unmeasured: the prompt with empty cells (recorded as missing)
+    return Interval(fixed + ASSUMED_CELL_TOKENS, fixed, fixed + MAX_CELL_TOKENS)
+
+
+def _side_answer_tokens(node: SemJoin) -> float:
+    """Completion tokens of one side answer: a score (ordered), a label, or a free-text value."""
+    if node.relation in ("<", ">"):
+        return 1.0
+    if node.labels:
+        counter = TokenCounter()
+        return sum(max(counter.count(label), 1) for label in node.labels) / len(node.labels)
+    return MAP_OUTPUT_TOKENS
 
 
 @register(SemAgg)
@@ -153,6 +202,8 @@ def aggregate_cost(node: Node, path: str, inputs: tuple[Interval, ...], context:
 
 @register(SemSearch)
 def search_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: EstimationContext) -> OperatorEstimate:
+    if isinstance(node, SemSearch) and catalogued_documents(node) is not None:
+        return catalog_search_cost(node, path, inputs, context)  # the catalog's vectors: only the query is embedded
     (rows,) = inputs
     tier = context.tiers.get(path, EMBEDDING_TIER)
     return model_estimate(

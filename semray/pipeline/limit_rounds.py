@@ -66,7 +66,7 @@ def first_round_rows(limit: Limit) -> int | None:
             selectivity *= DEFAULT_FILTER_SELECTIVITY.value
         elif isinstance(node, SemJoin) and node.implementation != "factorized":
             semantic += 1
-            selectivity *= SEMANTIC_JOIN_SELECTIVITY
+            selectivity *= SEMANTIC_JOIN_SELECTIVITY.value
             break
         elif not isinstance(node, Project):
             break

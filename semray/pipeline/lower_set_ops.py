@@ -50,8 +50,8 @@ EMBED_ACTORS = 1
 def block_size(right_rows: int | None) -> int:
     """Candidates per left row of a blocked join: 4 sqrt(m), at least 8 (all when m is small).
 
-    >>> block_size(1000), block_size(16), block_size(None)
-    (127, 8, 64)
+    >>> block_size(1000), block_size(16), block_size(2), block_size(None)
+    (127, 16, 8, 64)
     """
     if right_rows is None:
         return 64

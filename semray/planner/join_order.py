@@ -24,7 +24,9 @@ Precondition (otherwise the region is left as written): the relations' column na
 pairwise distinct, so no column is renamed with ``_right`` and every predicate can be
 re-qualified (``l.``/``r.``, ``{l.x}``/``{r.x}``) for any placement. A split applies either
 the relational predicates that span it (ANDed; at least one equality) or exactly one
-semantic predicate. The rendered prompt of a semantic join does not change with its sides.
+semantic predicate. The rendered prompt of a semantic join does not change with its sides. A
+factorized join whose sides swap flips an ordered relation (``<``/``>``); one whose right side
+is its label set (``right_labels``) keeps its written side order.
 
 What changes: the output columns come back in the written order (a ``Project`` on top when
 needed), rows are the same multiset, but ``_rowid`` of a joined row concatenates its parts'
@@ -49,6 +51,7 @@ from semray.operators.relational import Join, NamedExpr, Project
 from semray.operators.schema import ROW_ID
 from semray.operators.semantic import SemJoin
 from semray.planner.capabilities import column_expression, rebuild
+from semray.planner.join_factors import FLIPPED
 
 MAX_RELATIONS = 10
 MODEL_CALL_ROWS = 1000.0
@@ -185,11 +188,31 @@ def _build(
     try:
         first = spanning[0].join
         if isinstance(first, SemJoin):
-            return rebuild(first, left=left, right=right, instruction=_resided_template(first.instruction, side))
+            return _placed_semantic_join(first, left, right, side)
         on = " AND ".join(f"({_resided_sql(p.join.on, side)})" for p in spanning if isinstance(p.join, Join))
         return Join(left=left, right=right, kind="inner", on=on if len(spanning) > 1 else on[1:-1])
     except PlanError:
         return None
+
+
+def _placed_semantic_join(join: SemJoin, left: Node, right: Node, side: Callable[[str], str]) -> Node | None:
+    """``join`` over ``left`` and ``right``; a factorization follows a swap of its sides.
+
+    An ordered relation flips (``{l.a} > {r.b}`` becomes ``{r.a} > {l.b}``, so ``<``); a join
+    whose right side is its label set (``right_labels``) keeps its written sides (None here).
+    """
+    instruction = _resided_template(join.instruction, side)
+    written_left = [reference.partition(".")[2] for reference in _fields(join.instruction) if reference[0] == "l"]
+    swapped = any(side(column) == "r" for column in written_left)
+    if not swapped or join.implementation != "factorized":
+        return rebuild(join, left=left, right=right, instruction=instruction)
+    if join.right_labels:
+        return None
+    return rebuild(join, left=left, right=right, instruction=instruction, relation=FLIPPED[join.relation])
+
+
+def _fields(template: str) -> list[str]:
+    return [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
 
 
 def _resided_sql(condition: str, side: Callable[[str], str]) -> str:

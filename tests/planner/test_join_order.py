@@ -81,3 +81,35 @@ def test_cheaper_written_order_is_kept() -> None:
         instruction="{r.a_text} matches {l.b_text}",
     )
     assert order_joins(plan, cardinality) == plan
+
+
+def factorized_over_b_and_a(**fields: object) -> Node:
+    """A factorized join written with ``b`` on the left: the DP would rather put ``b`` (joined to ``c``) right."""
+    matched = SemJoin.model_validate({"left": scan("b"), "right": scan("a"), "implementation": "factorized", **fields})
+    return Join(left=matched, right=scan("c"), on="l.b_key = r.c_key")
+
+
+def test_swapping_the_sides_of_an_ordered_factorized_join_flips_its_relation() -> None:
+    plan = factorized_over_b_and_a(
+        instruction="{l.b_text} is more urgent than {r.a_text}", factor="urgent", relation=">"
+    )
+    ordered = order_joins(plan, cardinality)
+    semantic = next(node for node in walk(ordered) if isinstance(node, SemJoin))
+    assert semantic.instruction == "{r.b_text} is more urgent than {l.a_text}", render_tree(ordered)
+    assert semantic.relation == "<"  # a's score below b's: still "b is more urgent than a"
+    assert ordered.output_schema.names == plan.output_schema.names
+
+
+def test_a_symmetric_factorized_join_keeps_its_relation_when_sides_swap() -> None:
+    plan = factorized_over_b_and_a(instruction="{l.b_text} and {r.a_text} differ in tone", factor="tone", relation="<>")
+    semantic = next(node for node in walk(order_joins(plan, cardinality)) if isinstance(node, SemJoin))
+    assert semantic.instruction == "{r.b_text} and {l.a_text} differ in tone" and semantic.relation == "<>"
+
+
+def test_a_join_whose_right_side_is_its_label_set_keeps_its_sides() -> None:
+    plan = factorized_over_b_and_a(
+        instruction="{l.b_text} is about {r.a_text}", labels=("alpha 0", "alpha 1"), right_labels=True
+    )
+    ordered = order_joins(plan, cardinality)
+    semantic = next(node for node in walk(ordered) if isinstance(node, SemJoin))
+    assert semantic.instruction == "{l.b_text} is about {r.a_text}" and semantic.right == scan("a")

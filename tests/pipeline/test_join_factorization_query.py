@@ -1,0 +1,129 @@
+"""`Query.with_join_factorization` and `Settings.join_factorization` end to end on a local Ray:
+a free-form self-join is checked, runs factorized, finds the pairs, and its calls are what the
+cost model estimated for it."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pytest
+
+import semray
+from semray.api import Query
+from semray.cost_model.plan_cost import estimate_plan
+from semray.cost_model.prices import profiles_from_serving
+from semray.explaining import source_statistics
+from semray.operators import SemJoin, walk
+from semray.serving.config import ServingConfig
+from semray.serving.simulator.config import ModelProfile, SimulatorConfig, TaskSpec
+from semray.settings import Settings
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+ROWS = 48
+TOPICS = {
+    "billing": "invoice payment refund charge billing card",
+    "shipping": "parcel courier delivery tracking shipping box",
+    "technical": "crash error login bug technical server",
+}
+FREE = (
+    "Here is one support ticket: {l.text}. Here is another one: {r.text}. "
+    "Answer yes if both tickets concern the same topic, and no otherwise."
+)
+TASKS = (
+    TaskSpec(name="same_topic", kind="pair", label_column="topic", keywords=("same topic",)),
+    TaskSpec(name="topic", kind="label", label_column="topic", keywords=("topic",)),
+)
+
+
+@dataclass(frozen=True)
+class Tickets:
+    table: pa.Table
+    topics: dict[str, str]
+    serving: ServingConfig
+
+
+@pytest.fixture(scope="module")
+def tickets() -> Tickets:
+    rng = random.Random(11)
+    names = list(TOPICS)
+    ids, texts, topics = [], [], []
+    for index in range(ROWS):
+        topic = names[(index * 7) % len(names)]
+        words = TOPICS[topic].split()
+        rng.shuffle(words)
+        ids.append(f"T{index:03d}")
+        texts.append(" ".join(words) + f" ticket number {index}")
+        topics.append(topic)
+    labelled = pa.table({"ticket_id": ids, "text": texts, "topic": topics})
+    simulator = SimulatorConfig.from_labels(
+        labelled,
+        key_column="ticket_id",
+        text_columns=["text"],
+        tasks=TASKS,
+        dataset="tickets",
+        models={"sim-small": ModelProfile(error_rate=0.2), "sim-large": ModelProfile(error_rate=0.0)},
+    )
+    serving = ServingConfig(simulator=simulator, cache_enabled=False)
+    return Tickets(labelled.select(["ticket_id", "text"]), dict(zip(ids, topics, strict=True)), serving)
+
+
+@pytest.fixture(scope="module")
+def settings(ray_settings: Settings) -> Settings:
+    return ray_settings.model_copy(update={"semantic_actors": 1, "semantic_batch_size": 128})
+
+
+def self_join(tickets: Tickets, settings: Settings, instruction: str = FREE) -> Query:
+    side: Query = semray.from_arrow(tickets.table, settings=settings).with_serving(tickets.serving)
+    return side.sem_join(side, instruction)
+
+
+def pairs_of(table: pa.Table) -> set[tuple[str, str]]:
+    return set(zip(table.column("ticket_id").to_pylist(), table.column("ticket_id_right").to_pylist(), strict=True))
+
+
+def true_pairs(tickets: Tickets) -> set[tuple[str, str]]:
+    return {(a, b) for a in tickets.topics for b in tickets.topics if tickets.topics[a] == tickets.topics[b]}
+
+
+def the_join(query: Query) -> SemJoin:
+    (join,) = (node for node in walk(query.plan) if isinstance(node, SemJoin))
+    return join
+
+
+def test_a_checked_free_form_join_runs_factorized_with_the_calls_the_cost_model_estimates(
+    tickets: Tickets, settings: Settings
+) -> None:
+    checked = self_join(tickets, settings).with_join_factorization(0.9)
+    join = the_join(checked)
+    assert (join.implementation, join.factor, join.relation) == ("factorized", "topic", "=")
+    assert join.agreement is not None and join.agreement >= 0.9
+    assert "verified: agreement" in checked.explain()
+    result = checked.execute()
+    assert pairs_of(result.table) == true_pairs(tickets)
+    # n + m side questions, not n x m pairs; a self-join's two sides may share prompts (answered once).
+    assert ROWS <= result.usage.calls <= 2 * ROWS < ROWS * ROWS
+    runs = checked.optimized().plan
+    estimate = estimate_plan(runs, source_statistics(runs), profiles_from_serving(tickets.serving))
+    estimated = estimate.operator("").rows_in.value
+    assert estimated == 2 * ROWS
+    assert result.usage.calls <= estimated <= 2 * result.usage.calls  # the stated factor: 2
+
+
+def test_the_setting_applies_the_check_to_every_run_and_none_turns_it_off(tickets: Tickets, settings: Settings) -> None:
+    on = settings.model_copy(update={"join_factorization": 0.9})
+    query = self_join(tickets, on)
+    assert the_join(query).implementation == "auto"  # the check runs with the run, not when the plan is built
+    result = query.execute()
+    assert pairs_of(result.table) == true_pairs(tickets)
+    assert result.usage.calls <= 2 * ROWS  # factorized: the check's calls are the choice run's own
+    off = query.with_join_factorization(None)
+    assert off.settings.join_factorization is None and off.plan == query.plan
+
+
+def test_a_similar_topic_join_is_not_factorized(tickets: Tickets, settings: Settings) -> None:
+    similar = "Are {l.text} and {r.text} about a similar topic?"
+    query = self_join(tickets, settings, similar).with_join_factorization(0.9)
+    assert the_join(query).implementation == "auto"
