@@ -118,7 +118,7 @@ def _aggregate(table: pa.Table, stage: AggStage, tiers: TierHandles, ledger: Bat
 @ray.remote(num_cpus=TASK_CPUS)
 def _search(table: pa.Table, stage: SearchStage, tiers: TierHandles | None, ledger: BatchLedger | None) -> pa.Table:
     if ledger is not None:
-        return search_rows(table, stage, tiers, ledger.run_dir / "indexes" / stage.operator_key)
+        return search_rows(table, stage, tiers, ledger.run_dir / "indexes" / stage.operator_key, ledger=ledger)
     # No run (full-text search alone calls no model): a folder of its own, removed afterwards.
     folder = stage.index_root / f"{stage.operator_key}-{uuid.uuid4().hex[:8]}"
     try:

@@ -22,30 +22,31 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from sqlglot import exp
 
 from semray.catalog.catalogued_rows import (
-    DOCUMENT_KEY,
-    DOCUMENT_TEXT,
     CatalogRoute,
     pinned_segments,
     search_catalogued_rows,
 )
 from semray.catalog.search_index import SearchIndex
+from semray.cost_model.catalog_cost import catalogued_documents
 from semray.errors import LoweringError
 from semray.log import get_logger
 from semray.operators.base import Node
-from semray.operators.expressions import parse_expression
-from semray.operators.relational import CatalogPin, Project, Scan
-from semray.operators.schema import ROW_ID
+from semray.operators.relational import CatalogPin
 from semray.operators.semantic import SemSearch
 from semray.pipeline.lower_semantic import operator_key
 from semray.pipeline.set_join import vectors_of
 from semray.pipeline.set_spec import VECTOR, SearchStage
 from semray.serving.deployments import TierHandles
+from semray.serving.simulator.tokens import TokenCounter
 from semray.settings import Settings
+from semray.transactions import BatchLedger, LLMUsage, batch_key
 
 log = get_logger(__name__)
+
+QUERY_BATCH = "sem-search-query"
+"""The batch id under which a search's query embedding is committed (no input row: it counts no rows)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,31 +85,15 @@ def catalog_route(node: SemSearch) -> tuple[CatalogPin, CatalogRoute] | None:
     """Where ``node``'s input rows are in the catalog, or None when it must build a run-scoped index.
 
     The input must reach a Scan pinned to a documents dataset through operators that only drop rows
-    (``drops_rows_only``: filters, semantic filters, semi joins) and projections, with the searched
-    column being the documents' ``text`` and some column holding their ``document_id``, both unchanged.
+    (``drops_rows_only``: filters, semantic filters, semi joins; and limits) and projections, with the searched
+    column being the documents' ``text`` and some column holding their ``document_id``, both unchanged
+    (``cost_model.catalog_cost.catalogued_documents``, which prices the same shape as one query embedding).
     """
-    names = {name: name for name in node.input.output_schema.names if name != ROW_ID}
-    current: Node = node.input
-    while not isinstance(current, Scan):
-        if isinstance(current, Project):
-            below = {item.name: _bare_column(item.expr) for item in current.exprs}
-            names = {name: source for name, at in names.items() if (source := below.get(at)) is not None}
-        elif not current.drops_rows_only():
-            return None
-        current = current.children[0]
-    pin = current.source.catalog
-    if pin is None or not pin.documents or names.get(node.column) != DOCUMENT_TEXT:
+    found = catalogued_documents(node)
+    if found is None:
         return None
-    keys = [name for name, source in names.items() if source == DOCUMENT_KEY]
-    if not keys:
-        return None
-    return pin, CatalogRoute(dataset=pin.dataset, key_column=keys[0])
-
-
-def _bare_column(expression: str) -> str | None:
-    """The column an expression is, unchanged (``text``, ``"text"``), or None for any computation."""
-    tree = parse_expression(expression, "Project")
-    return tree.name if isinstance(tree, exp.Column) and not tree.table else None
+    pin, key_column = found
+    return pin, CatalogRoute(dataset=pin.dataset, key_column=key_column)
 
 
 def lower_catalog_search(node: Node, settings: Settings) -> CatalogSearchStage | None:
@@ -144,19 +129,17 @@ def search_rows(
     tiers: TierHandles | None,
     folder: Path,
     catalog: CatalogSearch | None = None,
+    ledger: BatchLedger | None = None,
 ) -> pa.Table:
     """The best ``stage.k`` rows of ``table``, best first, with their score in ``stage.output``.
 
     A ``CatalogSearchStage`` opens the catalog's segments at its pinned version (unless ``catalog`` is given).
+    With the run's ``ledger`` the query's embedding is journaled (``embedded_query``).
     """
     columns = [name for name, _ in stage.input_columns if name != VECTOR]
     if catalog is None and isinstance(stage, CatalogSearchStage):
         catalog = CatalogSearch(pinned_segments(stage.catalog_path, stage.pin), stage.route)
-    query_vector = None
-    if stage.mode != "fts":
-        if tiers is None:
-            raise LoweringError(f"{stage.mode} search needs the embedding tier; run it through semray.pipeline.run")
-        query_vector = np.asarray(tiers.embed([stage.query])[0], dtype=np.float32)
+    query_vector = embedded_query(stage, tiers, ledger)
     if catalog is not None:
         found = search_catalogued_rows(
             catalog.segments, table, catalog.route, stage.mode, stage.query, query_vector, stage.k
@@ -169,3 +152,29 @@ def search_rows(
     positions = pa.array([position for position, _ in found], pa.int64())
     rows = table.select(columns).take(positions)
     return rows.append_column(stage.output, pa.array([score for _, score in found], pa.float64()))
+
+
+def embedded_query(stage: SearchStage, tiers: TierHandles | None, ledger: BatchLedger | None) -> np.ndarray | None:
+    """The query's vector (None for a full-text search), embedded once per run and counted in its usage.
+
+    The embedding call is committed to the run's ledger under the stage's operator key (one call, the
+    query's tokens; the local embedding tier bills no dollars) with the vector, so ``Result.usage`` counts
+    it and a resume reads the vector back instead of paying again. Without a ledger it is embedded, uncounted.
+    """
+    if stage.mode == "fts":
+        return None
+    if tiers is None:
+        raise LoweringError(f"{stage.mode} search needs the embedding tier; run it through semray.pipeline.run")
+    key = batch_key(stage.operator_key, [QUERY_BATCH])
+    known = ledger.lookup(stage.operator_key, key) if ledger is not None else None
+    if known is not None and known.num_rows:
+        return np.asarray(known.column(VECTOR)[0].as_py(), dtype=np.float32)
+    if ledger is not None:
+        ledger.raise_if_fenced()  # a worker of an older attempt stops before paying
+    vector = np.asarray(tiers.embed([stage.query])[0], dtype=np.float32)
+    if ledger is not None:
+        usage = LLMUsage(calls=1, tokens_in=max(TokenCounter().count(stage.query), 1))
+        vectors = pa.table({VECTOR: pa.array([vector.tolist()], pa.list_(pa.float32()))})
+        ledger.commit(stage.operator_key, key, (), vectors, usage, rows_out=0)
+        log.debug("sem_search_query_embedded", operator=stage.operator_key, tokens=usage.tokens_in)
+    return vector

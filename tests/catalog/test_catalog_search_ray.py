@@ -136,9 +136,11 @@ def test_hybrid_search_over_a_catalogued_dataset_embeds_only_the_query(settings:
     assert "the catalog's document segments of 'notes' at version 1" in physical, physical
     assert "Embed " not in physical and "run-scoped LanceDB" not in physical, physical
 
-    found = _documents(catalogued)
+    result = catalogued.execute()
+    found = [str(value) for value in result.table.column("document_id").to_pylist()]
     assert sorted(found) == ["orchard.txt", "pie.md"]
     assert ray.get(embedded.take.remote()) == ["apple"]  # one call, the query's: no row was embedded
+    assert result.usage.calls == 1  # and the run counts it
 
     plain = _apple_search(_plain_parquet(settings))
     assert "Embed " in plain.explain() and "run-scoped LanceDB" in plain.explain()

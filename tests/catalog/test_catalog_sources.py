@@ -3,6 +3,7 @@ over catalogued documents lowered to the catalog's segments, embedding only the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,9 @@ from semray.pipeline.spec import Stage
 from semray.readers import read_catalog, read_parquet
 from semray.serving.profiles import resolve_serving
 from semray.settings import Settings
+from semray.transactions.batches import BatchLedger
+from semray.transactions.journal import JOURNAL_NAME, JournalWriter, read_journal
+from semray.transactions.records import BatchCommitted
 
 NOTES = {
     "pie.md": "# Apple pie\n\nBake the apple pie in the oven for forty minutes.\n",
@@ -151,6 +155,32 @@ def test_sem_search_over_catalogued_documents_embeds_only_the_query(
     assert not (tmp_path / "index").exists()  # nothing indexed for the run
 
 
+def test_the_query_embedding_is_journaled_in_the_runs_usage_and_not_paid_again(
+    catalogued: tuple[Settings, Path], tmp_path: Path
+) -> None:
+    settings, _ = catalogued
+    query = read_catalog("notes", settings).select("text", doc="document_id").sem_search("text", "apple pie", k=2)
+    stage = lower_catalog_search(query.plan, settings)
+    assert isinstance(stage, CatalogSearchStage)
+    scan = read_catalog("notes", settings).plan
+    assert isinstance(scan, Scan) and scan.source.path is not None
+    rows = _rows(scan.source.path).rename_columns(["_rowid", "doc", "format", "encoding", "title", "chars", "text"])
+    rows = rows.select(["_rowid", "text", "doc"])
+    JournalWriter.create(tmp_path / JOURNAL_NAME).close()
+    ledger, tiers = BatchLedger(tmp_path, attempt=1), CountingTiers(settings)
+    first = search_rows(rows, stage, tiers, tmp_path / "index", ledger=ledger)  # type: ignore[arg-type]
+    (commit,) = [r for r in read_journal(tmp_path / JOURNAL_NAME).records if isinstance(r, BatchCommitted)]
+    assert (commit.operator_key, commit.row_ids, commit.rows_out) == (stage.operator_key, (), 0)
+    assert commit.usage.calls == 1 and commit.usage.tokens_in >= 2  # one call, the query's tokens
+    resumed = BatchLedger(tmp_path, attempt=2)
+    again = search_rows(rows, stage, tiers, tmp_path / "index", ledger=resumed)  # type: ignore[arg-type]
+    assert tiers.texts == ["apple pie"]  # the resume read the vector back: embedded (and paid) once
+    assert again.equals(first)
+    search_rows(rows, dataclasses.replace(stage, mode="fts"), None, tmp_path / "index", ledger=ledger)
+    commits = [r for r in read_journal(tmp_path / JOURNAL_NAME).records if isinstance(r, BatchCommitted)]
+    assert len(commits) == 1  # a full-text search embeds nothing and commits nothing
+
+
 def test_other_inputs_keep_the_run_scoped_index(catalogued: tuple[Settings, Path]) -> None:
     settings, _ = catalogued
     notes = read_catalog("notes", settings)
@@ -162,10 +192,13 @@ def test_other_inputs_keep_the_run_scoped_index(catalogued: tuple[Settings, Path
         notes.sem_search("title", "apple", k=2),  # segments are made from the text, not the title
         notes.select("document_id", text="upper(text)").sem_search("text", "apple", k=2),  # computed text
         notes.select("text").sem_search("text", "apple", k=2),  # no document ids to map rows to
-        notes.limit(2).sem_search("text", "apple", k=2),  # not an operator that only drops rows
     ):
         assert isinstance(query.plan, SemSearch)
         assert catalog_route(query.plan) is None and lower_catalog_search(query.plan, settings) is None
+    # A LIMIT keeps some documents unchanged: the catalog ranks those, so only the query is embedded.
+    limited = notes.limit(2).sem_search("text", "apple", k=2).plan
+    assert isinstance(limited, SemSearch)
+    assert isinstance(lower_catalog_search(limited, settings), CatalogSearchStage)
     csv = read_catalog("prices", settings).select(text="item", document_id="item")
     search = csv.sem_search("text", "pen", k=1).plan
     assert isinstance(search, SemSearch) and catalog_route(search) is None  # a CSV dataset has no segments

@@ -2,9 +2,10 @@
 
 ``LanceCatalogView`` finds datasets and segments with ``catalog_search.search_catalog`` (hybrid
 search, the query embedded with the profile's embedding tier) and describes a dataset from its
-``datasets`` and ``columns`` rows, its Scan source from ``Catalog.scan``. ``StoreMemory`` maps
-``MemoryStore`` (``remember`` takes a ttl and returns an id; ``recall`` takes categories) onto
-``MemoryView``: an expiry at or before the time of writing is already expired, so that memory is
+``datasets`` and ``columns`` rows, its Scan source from ``Catalog.pinned_scan``: the profile carries the
+``CatalogPin`` of the catalog version the view reads, so the plans drafted from it are pinned there.
+``StoreMemory`` maps ``MemoryStore`` (``remember`` takes a ttl and returns an id; ``recall`` takes
+categories) onto ``MemoryView``: an expiry at or before the time of writing is already expired, so that memory is
 not written (``expire`` would drop it and ``recall`` never return it). ``TierEmbedding`` is the
 memory's embedding function: the profile's embedding tier (``SentenceEmbedder``), loaded on the
 first call, so a task that never searches or writes memory never loads a model.
@@ -50,7 +51,7 @@ class LanceCatalogView:
 
     def describe(self, name: str) -> DatasetProfile:
         record = self._catalog.dataset(name)
-        source = self._catalog.scan(name)
+        source = self._catalog.pinned_scan(name)
         stats = {str(row["column"]): row for row in self._catalog.columns(name)}
         columns = tuple(_column(item, stats.get(str(item["name"]), {})) for item in record.schema)
         return DatasetProfile(
@@ -62,6 +63,7 @@ class LanceCatalogView:
             row_count=record.row_count,
             samples=record.samples,
             summary=record.summary or "",
+            catalog=source.catalog,
         )
 
 

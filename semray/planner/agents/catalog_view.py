@@ -9,6 +9,10 @@ profiled on the fly) both satisfy these protocols.
 ...     columns=(ColumnProfile(name="rating", type="BIGINT"),))
 >>> profile.schema().names
 ('rating',)
+
+A profile from the LanceDB catalog carries the ``CatalogPin`` of the catalog version it was read at;
+``source()`` is then a pinned Scan source, and the grammar validator pins every scan of the dataset
+to it (a plan re-run after a later ingest reads what the agents looked at).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from semray.operators import Schema, SourceSpec
+from semray.operators.relational import CatalogPin
 
 OptionValue = str | int | float | bool | None
 
@@ -49,17 +54,22 @@ class DatasetProfile:
     row_count: int | None = None
     samples: tuple[dict[str, Any], ...] = ()
     summary: str = ""
+    catalog: CatalogPin | None = None
+    """The catalog dataset and version this profile was read at (None: a file profiled on the fly)."""
 
     def schema(self) -> Schema:
         return Schema.of(*((column.name, column.type) for column in self.columns))
 
     def source(self) -> SourceSpec:
+        """The Scan source of this dataset, pinned to ``catalog`` when the profile came from the catalog."""
         kind: Any = self.kind
-        return SourceSpec(kind=kind, path=self.uri, options=dict(self.options))
+        return SourceSpec(kind=kind, path=self.uri, options=dict(self.options), catalog=self.catalog)
 
     def describe(self, samples: int = 3) -> str:
         """The text the agents read about this dataset (schema with statistics, sample rows)."""
         lines = [f"dataset {self.name}: {self.kind} at {self.uri}, {self.row_count or 'unknown'} rows"]
+        if self.catalog is not None:
+            lines[0] += f" (catalog version {self.catalog.version})"
         if self.summary:
             lines.append(f"  summary: {self.summary}")
         scan = {"kind": self.kind, "path": self.uri, "options": dict(self.options)}

@@ -5,7 +5,8 @@ document; referential checks against the catalog on the raw document, so several
 once (every Scan reads a catalogued dataset, with its columns and types exactly); then the plan
 loader (``operators.serialize``: the plan schema, strict field types, and each node's own
 ``derive_schema`` checks — columns, expression types, aggregates, ``{column}`` templates); then
-join keys of compatible types.
+join keys of compatible types. A scan of a dataset described from the catalog is pinned to the
+catalog version it was described at (``DatasetProfile.catalog``), whatever pin the draft gave.
 
 >>> report = check_plan_text('{"version": 1, "plan": {"op": "scan"}}', catalog, ("reviews",))  # doctest: +SKIP
 >>> report.issues[0].path  # doctest: +SKIP
@@ -279,7 +280,27 @@ def _anchor_scan_paths(raw: dict[str, Any], profiles: Sequence[DatasetProfile]) 
         if source["path"] != profile.uri:
             repairs.append(f"scan path {source['path']!r} -> {profile.uri!r} (dataset {profile.name})")
             source["path"] = profile.uri
+        repairs.extend(_pin_scan(source, profile))
     return anchored, repairs
+
+
+def _pin_scan(source: dict[str, Any], profile: DatasetProfile) -> list[str]:
+    """Pin a scan to the catalog version its dataset was described at (in place); the repair, if one was made.
+
+    The model copies kind, path and options; the pin is the view's, not the model's: a scan of a catalogued
+    dataset carries the profile's ``CatalogPin``, one of a file profiled on the fly none.
+    """
+    wanted = None if profile.catalog is None else profile.catalog.model_dump()
+    given = source.get("catalog")
+    if given == wanted:
+        return []
+    if wanted is None:
+        source.pop("catalog")
+        return [f"dropped the catalog pin of the scan of {profile.name} (not a catalogued dataset)"]
+    source["catalog"] = wanted
+    if given is None:
+        return []  # the usual case: the drafted scan names the file, the validator pins it
+    return [f"scan of {profile.name} pinned to catalog version {wanted['version']} (the version described)"]
 
 
 def _normal(uri: str | None) -> str:

@@ -106,7 +106,8 @@ def test_ask_plans_over_the_real_catalog_and_the_scan_reads_the_catalogued_file(
     scans = [node for node in walk(validated) if node.op == "scan"]
     assert len(scans) == 1
     source = scans[0].source  # type: ignore[attr-defined]
-    assert source == Catalog.open(catalogued).scan(REVIEWS)
+    assert source == Catalog.open(catalogued).pinned_scan(REVIEWS)  # pinned to the version the agents described
+    assert source.catalog is not None and source.catalog.version == Catalog.open(catalogued).version()
     assert Path(source.path).read_text(encoding="utf-8").startswith("product,review,rating")
     search = next(step for step in result.steps if (step.agent, step.kind) == ("profiling", "search"))
     assert REVIEWS in search.output and "shop" in search.output
