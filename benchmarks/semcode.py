@@ -9,9 +9,10 @@ Per task, two runs over the same generated table:
 * **per-row**: ``sem_extract`` on the simulated large tier (label-driven, ``--error-rate``
   wrong answers, ``--latency-ms`` per call at ``--concurrency``): one model call per row.
 * **code**: the optimizer's code choice (``pipeline/code_choice.py``) prices the alternative,
-  has the large tier write the function and validates it on ``--sample-rows`` rows against the
-  same simulated large tier's per-row answers (``CodeChoice(target=0.9)``); the chosen plan
-  then runs the function sandboxed (``CodeStage``), calling no model.
+  has the large tier write the function and validates it in rounds of ``--sample-rows`` rows
+  (up to ``--max-rows``) against the same simulated large tier's per-row answers, keeping it when
+  the 95% lower bound on the agreement reaches ``--target`` (``CodeChoice(target=0.9)``); the
+  chosen plan then runs the function sandboxed (``CodeStage``), calling no model.
 
 The simulator answers from labels and cannot write code, so the code-writing calls are answered
 by **recorded functions** (as in ``tests/pipeline/test_code_generation.py``): per task a first
@@ -98,7 +99,9 @@ def _make(year, month, day):
     except ValueError:
         return None
 """
-DATES_FIRST = DATES_COMMON + r"""
+DATES_FIRST = (
+    DATES_COMMON
+    + r"""
 
 def parse(text):
     text = str(text)
@@ -123,7 +126,10 @@ def parse(text):
 def transform(batch):
     return pd.DataFrame({"day": [parse(value) for value in batch["raw"]]})
 """
-DATES_FIX = DATES_COMMON + r"""
+)
+DATES_FIX = (
+    DATES_COMMON
+    + r"""
 
 def parse(text):
     text = str(text)
@@ -151,6 +157,7 @@ def parse(text):
 def transform(batch):
     return pd.DataFrame({"day": [parse(value) for value in batch["raw"]]})
 """
+)
 
 # amounts ------------------------------------------------------------------------------------
 
@@ -187,7 +194,9 @@ SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY"}
 CODES = ("USD", "EUR", "GBP", "JPY", "CHF")
 NUMBER = r"\d[\d.,]*"
 """
-AMOUNTS_FIRST = AMOUNTS_COMMON + r"""
+AMOUNTS_FIRST = (
+    AMOUNTS_COMMON
+    + r"""
 
 def parse(text):
     text = str(text)
@@ -206,7 +215,10 @@ def transform(batch):
     parsed = [parse(value) for value in batch["raw"]]
     return pd.DataFrame({"amount": [p[0] for p in parsed], "currency": [p[1] for p in parsed]})
 """
-AMOUNTS_FIX = AMOUNTS_COMMON + r"""
+)
+AMOUNTS_FIX = (
+    AMOUNTS_COMMON
+    + r"""
 
 def number(written):
     # a comma followed by exactly two digits at the end is a decimal comma (1.234,50)
@@ -233,6 +245,7 @@ def transform(batch):
     parsed = [parse(value) for value in batch["raw"]]
     return pd.DataFrame({"amount": [p[0] for p in parsed], "currency": [p[1] for p in parsed]})
 """
+)
 
 TASKS = (
     Task(
@@ -388,9 +401,11 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
             decision = choose_code(
                 plan,
                 writer.ask,
-                lambda draft: collect(Limit(input=draft.input, count=draft.sample_rows), settings, serving),
+                lambda draft: collect(
+                    Limit(input=draft.input, count=draft.max_sample_rows or draft.sample_rows), settings, serving
+                ),
                 profiles,
-                CodeChoice(target=args.target, sample_rows=args.sample_rows),
+                CodeChoice(target=args.target, sample_rows=args.sample_rows, max_rows=args.max_rows),
             )
             choice_s = time.perf_counter() - started
             started = time.perf_counter()
@@ -402,6 +417,9 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
                 "fields": task.fields,
                 "chosen": bool(decision.chosen),
                 "trial_agreement": trial.agreement if trial else None,
+                "trial_rows": trial.sample_rows if trial else None,
+                "trial_lower_bound": decision.chosen[0].agreement_bound if decision.chosen else None,
+                "trial_problem": trial.problem if trial else None,
                 "generation_attempts": writer.code_calls,
                 "per_row": {
                     "correct": round(_correct(with_ids, truth, fields, kinds), 4),
@@ -444,8 +462,9 @@ def _markdown(figures: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
         f"{figures['rows']} generated rows per task; simulated large tier: {args.error_rate:.0%} wrong answers, "
         f"{args.latency_ms} ms per call, {args.concurrency} at once, $2.50/$10 per 1M tokens, cache off; local Ray "
-        f"(num_cpus=2). Code: the optimizer's choice (`CodeChoice(target={args.target})`, {args.sample_rows} "
-        "validation rows answered per row by the same simulated tier); the code-writing replies are recorded "
+        f"(num_cpus=2). Code: the optimizer's choice (`CodeChoice(target={args.target})`: rounds of {args.sample_rows} "
+        f"validation rows, up to {args.max_rows}, answered per row by the same simulated tier, the function kept "
+        "when the 95% lower bound on its agreement reaches the target); the code-writing replies are recorded "
         "functions (a first draft that misses formats, then a fix), priced from their tokens. `correct`: rows "
         "whose every field equals the label (dates as ISO, numbers to 1e-6, text without case). Code seconds: "
         "the choice (sample, generation, sandboxed validation) plus the run; a warm-up query of 8 rows runs first.",
@@ -459,10 +478,13 @@ def _markdown(figures: dict[str, Any], args: argparse.Namespace) -> str:
             f"| {name} | per-row SemExtract | {per_row['correct']:.3f} | {per_row['calls']:,} | "
             f"${per_row['dollars']:.4f} | {per_row['seconds']:.1f} | |"
         )
+        agreement, rows = task["trial_agreement"], task.get("trial_rows")
+        measured = f"agreement {agreement:.2f} on {rows} rows" if agreement is not None else "no agreement"
         note = (
-            f"chosen: agreement {task['trial_agreement']:.2f} after {task['generation_attempts']} generation call(s)"
+            f"chosen: {measured}, lower bound {task['trial_lower_bound']:.3f}, after "
+            f"{task['generation_attempts']} generation call(s)"
             if task["chosen"]
-            else f"not chosen (agreement {task['trial_agreement']}): per-row stays"
+            else f"not chosen ({measured}: {task.get('trial_problem')}): the per-row operator runs"
         )
         lines.append(
             f"| {name} | SemCode | {code['correct']:.3f} | {code['calls']:,} | ${code['dollars']:.4f} | "
@@ -479,7 +501,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=int, default=100, help="the simulated large tier's seconds per call")
     parser.add_argument("--concurrency", type=int, default=32, help="calls the simulated tier serves at once")
     parser.add_argument("--target", type=float, default=0.9, help="agreement the function must reach")
-    parser.add_argument("--sample-rows", type=int, default=20, help="validation rows")
+    parser.add_argument("--sample-rows", type=int, default=20, help="validation rows per round")
+    parser.add_argument("--max-rows", type=int, default=200, help="validation rows at most (the rounds' cap)")
     parser.add_argument("--seed", type=int, default=7)
     return run_benchmark(NAME, parser, body, argv)
 

@@ -1,6 +1,8 @@
 """The cost estimator of SemCode: model calls at plan time only, CPU at execution.
 
-* Without code: the large tier writes the function and validates it on ``sample_rows`` rows:
+* Without code: the large tier writes the function and validates it on ``sample_rows`` rows
+  (with ``max_sample_rows``, the optimizer's statistical decision: one round of ``sample_rows``
+  rows at least, ``max_sample_rows`` at most, expected ``bounds.rows_to_accept``):
   one generation call (up to ``1 + RETRIES`` when validation fails: the interval's high end)
   whose prompt carries the instruction, the rules and up to 10 sample rows, and, with
   ``min_agreement``, one per-row answer for each sample row (an extraction of the output fields).
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 
+from semray.cost_model.bounds import rows_to_accept
 from semray.cost_model.cardinality import estimated_rows
 from semray.cost_model.estimates import ZERO, Interval, OperatorEstimate
 from semray.cost_model.plan_cost import NO_TIER, EstimationContext, model_estimate, register
@@ -56,9 +59,10 @@ def code_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Esti
         answer = float(counter.count(json.dumps({name: None for name, _ in node.output_types()}))) + 4.0 * len(
             node.outputs
         )
-        calls = calls + sample
-        input_tokens = input_tokens + sample * (Interval.exact(row_fixed) + per_row)
-        output_tokens = output_tokens + sample.scale(answer)
+        checked = validation_rows(node, rows)
+        calls = calls + checked
+        input_tokens = input_tokens + checked * (Interval.exact(row_fixed) + per_row)
+        output_tokens = output_tokens + checked.scale(answer)
     return model_estimate(
         node,
         path,
@@ -70,4 +74,18 @@ def code_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Esti
         output_tokens=output_tokens,
         tier="large",
         quality=node.min_agreement if node.min_agreement is not None else 1.0,
+    )
+
+
+def validation_rows(node: SemCode, rows: Interval) -> Interval:
+    """Rows the model answers for validation: ``sample_rows``, or with ``max_sample_rows`` the
+    rounds of the statistical decision: as few as one round, as many as the cap, and expected as
+    many as a function agreeing on every row needs to be accepted (`bounds.rows_to_accept`)."""
+    if node.max_sample_rows is None or node.min_agreement is None:
+        return rows.minimum(float(node.sample_rows))
+    expected = rows_to_accept(node.min_agreement, node.sample_rows, node.max_sample_rows, node.confidence)
+    return Interval.spanning(
+        min(rows.value, float(expected)),
+        min(rows.low, float(node.sample_rows)),
+        min(rows.high, float(node.max_sample_rows)),
     )

@@ -96,7 +96,16 @@ class SemCode(Unary, SemanticNode):
     min_agreement: float | None = Field(default=0.9, gt=0.0, le=1.0)
     """The agreement a generated function must reach on the sample; None: no per-row comparison."""
     sample_rows: int = Field(default=20, ge=1, le=1000, strict=True)
-    """Input rows the generated function is validated on."""
+    """Input rows the function is validated on (the first round, when ``max_sample_rows`` is set)."""
+    max_sample_rows: int | None = Field(default=None, ge=1, le=1000, strict=True)
+    """With it, agreement is a statistical decision (``pipeline/code_choice.py``): more rounds of
+    ``sample_rows`` rows, up to this many, while the bound is undecided; None: one sample."""
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
+    """The confidence of ``agreement_bound``."""
+    agreement_bound: float | None = Field(default=None, ge=0.0, le=1.0)
+    """One-sided lower confidence bound on the agreement (at ``confidence``), when it was decided so."""
+    checked_rows: int | None = Field(default=None, ge=0, strict=True)
+    """Rows the function was validated on before it was committed (None: not validated yet)."""
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
     replaces: str | None = None
     """The per-row operator this function stands in for (its label), when the optimizer chose the
@@ -154,8 +163,16 @@ class SemCode(Unary, SemanticNode):
         self._check_examples(set(names))
         if self.code is not None:
             check_code(self.code)
-        elif self.origin is not None or self.agreement is not None:
-            raise PlanError("SemCode: origin and agreement describe code; without code leave them out")
+        elif any(value is not None for value in (self.origin, self.agreement, self.agreement_bound, self.checked_rows)):
+            raise PlanError(
+                "SemCode: origin, agreement, agreement_bound and checked_rows describe code; "
+                "without code leave them out"
+            )
+        if self.max_sample_rows is not None and self.max_sample_rows < self.sample_rows:
+            raise PlanError(
+                f"SemCode: max_sample_rows ({self.max_sample_rows}) is below sample_rows ({self.sample_rows}); "
+                "raise it or leave it out"
+            )
         columns = tuple(Column(name=field.name, type=SQL_TYPES[field.type]) for field in self.outputs)
         return Schema(columns=schema.columns + columns)
 
@@ -193,13 +210,24 @@ class SemCode(Unary, SemanticNode):
         if self.code_sha256 is None:
             state = "no code yet: the large tier writes and validates it at plan time"
         else:
-            by = "validated" + (f", agreement {self.agreement:.2f}" if self.agreement is not None else "")
-            if self.agreement is not None and self.min_agreement is not None:
-                by += f" >= target {self.min_agreement:.2f}"
-            who = "user code" if self.origin == "user" else f"generated, {by}"
+            who = "user code" if self.origin == "user" else "generated"
+            if self.checked_rows is not None or self.origin == "generated":
+                who += f", {self.validation()}"
             state = f"code {self.code_sha256[:12]} ({who}); runs sandboxed, CPU only"
         chosen = f" instead of per-row {self.replaces}" if self.replaces else ""
         return f"SemCode [{state}] {self.instruction!r} -> {outputs}{chosen}"
+
+    def validation(self) -> str:
+        """What the validation measured, for EXPLAIN, e.g. ``validated on 60 rows, agreement 1.00,
+        95% lower bound 0.92 >= target 0.90``."""
+        text = "validated" + (f" on {self.checked_rows} rows" if self.checked_rows is not None else "")
+        if self.agreement is not None:
+            text += f", agreement {self.agreement:.2f}"
+        if self.agreement_bound is not None:
+            text += f", {self.confidence:.0%} lower bound {self.agreement_bound:.2f}"
+        if self.agreement is not None and self.min_agreement is not None:
+            text += f" >= target {self.min_agreement:.2f}"
+        return text
 
 
 def check_code(code: str) -> None:

@@ -7,26 +7,33 @@ row-wise map or extraction, and keep the function only where it met the quality 
 
 1. **Price** both alternatives with the cost model: the per-row operator (one call per row at
    its tier, ``auto`` as the large tier) and the ``SemCode`` draft, whose generation and
-   validation calls ``cost_model/code_cost.py`` prices (one to three generation calls and
-   ``sample_rows`` per-row answers, on the large tier; execution is CPU only), in the planner's
+   validation calls ``cost_model/code_cost.py`` prices (one to three generation calls and one
+   to ``max_rows`` rounds of per-row answers, on the large tier; execution is CPU only), in the planner's
    cost (``operator_cost``). A candidate whose code could cost more than its per-row calls (the
    draft's high estimate against the per-row expected cost: small inputs) is not tried.
-2. **Trial**: the large tier writes the function and it is validated on the first
-   ``sample_rows`` rows of the operator's input against the model's own per-row answers with
-   ``min_agreement = choice.target`` (``code_generation.try_code``: up to two retries). Each trial
-   is journaled in the run's ledger under ``code_trial:<operator key>``, passed or not, so a
-   resumed or re-run choice (the newest succeeded run with the same fingerprint, for plans that
-   read no in-memory table) reuses it and pays nothing again.
+2. **Trial**: the first ``max_rows`` rows of the operator's input are drawn; the large tier
+   writes the function and it is validated on the first round of ``sample_rows`` rows against
+   the model's own per-row answers with ``min_agreement = choice.target``
+   (``code_generation.try_code``: up to two retries). Then the statistical decision
+   (``cost_model/bounds.py``): the function passes only when the one-sided Wilson lower bound on
+   its agreement reaches the target, each look at ``1 - (1 - confidence) / looks`` (Bonferroni);
+   while it is undecided the model answers one more round and the function's outputs on it are
+   compared; it fails when the upper bound falls below the target or the cap is reached. Each
+   round's answers are journaled under ``code_rows:<operator key>`` with their price, the trial
+   under ``code_trial:<operator key>``, passed or not, so a resumed or re-run choice (the newest
+   succeeded run with the same fingerprint, for plans that read no in-memory table) reuses them
+   and pays nothing again.
 3. **Choose**: ``prefer_validated_code`` with the trials replaces each candidate whose function
-   passed with ``agreement >= target``; every other candidate stays a per-row operator.
+   passed; every other candidate stays a per-row operator. The chosen SemCode carries the bound
+   and the rows it was measured on (``agreement_bound``, ``checked_rows``: EXPLAIN shows them).
 
 ``choose_code_for_run`` does it on the configured tiers in one journaled run (like
 ``code_commit.commit_code``). The simulated tier answers from labels and cannot write code: there
 the plan comes back unchanged (logged ``code_choice_unavailable``), because asking for the choice
 is asking for the cheaper plan where there is one, not for code at any price.
 
->>> CodeChoice().target, CodeChoice().sample_rows
-(0.9, 20)
+>>> CodeChoice().target, CodeChoice().sample_rows, CodeChoice().max_rows, CodeChoice().confidence
+(0.9, 20, 200, 0.95)
 """
 
 from __future__ import annotations
@@ -38,13 +45,15 @@ from typing import Any
 
 import pyarrow as pa
 
+from semray.cost_model.bounds import agreement_lower_bound, decide, look_confidence, looks_for
 from semray.cost_model.statistics import PlanStatistics
 from semray.log import get_logger
 from semray.operators import Node
+from semray.operators.base import transform
 from semray.operators.code import SemCode
 from semray.operators.semantic import SemExtract, SemMap
 from semray.pipeline.code_commit import CODE_TIER, Lookup, code_run, reads_memory, sample_input, succeeded_lookup
-from semray.pipeline.code_generation import Ask, GeneratedCode, try_code
+from semray.pipeline.code_generation import Ask, GeneratedCode, count_agreement, model_answers, run_code, try_code
 from semray.pipeline.lower_semantic import operator_key
 from semray.planner.costing import cost_model_estimator, operator_cost
 from semray.planner.paths import operator_paths, rewrite_at_paths
@@ -58,6 +67,7 @@ from semray.planner.rules.prefer_validated_code import (
     trial_key,
 )
 from semray.serving.config import ServingConfig
+from semray.serving.contract import Usage
 from semray.settings import Settings
 from semray.transactions import BatchLedger, LLMUsage
 
@@ -76,23 +86,36 @@ _TRIAL_SCHEMA = pa.schema(
         ("calls", pa.int64()),
         ("dollars", pa.float64()),
         ("problem", pa.string()),
+        ("lower_bound", pa.float64()),
+        ("checked_rows", pa.int64()),
     ]
 )
+_ROUND_SCHEMA = pa.schema([("answer", pa.string())])
+"""A journaled round of per-row answers: each row's answer as JSON (null: no answer)."""
 
 
 @dataclass(frozen=True, slots=True)
 class CodeChoice:
-    """The opt-in: consider a SemCode for every candidate, kept when its measured agreement on
-    ``sample_rows`` validation rows is at least ``target``."""
+    """The opt-in: consider a SemCode for every candidate, kept when the one-sided lower bound (at
+    ``confidence``) on its agreement reaches ``target``; validated in rounds of ``sample_rows``
+    rows, up to ``max_rows``, while the bound is undecided."""
 
     target: float = 0.9
     sample_rows: int = 20
+    max_rows: int = 200
+    confidence: float = 0.95
 
     def __post_init__(self) -> None:
         if not 0.0 < self.target <= 1.0:
             raise ValueError(f"CodeChoice.target is a share of agreeing rows in (0, 1], not {self.target}")
         if not 1 <= self.sample_rows <= 1000:
             raise ValueError(f"CodeChoice.sample_rows is 1 to 1000 validation rows, not {self.sample_rows}")
+        if not self.sample_rows <= self.max_rows <= 1000:
+            raise ValueError(
+                f"CodeChoice.max_rows is sample_rows ({self.sample_rows}) to 1000 validation rows, not {self.max_rows}"
+            )
+        if not 0.5 < self.confidence < 1.0:
+            raise ValueError(f"CodeChoice.confidence is in (0.5, 1), not {self.confidence}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +207,7 @@ def choose_code(
     prices: dict[TrialKey, PricedAlternative] = {}
     trials: dict[TrialKey, CodeTrial] = {}
     not_tried: dict[TrialKey, str] = {}
+    bounds: dict[str, _Measured] = {}
     for path, node in candidates.items():
         key, price = trial_key(node), prices_by_path[path]
         prices[key] = price
@@ -196,10 +220,13 @@ def choose_code(
             )
             log.info("code_not_tried", operator=node.label(), code_dollars=price.code_high, per_row=price.per_row)
             continue
-        trials[key] = _trial(code_draft(node, choice.target, choice.sample_rows), ask, sample, ledger, earlier)
+        measured = _trial(_drafting(choice)(node), ask, sample, choice, ledger, earlier)
+        trials[key] = measured.trial
+        if measured.trial.code is not None:
+            bounds[measured.trial.code] = measured
     context = CodeRuleContext(code_trial=lambda node: trials.get(trial_key(node)))  # type: ignore[arg-type]
     chosen = prefer_validated_code(plan, context)
-    return CodeDecision(plan=chosen, prices=prices, trials=trials, not_tried=not_tried)
+    return CodeDecision(plan=_with_bounds(chosen, bounds, choice), prices=prices, trials=trials, not_tried=not_tried)
 
 
 def choose_code_for_run(
@@ -255,16 +282,55 @@ def choice_run_identity(plan: Node, serving: ServingConfig, choice: CodeChoice) 
 
     large = serving.tier(CODE_TIER)
     document: dict[str, Any] = json.loads(plan_to_json(plan, indent=None))
-    parts = {"choose_code": document, "target": choice.target, "sample_rows": choice.sample_rows}
+    parts = {
+        "choose_code": document,
+        "target": choice.target,
+        "sample_rows": choice.sample_rows,
+        "max_rows": choice.max_rows,
+        "confidence": choice.confidence,
+    }
     return fingerprint({**parts, "model": f"{large.backend}:{large.model}"})
 
 
-def _drafting(choice: CodeChoice) -> Callable[[Node], Node]:
-    def draft(node: Node) -> Node:
+def _drafting(choice: CodeChoice) -> Callable[[Node], SemCode]:
+    """The draft of a candidate: validated in rounds up to ``max_rows``, its bound at ``confidence``."""
+
+    def draft(node: Node) -> SemCode:
         assert isinstance(node, SemMap | SemExtract)
-        return code_draft(node, choice.target, choice.sample_rows)
+        drafted = code_draft(node, choice.target, choice.sample_rows)
+        fields = {name: getattr(drafted, name) for name in type(drafted).model_fields}
+        fields.update(max_sample_rows=choice.max_rows, confidence=choice.confidence)
+        return SemCode.model_validate(fields)
 
     return draft
+
+
+@dataclass(frozen=True, slots=True)
+class _Measured:
+    """A trial and what its statistical decision measured: the lower bound and the rows compared."""
+
+    trial: CodeTrial
+    lower_bound: float | None
+    checked_rows: int
+
+
+def _with_bounds(plan: Node, measured: Mapping[str, _Measured], choice: CodeChoice) -> Node:
+    """``plan`` with each chosen SemCode carrying its bound and sample size (EXPLAIN shows them)."""
+
+    def annotate(node: Node) -> Node:
+        if not isinstance(node, SemCode) or node.replaces is None or node.code is None or node.code not in measured:
+            return node
+        found = measured[node.code]
+        fields = {name: getattr(node, name) for name in type(node).model_fields}
+        fields.update(
+            code_sha256=None,
+            agreement_bound=found.lower_bound,
+            checked_rows=found.checked_rows,
+            confidence=choice.confidence,
+        )
+        return SemCode.model_validate(fields)
+
+    return transform(plan, annotate)
 
 
 class _NeedsModelError(Exception):
@@ -279,50 +345,72 @@ def _trial(
     draft: SemCode,
     ask: Ask,
     sample: Callable[[SemCode], pa.Table],
+    choice: CodeChoice,
     ledger: BatchLedger | None,
     earlier: Lookup | None = None,
-) -> CodeTrial:
+) -> _Measured:
+    """Write and validate ``draft``'s function, then decide on its agreement's lower bound.
+
+    The first ``max_rows`` rows of the input are drawn once; the model answers them in rounds of
+    ``sample_rows`` (each round journaled under ``code_rows:<operator key>``, with its price), the
+    function is written and retried on the first round (``try_code``), and further rounds are
+    answered and compared only while the bound is undecided.
+    """
     key = f"code_trial:{operator_key(draft)}"
     found = ledger.lookup(key, TRIAL_BATCH) if ledger is not None else None
     if found is None and earlier is not None:
         found = earlier(key, TRIAL_BATCH)
     if found is not None:
         row = found.to_pylist()[0]
-        log.info("code_trial_reused", instruction=draft.instruction, agreement=row["agreement"])
-        return CodeTrial(**row)
-    outcome = try_code(draft, sample(draft), ask)
-    assert draft.min_agreement is not None
-    paid = LLMUsage(
-        calls=outcome.calls,
-        tokens_in=outcome.usage.input_tokens,
-        tokens_out=outcome.usage.output_tokens,
-        dollars=outcome.usage.dollars,
-    )
+        bound, checked = row.pop("lower_bound", None), row.pop("checked_rows", 0)
+        log.info("code_trial_reused", instruction=draft.instruction, agreement=row["agreement"], lower_bound=bound)
+        return _Measured(CodeTrial(**row), bound, checked)
+    assert draft.min_agreement is not None and draft.max_sample_rows is not None
+    table = sample(draft).slice(0, draft.max_sample_rows)
+    rounds = _Rounds(draft, table, ask, ledger, earlier)
+    first = rounds.answers(0)
+    outcome = try_code(draft, rounds.rows(0), ask, answers=first)
+    rounds.pay(outcome.usage, outcome.calls)
+    looks = looks_for(draft.sample_rows, draft.max_sample_rows)
+    per_look = look_confidence(choice.confidence, looks)
+    lower: float | None = None
+    compared = sum(1 for answer in first if answer)
+    agreeing = round((outcome.agreement or 0.0) * compared)
     if isinstance(outcome, GeneratedCode):
-        trial = CodeTrial(
-            outcome.code,
-            outcome.agreement,
-            draft.min_agreement,
-            draft.sample_rows,
-            outcome.calls,
-            outcome.usage.dollars,
-        )
+        code: str | None = outcome.code
+        verdict, look, problem = decide(agreeing, compared, choice.target, per_look), 1, None
+        produced: list[dict[str, object]] | str | None = None
+        while verdict == "undecided" and look < looks and look * draft.sample_rows < table.num_rows:
+            if produced is None:  # the function runs once, on every drawn row; the answers are the cost
+                produced = run_code(draft, outcome.code, table)
+            if isinstance(produced, str):
+                problem = f"on the rows after the first round: {produced}"
+                break
+            start = look * draft.sample_rows
+            counted = count_agreement(draft, produced[start : start + draft.sample_rows], rounds.answers(look))
+            agreeing, compared, look = agreeing + counted.agreeing, compared + counted.compared, look + 1
+            verdict = decide(agreeing, compared, choice.target, per_look)
+        lower = agreement_lower_bound(agreeing, compared, per_look)
+        if problem is None and verdict != "accepted":
+            problem = (
+                f"it agrees on {agreeing} of {compared} rows; the {choice.confidence:.0%} lower bound "
+                f"{lower:.3f} is below the target {choice.target:.2f} "
+                + ("(refused: the upper bound is below it too)" if verdict == "refused" else "(undecided at the cap)")
+            )
+        if problem is not None:
+            code = None
+        agreement = agreeing / compared if compared else outcome.agreement
     else:
-        problems = "; ".join(f"attempt {i + 1}: {a.problem}" for i, a in enumerate(outcome.attempts))
-        trial = CodeTrial(
-            None,
-            outcome.agreement,
-            draft.min_agreement,
-            draft.sample_rows,
-            outcome.calls,
-            outcome.usage.dollars,
-            problem=problems,
-        )
+        code, agreement = None, outcome.agreement
+        problem = "; ".join(f"attempt {i + 1}: {a.problem}" for i, a in enumerate(outcome.attempts))
+    trial = CodeTrial(code, agreement, choice.target, rounds.drawn, rounds.calls, rounds.dollars, problem=problem)
     log.info(
         "code_trial",
         instruction=draft.instruction,
         passed=trial.code is not None,
         agreement=trial.agreement,
+        lower_bound=lower,
+        rows=compared,
         calls=trial.calls,
         dollars=trial.dollars,
     )
@@ -337,9 +425,57 @@ def _trial(
                     "calls": trial.calls,
                     "dollars": trial.dollars,
                     "problem": trial.problem,
+                    "lower_bound": lower,
+                    "checked_rows": compared,
                 }
             ],
             schema=_TRIAL_SCHEMA,
         )
+        generation = outcome.usage
+        paid = LLMUsage(
+            calls=outcome.calls,
+            tokens_in=generation.input_tokens,
+            tokens_out=generation.output_tokens,
+            dollars=generation.dollars,
+        )  # the rounds' answers are journaled with their own price
         ledger.commit(key, TRIAL_BATCH, (), record, usage=paid)
-    return trial
+    return _Measured(trial, lower, compared)
+
+
+class _Rounds:
+    """The drawn rows of one trial in rounds, and the model's journaled answers on each round."""
+
+    def __init__(
+        self, draft: SemCode, table: pa.Table, ask: Ask, ledger: BatchLedger | None, earlier: Lookup | None
+    ) -> None:
+        self.draft, self.table, self.ask, self.ledger, self.earlier = draft, table, ask, ledger, earlier
+        self.key = f"code_rows:{operator_key(draft)}"
+        self.calls, self.dollars, self.drawn = 0, 0.0, 0
+
+    def rows(self, look: int) -> pa.Table:
+        size = self.draft.sample_rows
+        return self.table.slice(look * size, size)
+
+    def pay(self, usage: Usage, calls: int) -> None:
+        self.calls += calls
+        self.dollars += usage.dollars
+
+    def answers(self, look: int) -> list[dict[str, object] | None]:
+        rows = self.rows(look)
+        self.drawn += rows.num_rows
+        batch = f"round-{look}"
+        found = self.ledger.lookup(self.key, batch) if self.ledger is not None else None
+        if found is None and self.earlier is not None:
+            found = self.earlier(self.key, batch)
+        if found is not None:
+            return [None if text is None else json.loads(text) for text in found.column("answer").to_pylist()]
+        answers, usage, calls = model_answers(self.draft, rows, self.ask)
+        self.pay(usage, calls)
+        if self.ledger is not None:
+            texts = [None if answer is None else json.dumps(answer, default=str) for answer in answers]
+            record = pa.Table.from_pydict({"answer": texts}, schema=_ROUND_SCHEMA)
+            paid = LLMUsage(
+                calls=calls, tokens_in=usage.input_tokens, tokens_out=usage.output_tokens, dollars=usage.dollars
+            )
+            self.ledger.commit(self.key, batch, (), record, usage=paid)
+        return answers

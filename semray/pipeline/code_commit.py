@@ -15,6 +15,11 @@ so it and its resume run the same code.
 
 The simulated tier answers from labels and cannot write code: a SemCode without code on a
 simulated large tier raises ``CodeGenerationUnavailableError`` before any call.
+
+A user's function is validated too before it is committed (``pending_code`` lists it until
+``checked_rows`` is set): ``code_generation.check_user_code`` on the first ``sample_rows`` rows,
+with the model's per-row answers where ``min_agreement`` is set and the large tier is a real one
+(journaled under ``code_check:<operator key>``); a failure raises and no model rewrites it.
 """
 
 from __future__ import annotations
@@ -47,15 +52,35 @@ CODE_BATCH = "function"
 
 
 def pending_code(plan: Node) -> list[SemCode]:
-    """The SemCode operators of ``plan`` that have no code yet."""
+    """The SemCode operators of ``plan`` that have no code yet, or user code not yet validated."""
+    return [
+        node for node in walk(plan) if isinstance(node, SemCode) and (node.code is None or unchecked_user_code(node))
+    ]
+
+
+def unchecked_user_code(node: SemCode) -> bool:
+    """Whether ``node`` holds the user's function, not yet validated (``checked_rows`` unset)."""
+    return node.code is not None and node.origin == "user" and node.checked_rows is None
+
+
+def _to_write(plan: Node) -> list[SemCode]:
     return [node for node in walk(plan) if isinstance(node, SemCode) and node.code is None]
 
 
 def commit_code(plan: Node, settings: Settings, serving: ServingConfig | None) -> Node:
-    """``plan`` with a validated function in every SemCode (unchanged when none lacks one)."""
+    """``plan`` with a validated function in every SemCode (unchanged when none lacks one).
+
+    A user's function is validated too, on the first ``sample_rows`` rows of its input
+    (``code_generation.check_user_code``; agreement with the model's per-row answers only where
+    the large tier is a real model: the simulated one answers labelled tasks only), and a failure
+    raises ``CodeValidationError``: no model rewrites user code.
+    """
     if not pending_code(plan):
         return plan
     config = serving or ServingConfig()
+    if not _to_write(plan) and (config.tier(CODE_TIER).backend == "simulated" or not _asks(plan)):
+        # only user code, checked without a model: no run, no call
+        return commit_with(plan, _no_calls, None, lambda node: sample_input(node, settings, serving), agree=False)
     check_can_write_code(plan, config)
     document: dict[str, Any] = json.loads(plan_to_json(plan, indent=None))
     identity = code_run_identity(plan, config)
@@ -131,13 +156,22 @@ def succeeded_lookup(settings: Settings, identity: str) -> Lookup | None:
 
 
 def commit_with(
-    plan: Node, ask: Ask, ledger: BatchLedger | None, sample: Any, *, earlier: Lookup | None = None
+    plan: Node,
+    ask: Ask,
+    ledger: BatchLedger | None,
+    sample: Any,
+    *,
+    earlier: Lookup | None = None,
+    agree: bool = True,
 ) -> Node:
     """``commit_code``'s work with the pieces given: ``ask`` answers on the large tier, ``ledger``
     (optional) journals each function, ``sample(node)`` gives rows of a SemCode's input,
-    ``earlier`` (optional) finds functions a finished run committed."""
+    ``earlier`` (optional) finds functions a finished run committed; ``agree``: compare user code
+    with the model's per-row answers (where ``min_agreement`` is set)."""
 
     def commit(node: Node) -> Node:
+        if isinstance(node, SemCode) and unchecked_user_code(node):
+            return _check_user(node, ask if agree else None, ledger, sample, earlier)
         if not isinstance(node, SemCode) or node.code is not None:
             return node
         key = _key(node)
@@ -167,7 +201,53 @@ def commit_with(
 
 
 def _key(node: SemCode) -> str:
-    return f"code:{operator_key(node)}"
+    return f"{'code_check' if unchecked_user_code(node) else 'code'}:{operator_key(node)}"
+
+
+def _asks(plan: Node) -> bool:
+    """Whether validating ``plan``'s user code asks the model (some has ``min_agreement``)."""
+    return any(node.min_agreement is not None for node in pending_code(plan) if unchecked_user_code(node))
+
+
+def _check_user(
+    node: SemCode, ask: Ask | None, ledger: BatchLedger | None, sample: Any, earlier: Lookup | None
+) -> SemCode:
+    """``node`` with its user function validated (``checked_rows`` and ``agreement`` set), journaled
+    under ``code_check:<operator key>`` when there is a ledger; raises ``CodeValidationError``."""
+    from semray.pipeline.code_generation import check_user_code, model_answers
+
+    key = _key(node)
+    found = ledger.lookup(key, CODE_BATCH) if ledger is not None else None
+    if found is None and earlier is not None:
+        found = earlier(key, CODE_BATCH)
+    if found is not None:
+        row = found.to_pylist()[0]
+        return _checked(node, row["agreement"], row["checked_rows"])
+    rows = sample(node)
+    answers: list[dict[str, object] | None] = [None] * rows.num_rows
+    usage, calls = None, 0
+    if ask is not None:
+        answers, usage, calls = model_answers(node, rows, ask)
+    agreement = check_user_code(node, rows, answers)
+    if ledger is not None:
+        record = pa.table(
+            {"agreement": pa.array([agreement], pa.float64()), "checked_rows": pa.array([rows.num_rows], pa.int64())}
+        )
+        paid = LLMUsage(
+            calls=calls,
+            tokens_in=usage.input_tokens if usage else 0,
+            tokens_out=usage.output_tokens if usage else 0,
+            dollars=usage.dollars if usage else 0.0,
+        )
+        ledger.commit(key, CODE_BATCH, (), record, usage=paid)
+    log.info("user_code_checked", instruction=node.instruction, rows=rows.num_rows, agreement=agreement, calls=calls)
+    return _checked(node, agreement, rows.num_rows)
+
+
+def _checked(node: SemCode, agreement: float | None, rows: int) -> SemCode:
+    fields = {name: getattr(node, name) for name in type(node).model_fields}
+    fields.update(agreement=agreement, checked_rows=rows)
+    return SemCode.model_validate(fields)
 
 
 def _no_calls(requests: Any) -> Any:
@@ -190,7 +270,9 @@ def check_can_write_code(plan: Node, serving: ServingConfig) -> None:
     large = serving.tier(CODE_TIER)
     if large.backend != "simulated":
         return
-    first = pending_code(plan)[0]
+    if not _to_write(plan):
+        return
+    first = _to_write(plan)[0]
     raise CodeGenerationUnavailableError(
         f"SemCode {first.instruction!r} has no code, and the large tier is simulated ({large.model}), which "
         "answers from labels and cannot write code; supply the function yourself "
@@ -200,10 +282,10 @@ def check_can_write_code(plan: Node, serving: ServingConfig) -> None:
 
 
 def sample_input(node: SemCode, settings: Settings, serving: ServingConfig | None) -> pa.Table:
-    """The first ``sample_rows`` rows of the operator's input (a query of its own)."""
+    """The first ``max_sample_rows`` (else ``sample_rows``) rows of the operator's input (a query of its own)."""
     from semray.pipeline.run import collect
 
-    return collect(Limit(input=node.input, count=node.sample_rows), settings, serving)
+    return collect(Limit(input=node.input, count=node.max_sample_rows or node.sample_rows), settings, serving)
 
 
 def _record(generated: GeneratedCode) -> pa.Table:

@@ -74,6 +74,8 @@ class _Check:
     problem: str | None
     failing: tuple[dict[str, object], ...] = ()
     agreement: float | None = None
+    error: SandboxError | None = None
+    """The sandbox's own typed error, when the function failed there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,16 +112,21 @@ def generate_code(node: SemCode, sample: pa.Table, ask: Ask, *, retries: int = R
     )
 
 
-def try_code(node: SemCode, sample: pa.Table, ask: Ask, *, retries: int = RETRIES) -> GeneratedCode | FailedCode:
+def try_code(
+    node: SemCode,
+    sample: pa.Table,
+    ask: Ask,
+    *,
+    retries: int = RETRIES,
+    answers: Sequence[Mapping[str, object] | None] | None = None,
+) -> GeneratedCode | FailedCode:
     """`generate_code` without raising: the validated function, or every failed attempt with
-    what it cost (the optimizer's code choice keeps the per-row operator then)."""
+    what it cost (the optimizer's code choice keeps the per-row operator then). ``answers``
+    (optional): the model's per-row answers on ``sample``, already asked (and paid) elsewhere."""
     rows = sample.select(list(node.inputs)).to_pylist()
     usage, calls = Usage(), 0
-    answers: list[dict[str, object] | None] = [None] * len(rows)
-    if node.min_agreement is not None and rows:
-        responses = ask(_row_requests(node, rows))
-        usage, calls = _paid(responses, usage, calls)
-        answers = [response.value if isinstance(response.value, dict) else None for response in responses]
+    if answers is None:
+        answers, usage, calls = model_answers(node, sample, ask)
     input_types = {column.name: column.type for column in node.input_schema.columns}
     first = code_request(
         node.instruction,
@@ -154,6 +161,80 @@ def try_code(node: SemCode, sample: pa.Table, ask: Ask, *, retries: int = RETRIE
     return FailedCode(tuple(attempts), usage, calls)
 
 
+def model_answers(node: SemCode, sample: pa.Table, ask: Ask) -> tuple[list[dict[str, object] | None], Usage, int]:
+    """The model's own per-row answers on ``sample`` (None where it gave none), what they cost and
+    how many calls; no call without ``min_agreement`` (each row is then None)."""
+    rows = sample.select(list(node.inputs)).to_pylist()
+    if node.min_agreement is None or not rows:
+        return [None] * len(rows), Usage(), 0
+    responses = ask(_row_requests(node, rows))
+    usage, calls = _paid(responses, Usage(), 0)
+    return [response.value if isinstance(response.value, dict) else None for response in responses], usage, calls
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    """How a function's outputs matched the model's answers on some rows."""
+
+    agreeing: int
+    compared: int
+
+
+def run_code(node: SemCode, code: str, sample: pa.Table) -> list[dict[str, object]] | str:
+    """``code``'s output rows on ``sample``, run once in the sandbox, or what went wrong (a ``SandboxError``)."""
+    if not sample.num_rows:
+        return []
+    limits = Limits(node.limits.cpu_s, node.limits.memory_mb, node.limits.wall_s)
+    try:
+        with SandboxWorker(code, node.inputs, node.output_types(), limits) as worker:
+            produced: list[dict[str, object]] = worker.run(sample.select(list(node.inputs))).to_pylist()
+    except SandboxError as error:
+        return f"{type(error).__name__}: {error}"
+    return produced
+
+
+def count_agreement(
+    node: SemCode, produced: Sequence[Mapping[str, object]], answers: Sequence[Mapping[str, object] | None]
+) -> Agreement:
+    """The rows whose outputs match the model's answers (rows the model did not answer are not compared)."""
+    outputs = node.output_types()
+    compared = [(got, answer) for got, answer in zip(produced, answers, strict=True) if answer]
+    return Agreement(sum(_agrees(got, answer, outputs) for got, answer in compared), len(compared))
+
+
+def check_user_code(
+    node: SemCode, sample: pa.Table, answers: Sequence[Mapping[str, object] | None] = ()
+) -> float | None:
+    """Validate a user's function on ``sample`` like a generated one (`validate_code`: it runs in
+    the sandbox, the declared types, one row per input row, nulls, the examples, and with
+    ``answers`` the agreement at ``min_agreement``); its agreement (None: not compared).
+
+    No model rewrites user code: a failure in the sandbox raises its own ``SandboxError`` (a
+    wrong type names the column and row), any other failed check ``CodeValidationError`` naming
+    the check and the failing rows; the user fixes the function (or lowers or unsets
+    ``min_agreement``).
+    """
+    assert node.code is not None
+    given = list(answers) if answers else [None] * sample.num_rows
+    check = validate_code(node, node.code, sample, given)
+    if check.problem is None:
+        return check.agreement
+    if check.error is not None:
+        raise check.error
+    rows = "; ".join(_shown(failing) for failing in check.failing[:MAX_FAILING_ROWS])
+    shown = f"; failing rows: {rows}" if rows else ""
+    raise CodeValidationError(
+        f"SemCode {node.instruction!r}: your function fails validation on {sample.num_rows} sample rows: "
+        f"{check.problem}{shown}; fix the function (code=...), or lower or unset min_agreement",
+        attempts=(check.problem,),
+    )
+
+
+def _shown(failing: Mapping[str, object]) -> str:
+    parts = [f"{key} {value!r}" for key, value in failing.items()]
+    return ", ".join(parts)
+
+
 def validate_code(
     node: SemCode, code: str, sample: pa.Table, answers: Sequence[Mapping[str, object] | None] = ()
 ) -> _Check:
@@ -170,7 +251,7 @@ def validate_code(
             examples = _examples_table(node)
             from_examples = worker.run(examples).to_pylist() if examples.num_rows else []
         except SandboxError as error:
-            return _Check(f"{type(error).__name__}: {error}")
+            return _Check(f"{type(error).__name__}: {error}", error=error)
     wrong = [
         {"input": example.inputs, "output": got, "expected": example.outputs}
         for example, got in zip(node.examples, from_examples, strict=True)

@@ -27,9 +27,8 @@ import hashlib
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 
-from semray.cost_model.sampling import wilson_interval
+from semray.cost_model.bounds import agreement_lower_bound, agreement_upper_bound
 from semray.operators.schema import right_names
 from semray.operators.semantic import SemJoin
 from semray.pipeline.lower_semantic import operator_key
@@ -59,30 +58,6 @@ class Verification:
     @property
     def agreement(self) -> float:
         return self.agreeing / self.pairs if self.pairs else 0.0
-
-
-def agreement_lower_bound(agreeing: int, pairs: int, confidence: float) -> float:
-    """One-sided lower confidence bound on the agreement share (Wilson score).
-
-    >>> round(agreement_lower_bound(64, 64, 0.95), 3), round(agreement_lower_bound(60, 64, 0.95), 3)
-    (0.959, 0.868)
-    """
-    if pairs == 0:
-        return 0.0
-    z = NormalDist().inv_cdf(confidence)
-    return wilson_interval(agreeing / pairs, pairs, z)[0]
-
-
-def agreement_upper_bound(agreeing: int, pairs: int, confidence: float) -> float:
-    """One-sided upper confidence bound on the agreement share (Wilson score).
-
-    >>> round(agreement_upper_bound(50, 64, 0.95), 3)
-    0.854
-    """
-    if pairs == 0:
-        return 1.0
-    z = NormalDist().inv_cdf(confidence)
-    return wilson_interval(agreeing / pairs, pairs, z)[1]
 
 
 def relate(left: object, right: object, relation: str) -> bool:

@@ -69,6 +69,9 @@ def test_the_published_schema_knows_sem_code() -> None:
         ({"code": "def transform(batch) return"}, "does not parse"),
         ({"code_sha256": "abc"}, "a code hash without code"),
         ({"agreement": 0.9}, "without code leave them out"),
+        ({"agreement_bound": 0.9}, "without code leave them out"),
+        ({"checked_rows": 20}, "without code leave them out"),
+        ({"sample_rows": 40, "max_sample_rows": 20}, "is below sample_rows"),
         ({"examples": (CodeExample(inputs={"review": "x"}, outputs={"stars2": 1}),)}, "give exactly the inputs"),
     ],
 )

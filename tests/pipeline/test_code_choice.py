@@ -1,6 +1,7 @@
 """The optimizer's code choice at plan time: priced with the cost model, tried with a stand-in
 large tier (recorded functions, per-row answers from a truth table), validated in the real
-sandbox, journaled, and kept only when the agreement meets the target."""
+sandbox, journaled, and kept only when the agreement's lower confidence bound meets the target
+(``test_code_choice_bound.py``: the rounds of that decision)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,10 @@ GOOD = (
     "    return pd.DataFrame({'day': days.dt.date})\n"
 )
 DAY_FIRST = GOOD.replace("errors='coerce'", "dayfirst=True, errors='coerce'")  # 2 of the 4 rows wrong
-SAMPLE = pa.table({"_rowid": [str(i) for i in range(len(TRUTH))], "raw": list(TRUTH)})
+RAW = list(TRUTH) * 50  # 200 rows: the choice validates in rounds of 20, up to 200
+SAMPLE = pa.table({"_rowid": [str(i) for i in range(len(RAW))], "raw": RAW})
+ACCEPTED_AT = 60
+"""Rows a function agreeing on every row needs at the defaults (target 0.9, 95%, 10 looks of 20)."""
 PROFILES = profiles_from_serving(ServingConfig())
 
 
@@ -77,12 +81,14 @@ def test_a_function_that_agrees_is_chosen_and_explain_shows_it() -> None:
     model = StandIn([GOOD])
     decision = choose_code(extraction(), model.ask, lambda _: SAMPLE, PROFILES, CodeChoice(target=0.9))
     assert isinstance(decision.plan, SemCode) and decision.plan.code == GOOD and decision.plan.agreement == 1.0
-    assert decision.calls == 1 + len(TRUTH) and model.code_calls == 1 and model.row_calls == len(TRUTH)
+    assert decision.plan.checked_rows == ACCEPTED_AT and (decision.plan.agreement_bound or 0.0) >= 0.9
+    assert decision.calls == 1 + ACCEPTED_AT and model.code_calls == 1 and model.row_calls == ACCEPTED_AT
     price = decision.prices[trial_key(extraction())]
     assert price.worth_trying and price.code < price.per_row  # 1,000 rows assumed: per-row calls dearer
     estimate = estimate_plan(decision.plan, PlanStatistics(), PROFILES)
     text = render_estimates(decision.plan, estimate)
-    assert "instead of per-row SemExtract" in text and "agreement 1.00 >= target 0.90" in text
+    assert "instead of per-row SemExtract" in text and "validated on 60 rows, agreement 1.00" in text
+    assert "95% lower bound 0.90 >= target 0.90" in text
     assert estimate.dollars.value == 0.0  # execution is CPU only
 
 
@@ -92,12 +98,13 @@ def test_a_function_below_the_target_leaves_the_per_row_operator() -> None:
     assert decision.plan == extraction()
     (trial,) = decision.trials.values()
     assert trial.code is None and trial.agreement == 0.5 and "below the 90% required" in (trial.problem or "")
-    assert decision.calls == 3 + len(TRUTH)  # what the failed trial cost is still counted
+    assert decision.calls == 3 + 20  # what the failed trial cost is still counted: one round of answers
 
 
 def test_a_lower_target_accepts_the_same_function() -> None:
-    decision = choose_code(extraction(), StandIn([DAY_FIRST]).ask, lambda _: SAMPLE, PROFILES, CodeChoice(target=0.5))
+    decision = choose_code(extraction(), StandIn([DAY_FIRST]).ask, lambda _: SAMPLE, PROFILES, CodeChoice(target=0.3))
     assert isinstance(decision.plan, SemCode) and decision.plan.agreement == 0.5
+    assert decision.plan.checked_rows == 40  # 10 of 20 agree: the bound reaches 0.3 on the second round
 
 
 def test_a_small_input_is_not_worth_a_function() -> None:
@@ -113,7 +120,7 @@ def test_a_journaled_trial_is_reused_without_calls(tmp_path: Path) -> None:
     again = StandIn([])  # any code request would fail
     second = choose_code(extraction(), again.ask, lambda _: SAMPLE, PROFILES, ledger=run.ledger)
     assert second.plan == first.plan and again.code_calls == again.row_calls == 0
-    assert run.state().usage.calls == 1 + len(TRUTH)
+    assert run.state().usage.calls == 1 + ACCEPTED_AT
     run.finish("succeeded")
 
 

@@ -21,8 +21,9 @@ Why results are preserved, and how far: the output columns keep their names, typ
 (the function's outputs are the operator's fields; ``_rowid`` and the input columns pass
 through), and every input row gives one output row. The values are those of the function, not
 the model's: on the validation sample they matched the model's per-row answers on at least
-``target`` of the rows; on other rows that share is an estimate from ``sample_rows`` rows, like
-a cascade's, which holds its target only up to its calibration sample. A function that did not
+``target`` of the rows, and the choice (``pipeline/code_choice.py``) passes a trial only when
+the one-sided lower confidence bound on that agreement reaches ``target``; on other rows it holds
+like a cascade's target, only as far as the sample is like them. A function that did not
 reach the target is never committed and the per-row operator stays. Not in ``RULES``: those
 rules keep results exactly with tiers pinned (docs/optimizer.md), this one only within the
 measured agreement.
