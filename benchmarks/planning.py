@@ -17,8 +17,10 @@ answers are compared (the measure to use with a real model, whose plans differ i
 Configurations: the full loop; single-shot (one draft, grammar check only, no feedback); the loop
 without long-term memory, without majority vote (one judge), without failed-attempt isolation,
 without confidence signals (the dataset choice, span divergence, early stopping; ``StandInScorer``
-grounds a span when the evidence holds its words), and without units (a plain ReAct-style loop: no isolation and no
-confidence-gated retries). Each runs the question set in order with a fresh memory per seed.
+grounds a span when the evidence holds its words), the full loop with competitive sub-agents (3
+candidate drafts per attempt, the cheapest valid one by the cost model wins), and without units (a plain
+ReAct-style loop: no isolation and no confidence-gated retries). Each runs the question set in order
+with a fresh memory per seed.
 
     python -m benchmarks.planning            # 5 seeds, fault rates 0.3 and 0.6
     python -m benchmarks.planning --quick    # 2 seeds, one fault rate
@@ -90,6 +92,11 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
         LoopConfig(),
         confidence=False,
         what="no scorer tier: neither the dataset choice nor the plan's spans scored, no early stop",
+    ),
+    Configuration(
+        "competitive (3 candidates)",
+        LoopConfig(candidates=3),
+        what="the full loop with 3 candidate drafts per attempt from isolated contexts; the cheapest valid one wins",
     ),
     Configuration(
         "no units (ReAct-style)",
@@ -170,9 +177,7 @@ def run_arm(
                 executor=answer,  # an execution error is fed back into the loop
             )
         except PlanningFailedError:
-            run.outcomes.append(
-                Outcome(False, False, arm.loop.max_iterations, runner.trace.tokens, runner.trace.dollars)
-            )
+            run.outcomes.append(Outcome(False, False, arm.loop.drafts, runner.trace.tokens, runner.trace.dollars))
             continue
         correct = result.plan == gold or (answer is not None and same_answer(result.executed, answer(gold)))
         run.outcomes.append(Outcome(correct, True, result.iterations, runner.trace.tokens, runner.trace.dollars))
@@ -359,13 +364,13 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
             f"question set in order with a fresh long-term memory per seed. Accuracy: {measure}.",
             "",
             (
-                f"Loop bound: {LoopConfig().max_iterations} drafts; the stand-in's rates do not apply to an endpoint."
+                f"Loop bound: {LoopConfig().drafts} drafts; the stand-in's rates do not apply to an endpoint."
                 if args.endpoint
                 else f"Stand-in rates: repair {rates.repair} when the feedback names the fault, "
                 f"judges wrong {rates.judge_error}, "
                 f"memory heeded {rates.recall}, a repair breaks something else {rates.refault}, relapse to an earlier "
                 f"faulty draft still in the prompt {rates.relapse}, wrong dataset chosen {rates.dataset_error}, "
-                f"scorer wrong {rates.scorer_error}. Loop bound: {LoopConfig().max_iterations} drafts."
+                f"scorer wrong {rates.scorer_error}. Loop bound: {LoopConfig().drafts} drafts."
             ),
             "",
             *_table(rows),

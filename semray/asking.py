@@ -16,7 +16,11 @@ datasets and loop settings) or by id: ``ask(question, resume=ask_id)``, ``semray
 is checked by decision confidence divergence (``agent_decision_margin``), exploration of candidate
 datasets stops early once one adds little (``agent_stop_divergence``) and a draft whose spans the
 evidence does not support is retried (``agent_span_divergence``); prompts keep the verdicts of the
-newest ``agent_context_units`` failed attempts.
+newest ``agent_context_units`` failed attempts. A stored skill is reused for a question of its
+template, or of other words at least ``agent_skill_similarity`` alike under the memory's embedding
+tier (``planner/agents/skills.py``), validated again first. With ``agent_candidates`` above 1 the
+plan unit drafts that many candidates per attempt (competitive sub-agents,
+``planner/agents/competition.py``): the cheapest valid one under the serving profiles' prices wins.
 
 >>> result = semray.ask("average rating per product", tables={"reviews": "reviews.csv"})  # doctest: +SKIP
 >>> print(result.plan_json)  # doctest: +SKIP
@@ -48,8 +52,10 @@ from semray.planner.agents import (
     plan_question,
 )
 from semray.planner.agents.ask_journal import AskTrace, open_ask_trace, resume_ask_trace
+from semray.planner.agents.competition import plan_cost
 from semray.planner.agents.confidence import HFScorer, Scorer
 from semray.planner.agents.errors import AgentError
+from semray.planner.agents.skills import Similarity, embedding_similarity
 from semray.planner.agents.units import UnitPolicy
 from semray.serving.config import ServingConfig
 from semray.serving.profiles import resolve_serving
@@ -111,7 +117,7 @@ def ask(
     serving = serving or resolve_serving(settings.models)
     agent_model = model or _model(serving, replay)
     view = catalog or _catalog(tables, settings, serving)
-    store = memory or _memory(settings, serving)
+    store, similarity = (memory, None) if memory is not None else _memory(settings, serving)
     config = config or loop_config(settings)
     trace = _trace(
         settings,
@@ -148,6 +154,8 @@ def ask(
             run_id=trace.ask_id,
             trace=trace,
             scorer=scorer or _scorer(settings),
+            similarity=similarity,
+            cost=plan_cost(profiles_from_serving(serving)),
         )
     finally:
         trace.close()  # an ask that did not finish stays resumable
@@ -183,6 +191,8 @@ def loop_config(settings: Settings, **bounds: Any) -> LoopConfig:
         stop_divergence=settings.agent_stop_divergence,
         context_units=settings.agent_context_units,
     )
+    bounds.setdefault("skill_similarity", settings.agent_skill_similarity)
+    bounds.setdefault("candidates", settings.agent_candidates)
     return LoopConfig(units=units, **bounds)
 
 
@@ -199,11 +209,13 @@ def _ask_key(
     else:
         over = type(catalog).__name__ if catalog is not None else str(settings.catalog_path)
     bounds = {
-        "max_iterations": config.max_iterations,
+        "max_iterations": config.drafts,
         "judges": config.judges,
         "semantic": config.semantic,
         "memory": config.memory,
         "skills": config.skills,
+        "skill_similarity": config.skill_similarity,
+        "candidates": config.candidates,
         "units": [config.units.max_retries, config.units.max_units, config.units.decision_margin],
         "signals": [config.units.span_divergence, config.units.stop_divergence, config.units.context_units],
         "scorer": None if settings.agent_scorer_model is None else str(settings.agent_scorer_model),
@@ -247,9 +259,11 @@ def _catalog(tables: Mapping[str, str | Path] | None, settings: Settings, servin
     return LanceCatalogView(catalog, serving.embedding)
 
 
-def _memory(settings: Settings, serving: ServingConfig) -> MemoryView:
-    """The catalog's memory table; its embedder loads when memory is first searched or written."""
+def _memory(settings: Settings, serving: ServingConfig) -> tuple[MemoryView, Similarity]:
+    """The catalog's memory table and skills' similarity under its embedding tier, which loads when memory is
+    first searched or written."""
     from semray.catalog.memory import MemoryStore
     from semray.planner.agents.catalog_adapter import StoreMemory, TierEmbedding
 
-    return StoreMemory(MemoryStore.open(settings.catalog_path, TierEmbedding(serving.embedding)))
+    embedding = TierEmbedding(serving.embedding)
+    return StoreMemory(MemoryStore.open(settings.catalog_path, embedding)), embedding_similarity(embedding)

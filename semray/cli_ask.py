@@ -45,7 +45,11 @@ def add_ask_command(subparsers: Any) -> None:
     ask.add_argument("--explain", action="store_true", help="also show every agent step with tokens and dollars")
     ask.add_argument("--max-cost", type=float, metavar="D", help="stop planning once its steps cost D dollars")
     ask.add_argument("--replay", type=Path, metavar="FILE", help="answer the agent steps from recorded answers")
-    ask.add_argument("--max-iterations", type=int, default=4, help="drafts before giving up (default 4)")
+    ask.add_argument(
+        "--max-iterations",
+        type=int,
+        help="drafts before giving up, at most agent_max_retries + 1 (default: that limit, 3)",
+    )
     ask.add_argument("--judges", type=int, default=3, help="semantic judgements per draft, majority wins (default 3)")
     ask.add_argument(
         "--memory-file", type=Path, metavar="FILE", help="keep long-term memory in this JSON file, not the catalog"
@@ -157,7 +161,8 @@ def _resumed_arguments(args: argparse.Namespace, settings: Settings) -> None:
     args.question = started.question
     args.table = [str(item) for item in journaled.get("table", args.table)]
     args.dry_run = bool(journaled.get("dry_run", args.dry_run))
-    args.max_iterations = int(journaled.get("max_iterations", args.max_iterations))
+    drafts = journaled.get("max_iterations", args.max_iterations)
+    args.max_iterations = None if drafts is None else int(drafts)
     args.judges = int(journaled.get("judges", args.judges))
     args.no_skills = bool(journaled.get("no_skills", args.no_skills))
     if journaled.get("memory_file"):

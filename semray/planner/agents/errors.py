@@ -30,6 +30,10 @@ class PlanningFailedError(AgentError):
         self.issues = issues
 
 
+class RetryLimitError(AgentError):
+    """A unit was asked for more attempts than ``agent_max_retries`` + 1 allows."""
+
+
 class BudgetExceededError(AgentError):
     """The agent steps spent the ``max_cost`` the caller allowed."""
 

@@ -24,9 +24,10 @@ from semray.log import get_logger
 from semray.operators import Node, plan_to_json
 from semray.planner.agents.ask_journal import AskTrace
 from semray.planner.agents.catalog_view import CatalogView, MemoryView
+from semray.planner.agents.competition import UNPRICED, Candidate, PlanCost, default_cost, pick
 from semray.planner.agents.confidence import Scorer, decision_divergence
 from semray.planner.agents.drafting import Outline, fill_plan, outline_plan
-from semray.planner.agents.errors import PlanningFailedError
+from semray.planner.agents.errors import PlanningFailedError, RetryLimitError
 from semray.planner.agents.exploration import ExplorationStop
 from semray.planner.agents.grammar import GrammarReport, check_plan_text
 from semray.planner.agents.issues import PlanIssue
@@ -34,7 +35,7 @@ from semray.planner.agents.memory import MemoryManager
 from semray.planner.agents.models import AgentModel
 from semray.planner.agents.profiling import Profile, profile_question
 from semray.planner.agents.semantic import judge_plan
-from semray.planner.agents.skills import SkillBook, SkillMatch
+from semray.planner.agents.skills import SIMILARITY, Similarity, SkillBook, SkillMatch, lexical_similarity
 from semray.planner.agents.spans import decision_spans, score_spans, span_issue
 from semray.planner.agents.step import StepRunner, Trace
 from semray.planner.agents.units import StagedMemory, UnitAttempt, UnitFailedError, UnitPolicy, UnitRunner, Verdict
@@ -49,7 +50,9 @@ Executor = Callable[[Node], Any]
 class LoopConfig:
     """Bounds and switches of the loop (the switches serve the ablations of ``benchmarks/planning.py``)."""
 
-    max_iterations: int = 4
+    max_iterations: int | None = None
+    """Drafts of the plan unit; None: as many as any unit's attempts (``units.max_retries`` + 1). More than
+    that is refused: the plan unit honours the retry limit like every other unit."""
     judges: int = 3
     semantic: bool = True
     memory: bool = True
@@ -60,6 +63,26 @@ class LoopConfig:
     skills: bool = True
     """With long-term memory, a plan that was validated and ran is stored as a skill and a question it fits
     reuses it (``skills.py``) instead of being planned."""
+    candidates: int = 1
+    """Competitive sub-agents (``competition.py``): drafts per attempt of the plan unit, each from an isolated
+    context and validated alone; the cheapest valid one by the cost model wins. 1: one draft."""
+    skill_similarity: float = SIMILARITY
+    """How alike a question of other words must be to a skill's question for the skill to be re-filled for it."""
+
+    def __post_init__(self) -> None:
+        if self.candidates < 1:
+            raise RetryLimitError(f"candidates is {self.candidates}; the plan unit drafts at least 1 per attempt")
+        attempts = self.units.max_retries + 1
+        if self.max_iterations is not None and not 1 <= self.max_iterations <= attempts:
+            raise RetryLimitError(
+                f"max_iterations {self.max_iterations} is outside 1..{attempts}: a unit makes at most "
+                f"max_retries + 1 = {attempts} attempts; raise agent_max_retries (SEMRAY_AGENT_MAX_RETRIES) for more"
+            )
+
+    @property
+    def drafts(self) -> int:
+        """How many drafts the plan unit may make: ``max_iterations``, else the units' retry limit + 1."""
+        return self.units.max_retries + 1 if self.max_iterations is None else self.max_iterations
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,17 +112,24 @@ def plan_question(
     run_id: str | None = None,
     trace: AskTrace | None = None,
     scorer: Scorer | None = None,
+    similarity: Similarity | None = None,
+    cost: PlanCost | None = None,
 ) -> PlanningResult:
     """Plan (and, with ``executor``, run) a question; raises PlanningFailedError past the bound.
 
-    The work is five commit-or-retry units (``units.py``): recall, profile, outline, plan (one
-    attempt per draft, at most ``max_iterations``) and consolidate; when a stored skill fits the
-    question (recall finds it) a ``skill`` unit validates its plan first and, when it passes, is
-    the whole planning (a failed one is demoted). With ``trace`` they are journaled
+    The work is commit-or-retry units (``units.py``): recall, profile, outline, plan (one attempt
+    per draft, at most ``config.drafts``, the retry limit of every unit), with ``executor`` a run
+    unit (a failed run feeds a new plan unit; all plan units draft ``config.drafts`` at most), and
+    consolidate;
+    when a stored skill fits the question (recall finds it) a ``skill`` unit validates its plan
+    first and, when it passes, is the whole planning (a failed one is demoted). With ``trace`` they are journaled
     and a resumed ask replays its committed units; with ``scorer`` the dataset choice is checked
     by decision confidence divergence, exploration stops early once a candidate adds little, and
     a draft is checked by span divergence (``spans.py``). Prompts show the verdicts of the newest
-    ``UnitPolicy.context_units`` failed attempts; older ones are summarised in one line.
+    ``UnitPolicy.context_units`` failed attempts; older ones are summarised in one line. A skill of a
+    question of other words is found by ``similarity`` (default ``lexical_similarity``). With
+    ``config.candidates`` > 1 each plan attempt drafts that many candidates, priced by ``cost``
+    (default: the cost model at the planner's tier), the cheapest valid one wins.
     """
     runner = runner or StepRunner(model)
     structured = model.structured_output
@@ -108,7 +138,13 @@ def plan_question(
     units = UnitRunner(runner, config.units, trace, staged)
     stopping = config.units.stop_divergence
     stop = None if scorer is None or stopping is None else ExplorationStop(scorer, stopping)
-    book = SkillBook(runner, manager.store) if config.skills and manager.store is not None else None
+    alike = similarity or lexical_similarity
+    price = cost or default_cost(model.profile)
+    book = (
+        SkillBook(runner, manager.store, alike, config.skill_similarity)
+        if config.skills and manager.store is not None
+        else None
+    )
     learnt: list[Callable[[], None]] = []
     finished: Literal["succeeded", "failed"] | None = None
     try:
@@ -143,18 +179,44 @@ def plan_question(
 
         def draft(attempt: UnitAttempt) -> str:
             context = manager.short.context(config.units.context_units)
-            return fill_plan(
-                runner,
-                question,
-                drafting.outline,
-                drafting.profile,
-                [*knowledge, *context.hint_lines],
-                drafting.previous,
-                attempt.feedback if config.isolation else context.issues,
-                structured,
+            # A new plan unit after a failed run starts from the run's verdict.
+            feedback = attempt.feedback or (drafting.carried if attempt.number == 1 else ())
+            drafting.count += 1
+            texts = [
+                fill_plan(
+                    runner,
+                    question,
+                    drafting.outline,
+                    drafting.profile,
+                    [*knowledge, *context.hint_lines],
+                    drafting.previous,
+                    feedback if config.isolation else context.issues,
+                    structured,
+                )
+                for _ in range(config.candidates)
+            ]
+            if len(texts) == 1:
+                return texts[0]
+            # Competitive sub-agents: each candidate validated alone, the cheapest valid one wins; the losers'
+            # drafts and verdicts go nowhere (not into later prompts, not into memory).
+            checks = [check(text) for text in texts]
+            candidates = [
+                Candidate(text, found.verdict.ok, price(found.plan) if found.verdict.ok and found.plan else UNPRICED)
+                for text, found in zip(texts, checks, strict=True)
+            ]
+            winner = pick(candidates)
+            chosen = texts.index(winner.text) if winner is not None else 0
+            drafting.checked = {texts[chosen]: checks[chosen]}
+            log.info(
+                "candidate_chosen",
+                candidates=len(texts),
+                valid=sum(candidate.ok for candidate in candidates),
+                chosen=chosen,
+                cost=None if winner is None else winner.cost[0],
             )
+            return texts[chosen]
 
-        def validate(text: str, attempt: UnitAttempt) -> Verdict:
+        def check(text: str) -> _Checked:
             report = _validate(runner, text, catalog, drafting.profile.names)
             issues = report.issues
             signals: tuple[tuple[str, float], ...] = ()
@@ -164,21 +226,27 @@ def plan_question(
                 evidence = _evidence(drafting.profile, knowledge)
                 signals, weak = _check_spans(runner, scorer, question, evidence, report.plan, threshold)
                 # One retry for weak spans, never of the last draft: a later one goes on to the judges and the run.
-                if weak is not None and attempt.number < config.max_iterations and not drafting.span_retried:
-                    drafting.span_retried = True
-                    return Verdict((weak,), signals, soft=True)
+                if weak is not None and drafting.count < config.drafts and not drafting.span_retried:
+                    return _Checked(Verdict((weak,), signals, soft=True), report, signals, weak, span_retry=True)
             if report.plan is not None and not issues and config.semantic:
                 verdict = judge_plan(runner, question, report.plan, knowledge, config.judges, structured)
                 issues = () if verdict.issue is None else (verdict.issue,)
-            if report.plan is not None and not issues and executor is not None:
-                drafting.executed, issues = _execute(runner, executor, report.plan)
             if report.plan is not None and not issues:
-                drafting.plan = report.plan
-                attempt.write_file("plan.json", plan_to_json(report.plan).encode())
-                drafting.evidence = _evidence_lines(report, signals, config, executor is not None, drafting.executed)
-                drafting.grounded = weak is None
-                return Verdict(signals=signals)
-            return Verdict(issues or (PlanIssue("plan", "the draft is not a plan", "json"),), signals)
+                return _Checked(Verdict(signals=signals), report, signals, weak)
+            failing = issues or (PlanIssue("plan", "the draft is not a plan", "json"),)
+            return _Checked(Verdict(failing, signals), report, signals, weak)
+
+        def validate(text: str, attempt: UnitAttempt) -> Verdict:
+            found = drafting.checked.pop(text, None) or check(text)
+            drafting.checked = {}
+            drafting.span_retried = drafting.span_retried or found.span_retry
+            if found.verdict.ok and found.plan is not None:
+                drafting.plan, drafting.text = found.plan, text
+                if executor is None:
+                    attempt.write_file("plan.json", plan_to_json(found.plan).encode())
+                drafting.evidence = _evidence_lines(found.report, found.signals, config, False, None)
+                drafting.grounded = found.weak is None
+            return found.verdict
 
         def route(text: str, verdict: Verdict, _: UnitAttempt) -> None:
             manager.short.note(verdict.issues)
@@ -196,19 +264,47 @@ def plan_question(
             kept = drafting.drafts[len(drafting.drafts) - config.units.context_units :]
             drafting.previous = text if config.isolation else "\n\n".join(kept)
 
-        try:
-            planned = units.run("plan", draft, validate, max_attempts=config.max_iterations, after_failure=route)
-        except UnitFailedError as failed:
-            finished = "failed"
-            last = tuple(issue.line() for issue in failed.issues)
-            raise PlanningFailedError(
-                f"no valid plan after {config.max_iterations} drafts; the last one had: "
-                + " ".join(last)
-                + " (rephrase the question, name the datasets, or raise max_iterations)",
-                last,
-            ) from None
+        def run(attempt: UnitAttempt) -> tuple[Any, tuple[PlanIssue, ...]]:
+            assert drafting.plan is not None and executor is not None
+            return _execute(runner, executor, drafting.plan)
+
+        def ran(outcome: tuple[Any, tuple[PlanIssue, ...]], attempt: UnitAttempt) -> Verdict:
+            executed, issues = outcome
+            if issues:
+                return Verdict(issues)
+            assert drafting.plan is not None
+            drafting.executed = executed
+            attempt.write_file("plan.json", plan_to_json(drafting.plan).encode())
+            drafting.evidence = (*drafting.evidence, *_evidence_lines(None, (), config, True, executed))
+            return Verdict()
+
+        def failed_run(outcome: tuple[Any, tuple[PlanIssue, ...]], verdict: Verdict, attempt: UnitAttempt) -> None:
+            route(drafting.text, verdict, attempt)
+
+        # Planning and running are units of their own: a plan unit commits a validated plan (so an ask killed
+        # while the plan runs resumes without drafting it again), then a run unit executes it. A failed run sends
+        # its verdict to a new plan unit; the drafts of all plan units together are at most ``config.drafts``.
+        last: tuple[PlanIssue, ...] = ()
+        while True:
+            left = config.drafts - drafting.count
+            if left < 1:
+                finished = "failed"
+                raise _planning_failed(config.drafts, last)
+            try:
+                units.run("plan", draft, validate, max_attempts=left, after_failure=route)
+            except UnitFailedError as failed:
+                finished = "failed"
+                raise _planning_failed(config.drafts, failed.issues) from None
+            if executor is None:
+                break
+            try:
+                units.run("run", run, ran, max_attempts=1, after_failure=failed_run)
+                break
+            except UnitFailedError as failed:
+                last = drafting.carried = failed.issues
+                drafting.plan = None
         assert drafting.plan is not None  # a committed plan unit set it
-        log.info("question_planned", iterations=planned.attempts, steps=len(runner.trace.steps))
+        log.info("question_planned", iterations=drafting.count, steps=len(runner.trace.steps))
         finished = "succeeded"
         if book is not None and executor is not None and drafting.grounded:
             document = json.loads(plan_to_json(drafting.plan))
@@ -218,7 +314,7 @@ def plan_question(
             drafting.plan,
             plan_to_json(drafting.plan),
             drafting.profile.names,
-            planned.attempts,
+            drafting.count,
             runner.trace,
             tuple(manager.short.issues),
             drafting.executed,
@@ -245,6 +341,29 @@ class _Drafting:
     evidence: tuple[str, ...] = ()
     grounded: bool = True
     span_retried: bool = False
+    count: int = 0
+    """Drafts made so far, over every plan unit."""
+    text: str = ""
+    """The validated draft's text (what a failed run's feedback routes as the last draft)."""
+    carried: tuple[PlanIssue, ...] = ()
+    """A failed run's issues: the next plan unit's first feedback."""
+    checked: dict[str, _Checked] = field(default_factory=dict)
+    """The winning candidate's validation, so the unit's verdict does not validate it twice."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """A draft's validation: its verdict, the grammar report, the span signals, a weak span."""
+
+    verdict: Verdict
+    report: GrammarReport
+    signals: tuple[tuple[str, float], ...]
+    weak: PlanIssue | None
+    span_retry: bool = False
+
+    @property
+    def plan(self) -> Node | None:
+        return self.report.plan
 
 
 def _reuse(
@@ -290,14 +409,26 @@ def _consolidate(manager: MemoryManager, question: str, run_id: str | None, lear
         remember()
 
 
+def _planning_failed(drafts: int, issues: tuple[PlanIssue, ...]) -> PlanningFailedError:
+    last = tuple(issue.line() for issue in issues)
+    return PlanningFailedError(
+        f"no valid plan after {drafts} drafts; the last one had: "
+        + " ".join(last)
+        + " (rephrase the question, name the datasets, or raise agent_max_retries)",
+        last,
+    )
+
+
 def _evidence_lines(
-    report: GrammarReport, signals: tuple[tuple[str, float], ...], config: LoopConfig, ran: bool, executed: Any
+    report: GrammarReport | None, signals: tuple[tuple[str, float], ...], config: LoopConfig, ran: bool, executed: Any
 ) -> tuple[str, ...]:
     """What a validated plan passed, kept with its skill: the checks, the signals, the run."""
-    lines = ["grammar: valid" + (f" after repairs ({'; '.join(report.repairs)})" if report.repairs else "")]
-    lines.extend(f"{name} {value:.3f}" for name, value in signals)
-    if config.semantic:
-        lines.append(f"judges: a majority of {config.judges} accepted")
+    lines = []
+    if report is not None:
+        lines.append("grammar: valid" + (f" after repairs ({'; '.join(report.repairs)})" if report.repairs else ""))
+        lines.extend(f"{name} {value:.3f}" for name, value in signals)
+        if config.semantic:
+            lines.append(f"judges: a majority of {config.judges} accepted")
     if ran:
         rows = getattr(getattr(executed, "table", None), "num_rows", None)
         lines.append("ran" + (f": {rows} rows" if rows is not None else ""))
@@ -395,7 +526,8 @@ def _execute(runner: StepRunner, executor: Executor, plan: Node) -> tuple[Any, t
         except SemrayError as error:
             failures.append(PlanIssue("plan", f"{type(error).__name__}: {error}", "execution"))
             return "failed", failures[0].message
-        return "ran", None
+        ran = getattr(results[0], "run_id", None)
+        return ("ran" if ran is None else f"ran: run {ran}"), None  # the run id, journaled with the ask
 
     runner.run("execution", "run", {"plan": plan_to_json(plan, indent=None)}, work)
     return (results[0] if results else None), tuple(failures)

@@ -8,10 +8,18 @@ of the question. The question with those words as slots is the skill's template:
 matches when it has the template's words, case aside, with any words in the slots, and the plan is
 rebound to them (``rating >= 4`` for "... at least 4?", ``rating >= 2`` for "... at least 2?").
 
+A question of other words is matched by meaning: when no template fits, a stored skill whose question
+is similar enough (``Similarity``: the embedding tier's cosine with the catalog memory, else
+``lexical_similarity``; ``agent_skill_similarity``) is re-filled: its numeric parameters take the new
+question's numbers in order (as many as it has numeric slots), its word parameters must appear in
+the new question as they are. A question whose numbers or words do not fill every slot is no match.
+
 A match is only a candidate: the loop validates the rebound plan like a draft (grammar, judges, the
 run) and, when it passes, plans nothing. A skill whose reuse fails validation is demoted, forgotten
 from memory so it is not retrieved again, and the question is planned as if there were none.
 
+>>> round(lexical_similarity("How many reviews have a rating of at least 4?", "Count reviews rated at least 2"), 2)
+1.0
 >>> template, parameters = question_template("How many reviews have a rating of at least 4?", (("4", "p"),))
 >>> bind(template, "How many reviews have a rating of at least 2?")
 {'p0': '2'}
@@ -20,8 +28,9 @@ from memory so it is not retrieved again, and the question is planned as if ther
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +47,50 @@ CANDIDATES = 5
 _TOKEN = re.compile(r"-?\d+(?:\.\d+)?|\w+")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 PARAMETER_KINDS = frozenset({"filter value", "constant"})
+SIMILARITY = 0.75
+"""The default least similarity of two questions for a skill of one to be re-filled for the other."""
+_STOP_WORDS = (
+    "a an the of at to in on for by with from is are was be have has had what how which who do does did many much "
+    "number count there that this it its me give show list tell all any each per"
+)
+_STOP = frozenset(_STOP_WORDS.split())
+_SUFFIXES = ("ings", "ing", "ed", "es", "s")
+
+Similarity = Callable[[str, str], float]
+"""How alike two questions are, in [0, 1] (1: the same meaning)."""
+
+
+def lexical_similarity(first: str, second: str) -> float:
+    """Cosine of the two questions' content words (stop words and numbers out, crude stems): 0..1."""
+    left, right = _content(first), _content(second)
+    if not left or not right:
+        return 0.0
+    return len(left & right) / math.sqrt(len(left) * len(right))
+
+
+def embedding_similarity(embed: Callable[[Sequence[str]], Any]) -> Similarity:
+    """The cosine of two questions under ``embed`` (texts -> one vector a row: the memory's embedding tier)."""
+
+    def similarity(first: str, second: str) -> float:
+        vectors = embed([first, second])
+        a, b = [float(x) for x in vectors[0]], [float(x) for x in vectors[1]]
+        norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(x * x for x in b))
+        return 0.0 if norm == 0.0 else max(0.0, sum(x * y for x, y in zip(a, b, strict=True)) / norm)
+
+    return similarity
+
+
+def _content(question: str) -> frozenset[str]:
+    stems = set()
+    for token in _TOKEN.findall(question.lower()):
+        if token in _STOP or _NUMBER.fullmatch(token):
+            continue
+        for suffix in _SUFFIXES:
+            if token.endswith(suffix) and len(token) - len(suffix) >= 3:
+                token = token[: -len(suffix)]
+                break
+        stems.add(token)
+    return frozenset(stems)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +113,8 @@ class SkillMatch:
     datasets: tuple[str, ...]
     evidence: tuple[str, ...]
     bound: tuple[tuple[str, str], ...]
+    similarity: float | None = None
+    """How alike the skill's question and the new one are, when it matched by meaning (None: by its template)."""
 
     @property
     def plan_text(self) -> str:
@@ -67,8 +122,10 @@ class SkillMatch:
 
     def line(self) -> str:
         values = ", ".join(f"{name}={value!r}" for name, value in self.bound) or "no parameters"
+        similar = "" if self.similarity is None else f", similarity {self.similarity:.2f}"
         return (
-            f"skill {self.memory_id} of {self.question!r} ({values}); validated before by: {'; '.join(self.evidence)}"
+            f"skill {self.memory_id} of {self.question!r} ({values}{similar}); "
+            f"validated before by: {'; '.join(self.evidence)}"
         )
 
 
@@ -106,17 +163,47 @@ def bind(template: Sequence[str], question: str) -> dict[str, str] | None:
 class SkillBook:
     """Skills in a ``MemoryView``: find one for a question, store a validated plan, demote a failed one."""
 
-    def __init__(self, runner: StepRunner, store: MemoryView) -> None:
+    def __init__(
+        self,
+        runner: StepRunner,
+        store: MemoryView,
+        similarity: Similarity = lexical_similarity,
+        threshold: float = SIMILARITY,
+    ) -> None:
         self.runner = runner
         self.store = store
+        self.similarity = similarity
+        self.threshold = threshold
 
     def find(self, question: str) -> SkillMatch | None:
-        """The first stored skill whose template fits ``question``, rebound; one recorded step."""
+        """The first stored skill whose template fits ``question``, else the most similar one that re-fills
+        for it (at least ``threshold`` alike), rebound; one recorded step."""
         found: list[SkillMatch] = []
 
         def work() -> tuple[str, str | None]:
-            for record in self.store.recall(question, CANDIDATES, SKILL):
-                match = _match(record.memory_id, record.memory, question)
+            records = [
+                (record.memory_id, payload)
+                for record in self.store.recall(question, CANDIDATES, SKILL)
+                if (payload := _payload(record.memory)) is not None
+            ]
+            for memory_id, payload in records:
+                bound = bind([str(word) for word in payload.get("template", [])], question)
+                match = None if bound is None else _rebound(memory_id, payload, bound)
+                if match is not None:
+                    found.append(match)
+                    return match.line(), None
+            similar = sorted(
+                (
+                    (self.similarity(question, str(payload["question"])), memory_id, payload)
+                    for memory_id, payload in records
+                ),
+                key=lambda item: -item[0],
+            )
+            for score, memory_id, payload in similar:
+                if score < self.threshold:
+                    break
+                bound = _refill(payload, question)
+                match = None if bound is None else _rebound(memory_id, payload, bound, score)
                 if match is not None:
                     found.append(match)
                     return match.line(), None
@@ -184,16 +271,39 @@ def _parameters(
     ]
 
 
-def _match(memory_id: str, memory: str, question: str) -> SkillMatch | None:
+def _payload(memory: str) -> dict[str, Any] | None:
     try:
         payload = json.loads(memory)
     except json.JSONDecodeError:
         return None
     if not isinstance(payload, dict) or payload.get("version") != SKILL_VERSION:
         return None
-    bound = bind([str(word) for word in payload.get("template", [])], question)
-    if bound is None:
+    return payload
+
+
+def _refill(payload: Mapping[str, Any], question: str) -> dict[str, str] | None:
+    """Slot values for a question of other words: its numbers in order for the numeric slots; a word slot
+    keeps its value, which the question must contain. None when the question does not fill the slots."""
+    slots: dict[str, str] = {}
+    for item in payload.get("parameters", []):
+        slots.setdefault(str(item["name"]), str(item["value"]))
+    numeric = [name for name, value in slots.items() if _NUMBER.fullmatch(value)]
+    numbers = _NUMBER.findall(question)
+    if len(numbers) != len(numeric):
         return None
+    words = {token.lower() for token in _TOKEN.findall(question)}
+    bound = dict(zip(numeric, numbers, strict=True))
+    for name, value in slots.items():
+        if name not in bound:
+            if value.lower() not in words:
+                return None
+            bound[name] = value
+    return bound
+
+
+def _rebound(
+    memory_id: str, payload: Mapping[str, Any], bound: Mapping[str, str], similarity: float | None = None
+) -> SkillMatch | None:
     document = json.loads(json.dumps(payload["plan"]))  # a copy to rebind
     for item in payload.get("parameters", []):
         parameter = Parameter(str(item["name"]), str(item["path"]), str(item["kind"]), str(item["value"]))
@@ -206,6 +316,7 @@ def _match(memory_id: str, memory: str, question: str) -> SkillMatch | None:
         tuple(str(name) for name in payload.get("datasets", [])),
         tuple(str(line) for line in payload.get("evidence", [])),
         tuple(sorted(bound.items())),
+        similarity,
     )
 
 

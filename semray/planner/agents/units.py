@@ -33,7 +33,7 @@ from semray.planner.agents.ask_journal import (
     UnitVerdictJournaled,
 )
 from semray.planner.agents.catalog_view import MemoryRecord, MemoryView
-from semray.planner.agents.errors import AgentError
+from semray.planner.agents.errors import AgentError, RetryLimitError
 from semray.planner.agents.issues import PlanIssue
 from semray.planner.agents.step import AgentStep, StepRunner
 from semray.serving.contract import ModelResponse
@@ -223,7 +223,10 @@ class UnitRunner:
         max_attempts: int | None = None,
         after_failure: Callable[[T, Verdict, UnitAttempt], None] | None = None,
     ) -> UnitOutcome[T]:
-        """Attempt, validate, commit or retry; ``after_failure`` runs in the failed attempt (routing feedback)."""
+        """Attempt, validate, commit or retry; ``after_failure`` runs in the failed attempt (routing feedback).
+
+        ``max_attempts`` may lower the policy's ``max_retries + 1``, never raise it (``RetryLimitError``).
+        """
         unit = self.units
         if unit >= self.policy.max_units:
             raise UnitLimitError(
@@ -237,7 +240,14 @@ class UnitRunner:
         if committed is not None and committed.name != name:
             log.warning("unit_replay_diverged", unit=unit, journaled=committed.name, now=name)
             self._replaying = []
-        limit = max_attempts if max_attempts is not None else self.policy.max_retries + 1
+        limit = self.policy.max_retries + 1
+        if max_attempts is not None:
+            if not 1 <= max_attempts <= limit:
+                raise RetryLimitError(
+                    f"unit {name} asked for {max_attempts} attempts, outside 1..{limit} (max_retries + 1); "
+                    "raise UnitPolicy.max_retries (agent_max_retries) for more"
+                )
+            limit = max_attempts
         self._unit_steps = 0
         feedback: tuple[PlanIssue, ...] = ()
         for number in range(1, limit + 1):

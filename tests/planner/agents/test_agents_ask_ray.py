@@ -60,4 +60,4 @@ def test_ask_runs_the_demo_recording_on_ray_and_returns_answer_steps_and_run(
     assert (fill.input_tokens, fill.output_tokens) == (4200, 380)
     assert result.planning_tokens > 4580 and result.planning_dollars > 0
     execution = next(step for step in result.steps if step.agent == "execution")
-    assert execution.error is None and execution.output == "ran"
+    assert execution.error is None and execution.output == f"ran: run {result.run_id}"  # the run id, journaled

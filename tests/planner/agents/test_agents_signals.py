@@ -184,7 +184,7 @@ def test_prompts_keep_the_newest_attempts_and_summarise_older_ones(tmp_path: Pat
             manipulation_fill=[plan(gold_document(catalog)) for _ in range(4)],
             semantic_judge=[*rejections, judge("accept")],
         )
-        config = LoopConfig(judges=1, units=UnitPolicy(context_units=limit))
+        config = LoopConfig(judges=1, units=UnitPolicy(max_retries=3, context_units=limit))
         result = plan_question(QUESTION, catalog=catalog, model=model, config=config)
         assert result.iterations == 4 and all(count == 0 for count in model.remaining().values())
         return [dict(step.inputs)["prompt"] for step in result.trace.steps if step.kind == "fill"]

@@ -14,7 +14,7 @@ from semray.errors import ExecutionError
 from semray.operators import Node, plan_to_json
 from semray.planner.agents import ListMemory, RecordingExhaustedError, SourceCatalog, plan_question
 from semray.planner.agents.loop import LoopConfig
-from semray.planner.agents.skills import SKILL, bind, question_template
+from semray.planner.agents.skills import SKILL, bind, embedding_similarity, lexical_similarity, question_template
 
 OPS = ("scan", "join", "aggregate")
 AT_LEAST_4 = "How many reviews have a rating of at least 4?"
@@ -184,3 +184,92 @@ def test_skills_live_in_the_catalogs_memory_table_and_a_demoted_one_is_gone_from
     model = full_recording(counted(catalog, "rating >= 5"), "reviews")
     plan_question(similar, catalog=catalog, model=model, memory=memory, config=config, executor=failing)
     assert record.memory_id not in [found.memory_id for found in memory.recall(AT_LEAST_4, 5, SKILL)]
+
+
+def test_a_paraphrased_question_refills_a_similar_skill_and_a_different_one_is_planned(tmp_path: Path) -> None:
+    catalog = catalog_of(tmp_path)
+    memory = ListMemory()
+    config = LoopConfig(semantic=False)
+    model = full_recording(counted(catalog, "rating >= 4"), "reviews")
+    plan_question(AT_LEAST_4, catalog=catalog, model=model, memory=memory, config=config, executor=Executor())
+
+    for paraphrase, value in (
+        ("Count the reviews rated at least 2", "2"),
+        ("What is the number of reviews with a rating of at least 3?", "3"),
+    ):
+        assert bind(skills(memory)[0]["template"], paraphrase) is None  # not the template's words
+        executor = Executor()
+        reused = plan_question(
+            paraphrase, catalog=catalog, model=recorded(), memory=memory, config=config, executor=executor
+        )
+        assert json.loads(reused.plan_json)["plan"]["input"]["predicate"] == f"rating >= {value}"
+        assert reused.skill == AT_LEAST_4 and reused.iterations == 0 and executor.plans == [reused.plan]
+        (found,) = [step for step in reused.trace.steps if step.kind == "skill"]
+        assert "similarity 1.00" in found.output
+
+    # Similar words, another meaning (below the similarity), or not the skill's count of numbers: planned.
+    for different in ("How many reviews have a rating of at most 2?", "Count the reviews rated at least 2 or 3"):
+        with pytest.raises(RecordingExhaustedError, match="recording has 0 answer"):
+            plan_question(different, catalog=catalog, model=recorded(), memory=memory, config=config)
+    strict = LoopConfig(semantic=False, skill_similarity=1.0)
+    assert lexical_similarity(AT_LEAST_4, "Count reviews rated at least 2") == pytest.approx(1.0)
+    with pytest.raises(RecordingExhaustedError):  # the threshold is honoured: 0.87 < 1.0
+        plan_question(
+            "Count the good reviews rated at least 2", catalog=catalog, model=recorded(), memory=memory, config=strict
+        )
+
+
+def test_a_refilled_skill_whose_reuse_fails_is_demoted(tmp_path: Path) -> None:
+    catalog = catalog_of(tmp_path)
+    memory = ListMemory()
+    config = LoopConfig(semantic=False)
+    model = full_recording(counted(catalog, "rating >= 4"), "reviews")
+    plan_question(AT_LEAST_4, catalog=catalog, model=model, memory=memory, config=config, executor=Executor())
+    model = full_recording(counted(catalog, "rating >= 2"), "reviews")
+    executor = Executor(fail=1)
+    result = plan_question(
+        "Count the reviews rated at least 2",
+        catalog=catalog,
+        model=model,
+        memory=memory,
+        config=config,
+        executor=executor,
+    )
+    assert result.skill is None and result.iterations == 1 and len(executor.plans) == 2
+    (demoted,) = [step for step in result.trace.steps if step.kind == "skill_demote"]
+    assert "Binder Error" in demoted.output
+    # The failed skill is gone; the new plan, which ran, is the one skill now.
+    assert [stored["question"] for stored in skills(memory)] == ["Count the reviews rated at least 2"]
+
+
+def test_skills_are_found_by_the_memory_embedding_when_given(tmp_path: Path) -> None:
+    """The embedding tier's cosine decides; here an embedder that knows 'tally' and 'count' are alike."""
+    synonyms = {"tally": "count", "scored": "rated"}
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        vocabulary = ["count", "reviews", "rated", "least", "products"]
+        rows = []
+        for text in texts:
+            found = [synonyms.get(word, word) for word in text.lower().replace("?", "").split()]
+            rows.append([float(word in found) for word in vocabulary])
+        return rows
+
+    catalog = catalog_of(tmp_path)
+    memory = ListMemory()
+    config = LoopConfig(semantic=False)
+    question = "Count reviews rated at least 4"
+    model = full_recording(counted(catalog, "rating >= 4"), "reviews")
+    plan_question(question, catalog=catalog, model=model, memory=memory, config=config, executor=Executor())
+    similarity = embedding_similarity(embed)
+    paraphrase = "Tally reviews scored at least 5"
+    assert lexical_similarity(question, paraphrase) < 0.75 <= similarity(question, paraphrase)
+    reused = plan_question(
+        paraphrase,
+        catalog=catalog,
+        model=recorded(),
+        memory=memory,
+        config=config,
+        executor=Executor(),
+        similarity=similarity,
+    )
+    assert json.loads(reused.plan_json)["plan"]["input"]["predicate"] == "rating >= 5"

@@ -13,11 +13,13 @@ from semray.planner.agents.ask_journal import (
     AskFinished,
     StepJournaled,
     UnitCommitted,
+    UnitVerdictJournaled,
     open_ask_trace,
     read_ask_trace,
     render_ask_trace,
 )
 from semray.planner.agents.confidence import HFScorer, confidence, decision_divergence
+from semray.planner.agents.errors import PlanningFailedError, RetryLimitError
 from semray.planner.agents.loop import LoopConfig
 from semray.planner.agents.models import AgentCall
 from semray.planner.agents.recorded import RecordedModel
@@ -69,6 +71,44 @@ def test_a_unit_that_keeps_failing_raises_and_commits_nothing(tmp_path: Path) ->
     assert failed.value.issues == (BAD,)
     assert store.recall("q", 10) == []
     assert not any(isinstance(record, UnitCommitted) for record in read_ask_trace(trace.folder))
+
+
+def test_every_unit_honours_the_retry_limit_the_plan_unit_too(tmp_path: Path) -> None:
+    units = UnitRunner(StepRunner(None), UnitPolicy(max_retries=2))
+    tried: list[int] = []
+
+    def attempt(current: UnitAttempt) -> str:
+        tried.append(current.number)
+        return "bad"
+
+    with pytest.raises(UnitFailedError, match="3 time"):
+        units.run("fragment", attempt, lambda _value, _attempt: Verdict((BAD,)))
+    assert tried == [1, 2, 3]  # 2 retries: 3 attempts
+    with pytest.raises(RetryLimitError, match=r"outside 1\.\.3"):
+        units.run("fragment", attempt, lambda _value, _attempt: Verdict(), max_attempts=4)
+    with pytest.raises(RetryLimitError, match="agent_max_retries"):
+        LoopConfig(max_iterations=4)
+    assert LoopConfig().drafts == 3 and LoopConfig(units=UnitPolicy(max_retries=4)).drafts == 5
+
+    # The plan unit with default settings stops after 3 drafts, every one journaled as an attempt of one unit.
+    catalog = catalog_of(tmp_path)
+    wrong = plan(gold_document(catalog, "avg(ratng)"))
+    model = recorded(
+        profiling_choose=[choose("reviews", "products")] * 4,
+        planning_outline=[outline(*OPS)],
+        manipulation_fill=[wrong] * 4,
+    )
+    trace = open_ask_trace(tmp_path / "asks", QUESTION, "m")
+    with pytest.raises(PlanningFailedError, match="after 3 drafts"):
+        plan_question(QUESTION, catalog=catalog, model=model, config=LoopConfig(semantic=False), trace=trace)
+    trace.close()
+    assert model.remaining()["manipulation/fill"] == 1
+    verdicts = [
+        record.unit_attempt
+        for record in read_ask_trace(trace.folder)
+        if isinstance(record, UnitVerdictJournaled) and record.unit_name == "plan"
+    ]
+    assert verdicts == [1, 2, 3]
 
 
 class Crash(Exception):
