@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from semray.operators import OPERATORS, SemSearch
-from semray.operators.code import SemCode
+from semray.operators import OPERATORS
 from semray.pipeline.lower import LOWERINGS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "semray"
@@ -239,12 +238,7 @@ def test_every_semantic_operator_has_a_sql_function_or_a_reason() -> None:
     assert not stale, f"a SQL function now builds {stale}: remove them from NO_SQL_FUNCTION"
 
 
-_FIXTURE_OWED = "the fixture is not written yet (issue 18)"
-NO_RULE_FIXTURE: dict[type, str] = {
-    SemSearch: f"prune_columns narrows its input; {_FIXTURE_OWED}, and planner_reference.py cannot evaluate it",
-    SemCode: f"push_limit_down moves a LIMIT below it, prune_columns narrows its input; {_FIXTURE_OWED}, and "
-    "planner_reference.py cannot evaluate it",
-}
+NO_RULE_FIXTURE: dict[type, str] = {}
 """Semantic operators in no rule fixture (tests/planner/planner_fixtures.py), each with the reason."""
 
 

@@ -1,4 +1,4 @@
-"""Row counts of plan operators: one rule per operator type, read three ways.
+"""Row counts of plan operators: one rule per operator type, read three ways, one set of defaults.
 
 Every operator type has one `RowRule` in `ROW_RULES`: how its inputs' row counts become its
 own. The engine reads a rule three ways:
@@ -10,41 +10,46 @@ own. The engine reads a rule three ways:
   operator can only drop rows: filters, maps and aggregates keep their input's count, a LIMIT
   caps it, a union sums; a join counts its larger side (a key / foreign-key join), a semantic
   join its left side.
-* `default_rows(node)`: rows without any statistics, for join ordering without a cost model.
-  They only need to rank join orders, not predict runs.
 * `estimated_rows(node, inputs, context)`: an `Interval` from the measured ``PlanStatistics``,
-  with a documented default where nothing was measured (noted in ``OperatorEstimate.assumed``):
+  with the default below where nothing was measured (noted in ``OperatorEstimate.assumed``):
   every cost estimator's ``rows_out``. `plan_rows(plan, estimate)` reads those back per
   operator for join ordering with a cost model.
+* `default_rows(node)`: `estimated_rows` with no statistics at all, its point value: join
+  ordering without a cost model, and wherever the cost model's estimate does not cover an
+  operator. It is the same reading with nothing measured, so it takes the same defaults.
 
-The defaults, all in this module:
+The defaults, one figure per quantity, all in this module; lowering takes the same ones where
+it needs a selectivity before anything is measured (``pipeline/sizing.py``,
+``pipeline/limit_rounds.py``):
 
-==================================  =====================================  =============================
-figure                              `default_rows`                         `estimated_rows` (unmeasured)
-==================================  =====================================  =============================
-a source's rows                     `DEFAULT_SOURCE_ROWS` (1,000)          `UNMEASURED_SOURCE_ROWS` 10k in [0, inf)
-a relational filter                 keeps `FILTER_SELECTIVITY` (1/3)       `DEFAULT_FILTER_SELECTIVITY` 1/3 in [0, 1]
-a semantic filter                   keeps `FILTER_SELECTIVITY` (1/3)       `UNMEASURED_SELECTIVITY` 0.5 in [0, 1]
-an inner or left join               the larger input                       ``max(|L|, |R|)`` in [0, |L| x |R|]; a left
-                                                                           join at least ``|L|``
-a semi or anti join                 `SEMI_JOIN_SELECTIVITY` of ``|L|``     `HALF` of ``|L|``
-a semantic join                     `SEMANTIC_JOIN_SELECTIVITY` of pairs   `UNMEASURED_SELECTIVITY` of pairs
-an aggregate (relational or         `GROUPS_PER_ROW` of its input,         ``sqrt(rows)`` in [1, rows];
-semantic)                           at least 1; without keys: 1            without keys: 1
-distinct                            every row                              every row, in [1, rows]
-top-k, search                       ``min(k, rows)``                       ``min(k, rows)``
-limit                               ``min(count, rows)``                   ``min(count, rows - offset)``
-==================================  =====================================  =============================
+==================================  ===========================================  ========================
+quantity                            default when unmeasured                      constant
+==================================  ===========================================  ========================
+a source's rows                     10,000 in [0, inf)                           `UNMEASURED_SOURCE_ROWS`
+a relational filter's kept share    1/3 in [0, 1] (System R)                     `DEFAULT_FILTER_SELECTIVITY`
+a semantic filter's kept share      0.5 in [0, 1]                                `UNMEASURED_SELECTIVITY`
+a semi or anti join's kept share    0.5 of ``|L|`` in [0, 1]                     `SEMI_JOIN_SELECTIVITY`
+a semantic join's kept pairs        0.1 of ``|L| x |R|`` in [0, 1]               `SEMANTIC_JOIN_SELECTIVITY`
+an inner or left join               ``max(|L|, |R|)`` in [0, |L| x |R|]
+                                    (key / foreign key); a left join >= ``|L|``
+an aggregate with keys (relational  ``sqrt(rows)`` groups in [1, rows]
+or semantic); without keys          1
+distinct                            every row, in [1, rows]
+top-k, search                       ``min(k, rows)``
+limit                               ``min(count, rows - offset)``
+==================================  ===========================================  ========================
 
-Every other operator (project, sort, map, classify, extract, code) keeps every row. Measured
-selectivities (``PlanStatistics.selectivity`` under the node's `statistics_key`: a filter's kept
-fraction, a join's fraction of the cross product, an aggregate's groups per input row) replace
-the defaults of `estimated_rows`.
+Every other operator (project, sort, map, classify, extract, code, a semantic filter with
+diagnostics) keeps every row. Measured selectivities (``PlanStatistics.selectivity`` under the
+node's `statistics_key`: a filter's kept fraction, a join's fraction of the cross product, an
+aggregate's groups per input row) replace the defaults.
 
 >>> from semray.operators import Filter, Limit, Scan, Schema, SourceSpec
 >>> scan = Scan(source=SourceSpec(kind="memory", options={"name": "t"}), source_schema=Schema.of(("x", "BIGINT")))
 >>> default_rows(Limit(input=Filter(input=scan, predicate="x > 1"), count=100))
 100.0
+>>> round(default_rows(Filter(input=scan, predicate="x > 1")), 1)
+3333.3
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ from dataclasses import dataclass
 
 from semray.cost_model.estimates import EstimateError, Interval, PlanEstimate
 from semray.cost_model.plan_cost import EstimationContext, operator_paths
-from semray.cost_model.statistics import source_key, statistics_key
+from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
 from semray.operators.base import Node
 from semray.operators.code import SemCode
 from semray.operators.plan import ROW_SEMANTIC
@@ -72,42 +77,30 @@ from semray.operators.relational import (
     SourceSpec,
     Union,
 )
-from semray.operators.semantic import SemAgg, SemanticNode, SemJoin, SemSearch, SemTopK
+from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
 from semray.sources import open_source
-from semray.tasks import TaskKind
-
-DEFAULT_SOURCE_ROWS = 1000.0
-"""`default_rows` of a scan."""
-FILTER_SELECTIVITY = 1 / 3
-"""`default_rows`: the share of rows an operator that only drops rows keeps (System R's default)."""
-SEMI_JOIN_SELECTIVITY = 0.5
-"""`default_rows`: the share of its left rows a semi or anti join keeps."""
-SEMANTIC_JOIN_SELECTIVITY = 0.1
-"""`default_rows`: the share of pairs a semantic join keeps."""
-GROUPS_PER_ROW = 0.1
-"""`default_rows`: groups per input row of an aggregate with keys."""
 
 UNMEASURED_SOURCE_ROWS = Interval(10_000.0, 0.0, math.inf)
-"""`estimated_rows`: a source nobody counted, a guess with no upper bound."""
-UNMEASURED_SELECTIVITY = Interval(0.5, 0.0, 1.0)
-"""`estimated_rows`: a semantic predicate nobody measured, anything from none to all rows."""
+"""A source nobody counted: a guess with no upper bound."""
 DEFAULT_FILTER_SELECTIVITY = Interval(1.0 / 3.0, 0.0, 1.0)
-"""`estimated_rows`: a relational filter nobody measured (System R's default)."""
-HALF = Interval(0.5, 0.0, 1.0)
-"""`estimated_rows`: the share of its left rows an unmeasured semi or anti join keeps."""
+"""The share of rows a relational filter nobody measured keeps (System R's default)."""
+UNMEASURED_SELECTIVITY = Interval(0.5, 0.0, 1.0)
+"""The share of rows a semantic filter nobody measured keeps: anything from none to all rows."""
+SEMI_JOIN_SELECTIVITY = Interval(0.5, 0.0, 1.0)
+"""The share of its left rows a semi or anti join nobody measured keeps."""
+SEMANTIC_JOIN_SELECTIVITY = Interval(0.1, 0.0, 1.0)
+"""The share of pairs a semantic join nobody measured keeps: a match is rarer than a kept row."""
 
 Bound = Callable[[Node, tuple[int, ...]], int | None]
-Default = Callable[[Node, tuple[float, ...]], float]
 Estimate = Callable[[Node, tuple[Interval, ...], EstimationContext], Interval]
 
 
 @dataclass(frozen=True, slots=True)
 class RowRule:
     """One operator type's output rows from its inputs' rows (in ``children`` order):
-    ``bound`` from source metadata, ``default`` without statistics, ``estimate`` from statistics."""
+    ``bound`` from source metadata, ``estimate`` from statistics (or the defaults)."""
 
     bound: Bound
-    default: Default
     estimate: Estimate
 
 
@@ -131,9 +124,13 @@ def row_bound(node: Node) -> int | None:
 
 
 def default_rows(node: Node) -> float:
-    """Rows of ``node`` by the defaults, with no statistics."""
-    inputs = tuple(default_rows(child) for child in node.children)
-    return rule_of(node).default(node, inputs)
+    """Rows of ``node`` with no statistics: `estimated_rows`' point value by the defaults alone."""
+    return _unmeasured_rows(node, EstimationContext(PlanStatistics(), {}, {})).value
+
+
+def _unmeasured_rows(node: Node, context: EstimationContext) -> Interval:
+    inputs = tuple(_unmeasured_rows(child, context) for child in node.children)
+    return estimated_rows(node, inputs, context)
 
 
 def estimated_rows(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
@@ -185,47 +182,6 @@ def _larger_bound(node: Node, inputs: tuple[int, ...]) -> int | None:
     return max(inputs)
 
 
-# Defaults (no statistics).
-
-
-def _source_default(node: Node, inputs: tuple[float, ...]) -> float:
-    return DEFAULT_SOURCE_ROWS
-
-
-def _kept_default(node: Node, inputs: tuple[float, ...]) -> float:
-    """A third of the rows of an operator that only drops rows (a filter, a semantic filter
-    without diagnostics), every row of any other."""
-    return inputs[0] * FILTER_SELECTIVITY if node.drops_rows_only() else inputs[0]
-
-
-def _join_default(node: Node, inputs: tuple[float, ...]) -> float:
-    assert isinstance(node, Join)
-    return inputs[0] * SEMI_JOIN_SELECTIVITY if node.kind in ("semi", "anti") else max(inputs)
-
-
-def _semantic_join_default(node: Node, inputs: tuple[float, ...]) -> float:
-    return inputs[0] * inputs[1] * SEMANTIC_JOIN_SELECTIVITY
-
-
-def _sum_default(node: Node, inputs: tuple[float, ...]) -> float:
-    return sum(inputs)
-
-
-def _limit_default(node: Node, inputs: tuple[float, ...]) -> float:
-    assert isinstance(node, Limit)
-    return min(float(node.count), inputs[0])
-
-
-def _top_default(node: Node, inputs: tuple[float, ...]) -> float:
-    assert isinstance(node, SemTopK | SemSearch)
-    return min(float(node.k), inputs[0])
-
-
-def _grouping_default(node: Node, inputs: tuple[float, ...]) -> float:
-    assert isinstance(node, Aggregate | SemAgg)
-    return max(inputs[0] * GROUPS_PER_ROW, 1.0) if node.keys else 1.0
-
-
 # Estimates (statistics, with intervals).
 
 
@@ -271,9 +227,10 @@ def _join_estimate(node: Node, inputs: tuple[Interval, ...], context: Estimation
     left, right = inputs
     pairs = left * right
     if node.kind in ("semi", "anti"):
-        return left * context.selectivity(node, HALF)
-    if _measured(node, context):
-        out = pairs * context.selectivity(node, UNMEASURED_SELECTIVITY)
+        return left * context.selectivity(node, SEMI_JOIN_SELECTIVITY)
+    measured = _measured(node, context)
+    if measured is not None:
+        out = pairs * measured
     else:
         out = Interval(max(left.value, right.value), 0.0, max(pairs.high, left.high, right.high))
     if node.kind == "left":
@@ -286,24 +243,26 @@ def _grouping_estimate(node: Node, inputs: tuple[Interval, ...], context: Estima
     (rows,) = inputs
     if isinstance(node, Aggregate | SemAgg) and not node.keys:
         return Interval.exact(1.0)
-    if _measured(node, context):
-        groups = rows * context.selectivity(node, UNMEASURED_SELECTIVITY)
+    measured = _measured(node, context)
+    if measured is not None:
+        groups = rows * measured
         return groups.clip(min(1.0, rows.low), rows.high)
     value = rows.value if isinstance(node, Distinct) else math.sqrt(max(rows.value, 0.0))
     return Interval.spanning(value, min(1.0, rows.low), rows.high)
 
 
 def _row_wise_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
-    """A row-wise semantic operator: a filter keeps its selectivity's share, any other every row."""
+    """A row-wise semantic operator that only drops rows (a filter without diagnostics) keeps its
+    selectivity's share, any other every row."""
     (rows,) = inputs
-    if isinstance(node, SemanticNode) and node.task_kind() == TaskKind.FILTER:
+    if node.drops_rows_only():
         return rows * context.selectivity(node, UNMEASURED_SELECTIVITY)
     return rows
 
 
 def _semantic_join_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
     left, right = inputs
-    return (left * right) * context.selectivity(node, UNMEASURED_SELECTIVITY)
+    return (left * right) * context.selectivity(node, SEMANTIC_JOIN_SELECTIVITY)
 
 
 def _top_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
@@ -311,27 +270,29 @@ def _top_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationC
     return inputs[0].minimum(float(node.k))
 
 
-def _measured(node: Node, context: EstimationContext) -> bool:
-    return statistics_key(node) in context.statistics.selectivity
+def _measured(node: Node, context: EstimationContext) -> Interval | None:
+    """``node``'s measured selectivity: a join or an aggregate whose default is no share of its
+    input (the larger side, the square root) uses one only when it was measured."""
+    return context.statistics.selectivity.get(statistics_key(node))
 
 
-_KEEPS_ROWS = RowRule(_first_bound, _kept_default, _first_estimate)
+_KEEPS_ROWS = RowRule(_first_bound, _first_estimate)
 
 ROW_RULES: Mapping[type[Node], RowRule] = {
-    Scan: RowRule(_source_bound, _source_default, _source_estimate),
-    Filter: RowRule(_first_bound, _kept_default, _filter_estimate),
+    Scan: RowRule(_source_bound, _source_estimate),
+    Filter: RowRule(_first_bound, _filter_estimate),
     Project: _KEEPS_ROWS,
     Sort: _KEEPS_ROWS,
-    Distinct: RowRule(_first_bound, _kept_default, _grouping_estimate),
-    Limit: RowRule(_limit_bound, _limit_default, _limit_estimate),
-    Union: RowRule(_sum_bound, _sum_default, _sum_estimate),
-    Join: RowRule(_larger_bound, _join_default, _join_estimate),
-    Aggregate: RowRule(_first_bound, _grouping_default, _grouping_estimate),
-    **dict.fromkeys(ROW_SEMANTIC, RowRule(_first_bound, _kept_default, _row_wise_estimate)),
-    SemJoin: RowRule(_first_bound, _semantic_join_default, _semantic_join_estimate),
-    SemTopK: RowRule(_first_bound, _top_default, _top_estimate),
-    SemSearch: RowRule(_first_bound, _top_default, _top_estimate),
-    SemAgg: RowRule(_first_bound, _grouping_default, _grouping_estimate),
+    Distinct: RowRule(_first_bound, _grouping_estimate),
+    Limit: RowRule(_limit_bound, _limit_estimate),
+    Union: RowRule(_sum_bound, _sum_estimate),
+    Join: RowRule(_larger_bound, _join_estimate),
+    Aggregate: RowRule(_first_bound, _grouping_estimate),
+    **dict.fromkeys(ROW_SEMANTIC, RowRule(_first_bound, _row_wise_estimate)),
+    SemJoin: RowRule(_first_bound, _semantic_join_estimate),
+    SemTopK: RowRule(_first_bound, _top_estimate),
+    SemSearch: RowRule(_first_bound, _top_estimate),
+    SemAgg: RowRule(_first_bound, _grouping_estimate),
     SemCode: _KEEPS_ROWS,
 }
 """Operator type -> its row rule; every logical operator has one (tests/test_fitness.py checks it)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,7 +12,6 @@ from plans import PROFILES
 
 from semray.cost_model import cardinality
 from semray.cost_model.cardinality import (
-    DEFAULT_SOURCE_ROWS,
     UNMEASURED_SELECTIVITY,
     UNMEASURED_SOURCE_ROWS,
     default_rows,
@@ -20,6 +20,7 @@ from semray.cost_model.cardinality import (
 )
 from semray.cost_model.estimates import EstimateError, Interval
 from semray.cost_model.plan_cost import estimate_plan
+from semray.cost_model.prices import TierProfile
 from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
 from semray.operators import (
     Aggregate,
@@ -83,29 +84,38 @@ def test_row_bound_is_none_when_a_source_cannot_tell(tmp_path: Path, monkeypatch
 
 A, B = memory_scan("a"), memory_scan("b")
 KEPT = Filter(input=A, predicate="a_id > 1")
+SOURCE = UNMEASURED_SOURCE_ROWS.value
 DEFAULTS: list[tuple[Node, float]] = [
-    (A, DEFAULT_SOURCE_ROWS),
-    (KEPT, 1000 / 3),
-    (SemFilter(input=A, instruction="{a_text} is good"), 1000 / 3),
-    (SemFilter(input=A, instruction="{a_text} is good", diagnostics=True), 1000.0),  # keeps every row, flagged
-    (SemMap(input=KEPT, instruction="sum {a_text}", output="s"), 1000 / 3),
-    (SemClassify(input=A, instruction="{a_text}", labels=("x", "y"), output="label"), 1000.0),
-    (Join(left=KEPT, right=B, on="l.a_id = r.b_id"), 1000.0),
-    (Join(left=A, right=B, on="l.a_id = r.b_id", kind="semi"), 500.0),
-    (SemJoin(left=KEPT, right=B, instruction="{l.a_text} is {r.b_text}"), 1000 / 3 * 1000 * 0.1),
-    (Aggregate(input=A, keys=("a_id",), aggs=(NamedExpr(name="n", expr="count(*)"),)), 100.0),
+    (A, SOURCE),
+    (KEPT, SOURCE / 3),
+    (SemFilter(input=A, instruction="{a_text} is good"), SOURCE * UNMEASURED_SELECTIVITY.value),
+    (SemFilter(input=A, instruction="{a_text} is good", diagnostics=True), SOURCE),  # keeps every row, flagged
+    (SemMap(input=KEPT, instruction="sum {a_text}", output="s"), SOURCE / 3),
+    (SemClassify(input=A, instruction="{a_text}", labels=("x", "y"), output="label"), SOURCE),
+    (Join(left=KEPT, right=B, on="l.a_id = r.b_id"), SOURCE),
+    (Join(left=A, right=B, on="l.a_id = r.b_id", kind="semi"), SOURCE / 2),
+    (SemJoin(left=KEPT, right=B, instruction="{l.a_text} is {r.b_text}"), SOURCE / 3 * SOURCE * 0.1),
+    (Aggregate(input=A, keys=("a_id",), aggs=(NamedExpr(name="n", expr="count(*)"),)), math.sqrt(SOURCE)),
     (Aggregate(input=A, keys=(), aggs=(NamedExpr(name="n", expr="count(*)"),)), 1.0),
-    (SemAgg(input=A, instruction="sum {a_text}", keys=("a_id",), output="s"), 100.0),
+    (SemAgg(input=A, instruction="sum {a_text}", keys=("a_id",), output="s"), math.sqrt(SOURCE)),
     (SemTopK(input=A, instruction="best {a_text}", k=3), 3.0),
-    (SemSearch(input=KEPT, column="a_text", query="q", k=500), 1000 / 3),
+    (SemSearch(input=KEPT, column="a_text", query="q", k=5000), SOURCE / 3),
     (Limit(input=A, count=10), 10.0),
-    (Distinct(input=A), 1000.0),
+    (Limit(input=A, count=10, offset=int(SOURCE) - 4), 4.0),
+    (Distinct(input=A), SOURCE),
 ]
 
 
 @pytest.mark.parametrize(("node", "rows"), DEFAULTS, ids=[node.label()[:40] for node, _ in DEFAULTS])
 def test_default_rows_follow_the_documented_defaults(node: Node, rows: float) -> None:
     assert default_rows(node) == pytest.approx(rows)
+
+
+@pytest.mark.parametrize("node", [node for node, _ in DEFAULTS], ids=[node.label()[:40] for node, _ in DEFAULTS])
+def test_default_rows_are_the_cost_models_rows_with_nothing_measured(node: Node) -> None:
+    """One set of defaults: join ordering without a cost model counts what the cost model counts."""
+    profiles = {**PROFILES, "embedding": TierProfile("embedding", 0.02, 0.0, 0.0, math.inf, 8)}
+    assert default_rows(node) == pytest.approx(estimate_plan(node, PlanStatistics(), profiles).rows.value)
 
 
 def test_the_cost_model_takes_measured_rows_first_and_notes_the_defaults() -> None:
@@ -127,7 +137,7 @@ def test_plan_rows_reads_the_estimate_and_falls_back_to_the_defaults() -> None:
     rows = plan_rows(plan, estimate_plan(plan, statistics, PROFILES))
     assert rows(plan.input.input) == 90.0 and rows(plan.input) == pytest.approx(30.0) and rows(plan) == 3.0
     elsewhere = Filter(input=B, predicate="b_id > 1")  # not in the plan: the defaults
-    assert rows(elsewhere) == pytest.approx(1000 / 3)
+    assert rows(elsewhere) == pytest.approx(UNMEASURED_SOURCE_ROWS.value / 3)
 
 
 def test_an_operator_without_a_rule_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

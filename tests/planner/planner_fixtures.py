@@ -24,10 +24,12 @@ from semray.operators import (
     Scan,
     SemAgg,
     SemClassify,
+    SemCode,
     SemExtract,
     SemFilter,
     SemJoin,
     SemMap,
+    SemSearch,
     SemTopK,
     Union,
 )
@@ -79,6 +81,28 @@ def refund(node: Node) -> SemFilter:
 def extract(node: Node, *names: str) -> SemExtract:
     fields = tuple(ExtractField(name=name, type="int" if name == "amount" else "text") for name in names)
     return SemExtract(input=node, instruction="facts in {review}", fields=fields)
+
+
+def search(node: Node, k: int = 2) -> SemSearch:
+    return SemSearch(input=node, column="review", query="late delivery", k=k)
+
+
+WORDS = (
+    "import pandas as pd\n"
+    "def transform(batch):\n"
+    "    return pd.DataFrame({'words': batch['review'].str.split().str.len()})\n"
+)
+"""A user's function for `word_count` (the reference evaluator runs it in the engine's sandbox)."""
+
+
+def word_count(node: Node) -> SemCode:
+    return SemCode(
+        input=node,
+        instruction="the number of words of {review}",
+        inputs=("review",),
+        outputs=(ExtractField(name="words", type="int"),),
+        code=WORDS,
+    )
 
 
 SELECTIVITY = {"{review} mentions delivery": 0.9, "{review} mentions a refund": 0.1}
@@ -151,6 +175,18 @@ FIXTURES = (
         Limit(input=delivery(reviews()), count=2),
     ),
     Fixture(
+        "limit sinks below a code function, which keeps every row",
+        rules.push_limit_down,
+        Limit(input=word_count(reviews()), count=2),
+        word_count(Limit(input=reviews(), count=2)),
+    ),
+    Fixture(
+        "limit does not cross a search",
+        rules.push_limit_down,
+        Limit(input=search(reviews()), count=1),
+        Limit(input=search(reviews()), count=1),
+    ),
+    Fixture(
         "stacked limits merge",
         rules.push_limit_down,
         Limit(input=Limit(input=reviews(), count=3, offset=1), count=5, offset=1),
@@ -186,6 +222,18 @@ FIXTURES = (
         rules.prune_columns,
         project(SemTopK(input=reviews(), instruction="the most urgent {review}", k=2), "review"),
         project(SemTopK(input=reviews(("review",)), instruction="the most urgent {review}", k=2), "review"),
+    ),
+    Fixture(
+        "a search's input keeps only the column it searches and those read above",
+        rules.prune_columns,
+        project(search(reviews()), "review", "score"),
+        project(search(reviews(("review",))), "review", "score"),
+    ),
+    Fixture(
+        "a code function's input keeps its input columns and those read above",
+        rules.prune_columns,
+        project(word_count(reviews()), "rating", "words"),
+        project(word_count(reviews(("review", "rating"))), "rating", "words"),
     ),
     Fixture(
         "a semantic aggregate's input keeps its keys and template columns",

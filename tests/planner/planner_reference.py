@@ -6,14 +6,23 @@ plans without Ray. A "model" here answers from a hash of the instruction and the
 values of the columns it reads, the way the simulator tier answers from (row, task): any
 rewrite that keeps each operator's template and the values it reads keeps its answers.
 
+A SemSearch ranks its rows by `search_similarity`, a stand-in for the embedding tier's cosine
+that reads only the query and the searched column. A SemCode runs its supplied function in the
+engine's own sandbox (`semray.sandbox.SandboxWorker`, as ``pipeline/code_stage.py`` does), so its
+outputs are the engine's, typed as declared; one without code would need a model to write it and
+is refused.
+
 Row order is kept deterministic (inputs' order; joins by (left, right) order; sorts are
 stable), so LIMIT without ORDER BY is reproducible here.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
+import math
+import re
 import string
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -35,10 +44,12 @@ from semray.operators import (
     Schema,
     SemAgg,
     SemClassify,
+    SemCode,
     SemExtract,
     SemFilter,
     SemJoin,
     SemMap,
+    SemSearch,
     SemTopK,
     Sort,
     SourceSpec,
@@ -46,6 +57,7 @@ from semray.operators import (
 )
 from semray.operators.schema import quote
 from semray.planner.rules.factorize_semantic_joins import shared_property
+from semray.sandbox import Limits, SandboxWorker
 
 Rows = list[dict[str, Any]]
 _DATABASE = duckdb.connect(config={"threads": 1})
@@ -281,6 +293,47 @@ def _sem_agg(node: SemAgg, inputs: list[Rows], tables: object) -> Rows:
     return out
 
 
+def search_similarity(query: str, text: object) -> float:
+    """The oracle's SemSearch score: the cosine of the query's and the text's sets of lower-cased
+    words, in [0, 1] (0 for a null cell), like an embedding's cosine a function of the two texts only.
+
+    >>> search_similarity("late delivery", "delivery was late") > search_similarity("late delivery", "ok")
+    True
+    """
+    if not isinstance(text, str):
+        return 0.0
+    asked, found = set(re.findall(r"\w+", query.lower())), set(re.findall(r"\w+", text.lower()))
+    if not asked or not found:
+        return 0.0
+    return len(asked & found) / math.sqrt(len(asked) * len(found))
+
+
+def _sem_search(node: SemSearch, inputs: list[Rows], tables: object) -> Rows:
+    (rows,) = inputs
+    scored = [(search_similarity(node.query, row[node.column]), row) for row in rows]
+    scored.sort(key=lambda item: (-item[0], digest("search", node.query, item[1][node.column]), item[1][ROW_ID]))
+    return [{**row, node.output: score} for score, row in scored[: node.k]]
+
+
+@functools.lru_cache(maxsize=32)
+def _sandbox(code: str, inputs: tuple[str, ...], outputs: tuple[tuple[str, str], ...], limits: Limits) -> SandboxWorker:
+    worker = SandboxWorker(code, inputs, outputs, limits)
+    atexit.register(worker.close)
+    return worker
+
+
+def _sem_code(node: SemCode, inputs: list[Rows], tables: object) -> Rows:
+    (rows,) = inputs
+    if node.code is None:
+        raise ValueError(f"SemCode {node.instruction!r} has no code: the oracle runs supplied code only")
+    if not rows:
+        return []
+    limits = Limits(node.limits.cpu_s, node.limits.memory_mb, node.limits.wall_s)
+    worker = _sandbox(node.code, node.inputs, node.output_types(), limits)
+    produced = worker.run(_arrow(rows, node.input.output_schema)).to_pylist()
+    return [{**row, **values} for row, values in zip(rows, produced, strict=True)]
+
+
 def sem_join_holds(instruction: str, pair: Mapping[str, Any]) -> bool:
     """The oracle's pairwise predicate: "same X" compares a per-side class, anything else hashes the pair."""
     prop = shared_property(instruction)
@@ -324,6 +377,8 @@ _HANDLERS: dict[type[Node], Callable[[Any, list[Rows], Any], Rows]] = {
     SemTopK: _sem_topk,
     SemAgg: _sem_agg,
     SemJoin: _sem_join,
+    SemSearch: _sem_search,
+    SemCode: _sem_code,
 }
 
 

@@ -39,8 +39,8 @@ def test_best_saving_per_quality_lost_goes_first() -> None:
     # The filter runs on every row (most dollars); the classify loses less quality on small.
     quality = {("topic of {text}", "small"): 0.99, "small": 0.96, "large": 1.0}
     selection = select_models(chain(), estimator(quality=quality), MinCost(quality=0.95))
-    # Ratios: classify saves $3 for 0.01 lost (300/unit), the filter $9 for 0.04 (225), the map
-    # $3 for 0.04 (75). After the classify and the filter, the map would break the bound.
+    # Ratios: classify saves $45 for 0.01 lost (4,500/unit), the filter $90 for 0.04 (2,250), the
+    # map $45 for 0.04 (1,125). After the classify and the filter, the map would break the bound.
     assert [step.path for step in selection.steps] == ["", "input.input"]
     assert selection.tiers == {"": "small", "input": "large", "input.input": "small"}
 
