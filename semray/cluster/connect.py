@@ -92,6 +92,9 @@ def connect(settings: Settings) -> None:
     os.environ[LOOPBACK_ENV] = "1"
     temp_dir = ray_temp_dir(settings)
     log.info("ray_start_local", num_cpus=settings.num_cpus, temp_dir=str(temp_dir))
+    auth_logger = logging.getLogger(AUTH_LOGGER)
+    if quiet_default_auth_notice not in auth_logger.filters:
+        auth_logger.addFilter(quiet_default_auth_notice)
     try:
         ray.init(
             num_cpus=settings.num_cpus,
@@ -203,6 +206,24 @@ def quiet_progress_notice(record: logging.LogRecord) -> bool:
     False
     """
     return "Progress bars disabled" not in record.getMessage()
+
+
+AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def quiet_default_auth_notice(record: logging.LogRecord) -> bool:
+    """False for Ray's notice, on every embedded start, that token auth is on by default: it is on
+    on purpose (the cluster is semray's own, on loopback), and the notice told every CLI call how to
+    turn it off. Ray's warning that token auth is *disabled* still reaches the console.
+
+    >>> on = "Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out."
+    >>> off = "Token authentication is disabled for this Ray cluster. Anyone with network access ..."
+    >>> quiet_default_auth_notice(logging.makeLogRecord({"msg": on}))
+    False
+    >>> quiet_default_auth_notice(logging.makeLogRecord({"msg": off}))
+    True
+    """
+    return not record.getMessage().startswith("Token authentication is enabled for this Ray cluster")
 
 
 def hide_reported_failure(record: logging.LogRecord) -> bool:

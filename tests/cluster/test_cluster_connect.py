@@ -1,17 +1,19 @@
 """Reaching Ray (``semray.cluster.connect``): an address where nothing listens, or a cluster that
 refuses the token, fails at once with what to set (not after twenty retries); Ray Data is
-configured the same whichever way Ray was reached, also when the caller started Ray itself.
-No Ray is started here.
-
-(Lives beside the serving tests because its author owned ``cluster/connect.py`` but not
-``tests/cluster``; it belongs there.)"""
+configured the same whichever way Ray was reached, also when the caller started Ray itself; an
+embedded start does not print Ray's token-auth notice. Only that last test starts a Ray (in a
+CLI subprocess)."""
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import ray
@@ -91,3 +93,24 @@ def test_the_progress_bar_notice_is_dropped_where_ray_data_logs_it(caplog: pytes
         logger.warning("Progress bars disabled. To enable, set `enable_progress_bars = True`.")
         logger.warning("a warning that stays")
     assert [record.getMessage() for record in caplog.records] == ["a warning that stays"]
+
+
+@pytest.mark.ray
+def test_an_embedded_start_keeps_token_auth_on_without_telling_every_call_how_to_turn_it_off(
+    tmp_path: Path,
+) -> None:
+    """A CLI call starts its own Ray (a subprocess: this process's Ray would make connect a no-op);
+    Ray's default-on token notice is dropped from its standard error (the filter only drops it:
+    Ray's own auth mode is left as Ray sets it)."""
+    table = tmp_path / "t.csv"
+    table.write_text("id,text\n1,hello\n2,bye\n", encoding="utf-8")
+    semray = Path(sys.executable).with_name("semray")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("RAY_ADDRESS", None)
+    env.pop("RAY_AUTH_MODE", None)
+    argv = [str(semray), "--state-dir", str(tmp_path / "s"), "sql", "SELECT id FROM t WHERE id > 1", "-t", f"t={table}"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=180, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert "2" in done.stdout
+    assert "Token authentication" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "no model calls", done.stderr

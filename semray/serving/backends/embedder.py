@@ -46,6 +46,11 @@ class SentenceEmbedder:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import torch
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        # transformers draws a "Loading weights" bar on standard error for every load (each replica
+        # start, each `semray models check`): semray reports its own progress.
+        transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
         if config.device == "cpu":
             # Ray sets OMP_NUM_THREADS=1 in actors with a fraction of a CPU; a replica that is the
