@@ -13,6 +13,13 @@ covers the backend kind, model, base URL or weights fingerprint, and the simulat
 seed. Values are the parsed ``ModelResponse`` as JSON; a hit is returned with ``cache_hit=True``
 and zero usage. A cache that cannot be used degrades to misses, logged once, never a failure.
 
+A second table, ``batch_answers``, records which answers the model was paid for under each
+batch id (the id ``TierHandles`` gives a batch and sends with every attempt), in the same
+transaction as the answers are cached: when a replica dies after answering, the retry of that
+batch reads them back as *paid* (``batch_answers``) instead of calling the model again or
+counting them as free hits. Rows older than ``BATCH_ANSWERS_KEPT_S`` are dropped by a cache's
+first recording write.
+
 >>> cache = ResponseCache(Path("/tmp/c/responses.sqlite"))  # doctest: +SKIP
 >>> cache.get_many(["k"])  # doctest: +SKIP
 {}
@@ -42,6 +49,17 @@ CREATE TABLE IF NOT EXISTS responses (
     response TEXT NOT NULL
 ) WITHOUT ROWID
 """
+_BATCH_SCHEMA = """
+CREATE TABLE IF NOT EXISTS batch_answers (
+    batch TEXT NOT NULL,
+    key TEXT NOT NULL,
+    created REAL NOT NULL,
+    response TEXT NOT NULL,
+    PRIMARY KEY (batch, key)
+) WITHOUT ROWID
+"""
+BATCH_ANSWERS_KEPT_S = 24 * 3600.0
+"""How long a batch's paid answers are kept for a retry of that batch (retries come within seconds)."""
 DEFAULT_TIMEOUT_S = 10.0
 """Seconds a writer waits for another process's write lock before the cache turns itself off."""
 _CHUNK = 500  # SQLite's default limit on bound parameters is far above this
@@ -80,6 +98,18 @@ class ResponseCache:
             self._connection().execute(_SCHEMA)
         except (OSError, sqlite3.Error) as error:
             self._degrade("open", error)
+        self._batches = self._failure is None and self._open_batch_table()
+        self._pruned = False
+
+    def _open_batch_table(self) -> bool:
+        """Create ``batch_answers`` if needed; False (batches unrecorded, answers still read) when
+        the file cannot take it, e.g. a read-only cache written by an older semray."""
+        try:
+            self._connection().execute(_BATCH_SCHEMA)
+        except sqlite3.Error as error:
+            log.debug("response_cache_batches_off", path=str(self.path), error=f"{type(error).__name__}: {error}")
+            return False
+        return True
 
     @property
     def failure(self) -> str | None:
@@ -117,6 +147,18 @@ class ResponseCache:
 
     def get_many(self, keys: Sequence[str]) -> dict[str, ModelResponse]:
         """Cached responses for the keys present (missing keys are absent from the result)."""
+        return self._select("SELECT key, response FROM responses WHERE key IN ({marks})", (), keys)
+
+    def batch_answers(self, batch: str, keys: Sequence[str]) -> dict[str, ModelResponse]:
+        """The answers an earlier attempt of ``batch`` was paid for (``put_many(..., batch=)``),
+        as it answered them, usage included; missing keys are absent from the result."""
+        if not self._batches:
+            return {}
+        return self._select(
+            "SELECT key, response FROM batch_answers WHERE batch = ? AND key IN ({marks})", (batch,), keys
+        )
+
+    def _select(self, query: str, leading: tuple[str, ...], keys: Sequence[str]) -> dict[str, ModelResponse]:
         found: dict[str, ModelResponse] = {}
         if self._failure is not None or not keys:
             return found
@@ -125,7 +167,7 @@ class ResponseCache:
             for start in range(0, len(keys), _CHUNK):
                 chunk = list(keys[start : start + _CHUNK])
                 marks = ",".join("?" * len(chunk))
-                rows = connection.execute(f"SELECT key, response FROM responses WHERE key IN ({marks})", chunk)
+                rows = connection.execute(query.format(marks=marks), [*leading, *chunk])
                 for key, blob in rows.fetchall():
                     response = self._decoded(key, blob)
                     if response is not None:
@@ -146,10 +188,18 @@ class ResponseCache:
                 log.warning("response_cache_entry_unreadable", path=str(self.path), key=key, error=str(error)[:200])
             return None
 
-    def put_many(self, items: Iterable[tuple[str, ModelResponse]]) -> int:
-        """Store responses (first write of a key wins); returns how many were new."""
-        rows = [(key, response.model, time.time(), response.model_dump_json()) for key, response in items]
-        if not rows or self._failure is not None:
+    def put_many(self, items: Iterable[tuple[str, ModelResponse]], *, batch: str | None = None) -> int:
+        """Store the responses without an error (first write of a key wins); returns how many were new.
+
+        With ``batch``, ``items`` are the answers the model was paid for in one attempt of that
+        batch: all of them, errors too, are also recorded under the batch (``batch_answers``), in
+        the same transaction.
+        """
+        now = time.time()
+        answers = [(key, response, response.model_dump_json()) for key, response in items]
+        rows = [(key, r.model, now, blob) for key, r, blob in answers if r.error is None]
+        paid = [(batch, key, now, blob) for key, _, blob in answers] if batch is not None and self._batches else []
+        if not answers or self._failure is not None:
             return 0
         connection: sqlite3.Connection | None = None
         try:
@@ -158,7 +208,12 @@ class ResponseCache:
             before = connection.total_changes
             connection.executemany("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?)", rows)
             added = connection.total_changes - before
+            if paid:
+                connection.executemany("INSERT OR IGNORE INTO batch_answers VALUES (?, ?, ?, ?)", paid)
+                if not self._pruned:  # once per cache object: retries come within seconds
+                    connection.execute("DELETE FROM batch_answers WHERE created < ?", (now - BATCH_ANSWERS_KEPT_S,))
             connection.execute("COMMIT")
+            self._pruned = self._pruned or bool(paid)
         except (OSError, sqlite3.Error) as error:
             if connection is not None and connection.in_transaction:
                 try:
@@ -190,7 +245,7 @@ class ResponseCache:
                 log.debug("response_cache_close_failed", path=str(self.path))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "timeout_s": self.timeout_s}
+        return {"path": self.path, "timeout_s": self.timeout_s, "batches": self._batches}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = state["path"]
@@ -199,3 +254,5 @@ class ResponseCache:
         self._lock = threading.Lock()
         self._failure = None
         self._bad_entry_logged = False
+        self._batches = state.get("batches", False)
+        self._pruned = False

@@ -68,8 +68,8 @@ the only apps a later ``start_tiers`` with another configuration may replace."""
 
 
 class WriteThroughCache(ResponseCache):
-    """The response cache for a fresh batch (a probe, a batch re-sent after its replica died):
-    every lookup misses, so each answer is a real model call; answers are still stored."""
+    """The response cache for a fresh batch (a probe): every lookup misses, so each answer is a
+    real model call; answers are still stored, and a lost attempt's paid answers still read back."""
 
     def get_many(self, keys: Sequence[str]) -> dict[str, ModelResponse]:
         return {}
@@ -88,9 +88,11 @@ class TierServer:
         self._fresh = ModelTier(tier, tier_config, backend, fresh_cache)
         self._described = described
 
-    async def generate(self, requests: list[ModelRequest], fresh: bool = False) -> list[ModelResponse]:
-        """Answer a batch; ``fresh`` skips cache reads (see ``TierHandles``)."""
-        return await (self._fresh if fresh else self._tier).generate(requests)
+    async def generate(
+        self, requests: list[ModelRequest], fresh: bool = False, batch: str | None = None
+    ) -> list[ModelResponse]:
+        """Answer a batch; ``fresh`` skips cache reads, ``batch`` is its id across attempts (see ``TierHandles``)."""
+        return await (self._fresh if fresh else self._tier).generate(requests, batch=batch)
 
     def describe(self) -> dict[str, Any]:
         """What this replica serves: tier, backend, model, digest, who deployed it, resources."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -42,12 +43,13 @@ RETRYABLE: tuple[type[BaseException], ...] = (
 class TierHandles:
     """Picklable access to the deployed tiers; resolves Serve handles lazily in each process.
 
-    ``generate`` sends one batch per call and waits. When a replica dies mid-batch the whole batch
-    is sent again (up to ``retries`` times), *fresh*: the new replica skips cache reads for it, so
-    every answer of the retry is a real model call whose usage comes back and is counted once. (A
-    dead replica may have cached answers just before dying; read back they would be free cache
-    hits, and calls that were paid would vanish from the run's usage.) Calls the dead replica
-    made are paid but never reported: they cannot be counted.
+    ``generate`` sends one batch per call and waits. Each batch gets an id, sent with every
+    attempt. When a replica dies mid-batch the whole batch is sent again under the same id (up to
+    ``retries`` times). A replica records the answers it pays for under the batch id in the same
+    transaction as it caches them, so when the dead replica got that far, the retry reads them
+    back *as paid*, with their usage (not as free cache hits), and calls the model only for the
+    rest: every call is paid once and counted once. Calls a replica made but died before
+    recording (or with no cache) are paid and never reported: they cannot be counted.
     """
 
     apps: dict[str, str]
@@ -81,10 +83,11 @@ class TierHandles:
         batch = _batch(tier, requests)
         if not batch:
             return []
+        batch_id = uuid.uuid4().hex
         result: list[ModelResponse] = self._retrying(
             tier,
             len(batch),
-            lambda retry: self._handle(tier).generate.remote(batch, fresh or retry).result(timeout_s=self.timeout_s),
+            lambda _retry: self._handle(tier).generate.remote(batch, fresh, batch_id).result(timeout_s=self.timeout_s),
         )
         return result
 
@@ -93,9 +96,10 @@ class TierHandles:
     ) -> list[ModelResponse]:
         """``generate`` for async callers."""
         batch = _batch(tier, requests)
+        batch_id = uuid.uuid4().hex
         for attempt in range(self.retries + 1):
             try:
-                result: list[ModelResponse] = await self._handle(tier).generate.remote(batch, fresh or attempt > 0)
+                result: list[ModelResponse] = await self._handle(tier).generate.remote(batch, fresh, batch_id)
                 return result
             except RETRYABLE as error:
                 self._note_retry(tier, attempt, error, len(batch))
@@ -136,7 +140,7 @@ class TierHandles:
             attempt=attempt + 1,
             error=type(error).__name__,
             rows=rows,
-            note="sent again without cache reads; calls the dead replica made are not counted",
+            note="sent again under the same batch id: answers the dead replica recorded are counted as paid",
         )
 
 

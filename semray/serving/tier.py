@@ -62,8 +62,14 @@ class ModelTier:
         self._identity = tier_identity(config, backend)
         self._token_bound = token_bound(backend.context_length)
 
-    async def generate(self, requests: Sequence[ModelRequest]) -> list[ModelResponse]:
-        """Answer every request, in order; per-row problems are error responses, never exceptions."""
+    async def generate(self, requests: Sequence[ModelRequest], *, batch: str | None = None) -> list[ModelResponse]:
+        """Answer every request, in order; per-row problems are error responses, never exceptions.
+
+        ``batch`` (the id ``TierHandles`` sends with every attempt of one batch): the answers the
+        model is paid for are recorded under it with the cached ones, and the answers an earlier,
+        lost attempt of the same batch was paid for are returned as it answered them, usage
+        included (paid once, counted once), instead of calling the model again.
+        """
         results: list[ModelResponse | None] = [None] * len(requests)
         prepared: list[_Prepared] = []
         for index, request in enumerate(requests):
@@ -73,7 +79,9 @@ class ModelTier:
             else:
                 prepared.append(item)
         started = time.perf_counter()
-        cached = self.cache.get_many(sorted({p.key for p in prepared})) if self.cache is not None else {}
+        keys = sorted({p.key for p in prepared})
+        paid = self.cache.batch_answers(batch, keys) if self.cache is not None and batch is not None else {}
+        cached = self.cache.get_many([key for key in keys if key not in paid]) if self.cache is not None else {}
         lookup_s = time.perf_counter() - started
         first_of: dict[str, _Prepared] = {}
         misses: list[_Prepared] = []
@@ -84,21 +92,28 @@ class ModelTier:
                 continue  # a duplicate within the batch: answered from its first copy below
             else:
                 first_of[item.key] = item
-                misses.append(item)
+                if item.key not in paid:
+                    misses.append(item)
         answered = await self._answer(misses)
         fresh = {item.key: response for item, response in zip(misses, answered, strict=True)}
+        recovered = {key: _as_recovered(paid[key], first_of[key]) for key in paid if key in first_of}
         for item in prepared:
             if results[item.index] is not None:
                 continue
-            response = fresh[item.key]
+            response = fresh[item.key] if item.key in fresh else recovered[item.key]
             if first_of[item.key] is item:
                 results[item.index] = response
             else:
                 results[item.index] = _as_hit(response, item, 0.0, self.name)
         if self.cache is not None:
-            self.cache.put_many((key, response) for key, response in fresh.items() if response.error is None)
+            self.cache.put_many(fresh.items(), batch=batch)
         log.debug(
-            "tier_batch", tier=self.name, rows=len(requests), cache_hits=len(prepared) - len(misses), calls=len(misses)
+            "tier_batch",
+            tier=self.name,
+            rows=len(requests),
+            cache_hits=len(prepared) - len(misses) - len(recovered),
+            calls=len(misses),
+            recovered=len(recovered),
         )
         return [response for response in results if response is not None]
 
@@ -264,6 +279,12 @@ def _repair_reason(code: str, max_tokens: int) -> str | None:
     if code == "truncated":
         return f"the reply was cut off at the limit of {max_tokens} tokens; answer much more briefly"
     return "the reply was empty"
+
+
+def _as_recovered(response: ModelResponse, item: _Prepared) -> ModelResponse:
+    """An answer a lost attempt of this batch was paid for: returned as it was answered, usage
+    and calls included, since no response of that attempt carried them."""
+    return response.model_copy(update={"request_id": item.request.request_id, "truncated": item.truncated})
 
 
 def _as_hit(response: ModelResponse, item: _Prepared, latency_s: float, tier: str) -> ModelResponse:

@@ -2,10 +2,11 @@
 was paid for. No Ray: a fake handle around a real ``TierServer`` (simulated backend, real
 response cache) whose first reply is lost, as when the replica is killed after answering.
 
-What holds (``tests/serving/test_handle_retry_usage.py``): the re-sent batch is sent fresh and its
-calls are counted. What does not yet (a strict xfail): the dead
-attempt's calls were answered and paid too, but no response carried their usage, so the run
-counts one call per row where the model was paid for two.
+The dead attempt's calls were answered and paid, but no response carried their usage. The
+handle sends the batch again under the same batch id; the replica recorded the answers it paid
+for under that id with the ones it cached, so the retry returns them with their usage instead of
+calling the model again: paid once per row, counted once per row
+(``tests/serving/test_handle_retry_usage.py`` checks the parts).
 """
 
 from __future__ import annotations
@@ -65,9 +66,9 @@ class _KilledOnceHandle:
         self.attempts = 0
         self.generate = self
 
-    def remote(self, batch: list[ModelRequest], fresh: bool = False) -> _Reply:
+    def remote(self, batch: list[ModelRequest], fresh: bool = False, batch_id: str | None = None) -> _Reply:
         self.attempts += 1
-        responses = asyncio.run(self.server.generate(batch, fresh))
+        responses = asyncio.run(self.server.generate(batch, fresh, batch_id))
         return _Reply(ActorDiedError() if self.attempts == 1 else responses)
 
 
@@ -108,14 +109,24 @@ def test_the_resent_batch_is_counted(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert paid >= counted
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap (semray/serving/handles.py, deployments.py, tier.py): the dead attempt's calls were paid but are "
-    "in no response, and the fresh retry pays them again; docs/serving.md states the shortfall (at most one batch "
-    "per retry). A fix: the handle gives each batch an id sent with every attempt, the replica records the keys "
-    "it paid for under that id with the answers it caches, and a retry reads those back with their usage "
-    "(ModelTier must return them as paid, not as free hits) instead of calling the model again",
-)
 def test_the_run_counts_every_call_the_model_was_paid_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     paid, counted = _run(tmp_path, monkeypatch)
     assert counted == paid, f"the model was paid for {paid} calls, the run counts {counted}"
+    assert paid == len(TEXTS), "the retry pays for nothing the dead attempt already paid for"
+
+
+def test_a_resumed_batch_still_pays_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch sent again later (a resume: a new batch, so a new id) reads the cache as free hits."""
+    _run(tmp_path, monkeypatch)
+    server = _server(tmp_path)
+    paid = _paid_calls(monkeypatch)
+    yes_no = OutputConstraint.choice("Yes", "No")
+    requests = [ModelRequest(prompt=f"Is this review positive?\n\n{text}", constraint=yes_no) for text in TEXTS]
+    handle = _KilledOnceHandle(server)
+    handle.attempts = 1  # this replica does not die
+    monkeypatch.setattr("semray.serving.handles.serve.get_app_handle", lambda app: handle)
+    responses = TierHandles(apps={"large": "semray-large"}).generate("large", requests)
+    ledger = UsageLedger()
+    ledger.record_many("filter", responses)
+    total = ledger.summary().total
+    assert sum(paid) == 0 and (total.calls, total.cache_hits, total.dollars) == (0, len(TEXTS), 0.0)
