@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import socket
 import time
@@ -165,9 +166,13 @@ def start_tiers(
     digests = {tier: tier_digest(config, tier, cache_path) for tier in tiers}
     vllm_tiers = [config.tier(tier) for tier in tiers if config.tier(tier).backend == "vllm"]
     # An HTTP proxy only when asked: vLLM tiers are reached through ray.serve.llm's OpenAI app.
+    # Serve's INFO notices (started, deploying, adding a replica) reach the console of every run, in
+    # the driver and forwarded from its controller: semray says what it deploys (`serve status`).
+    logging.getLogger("ray.serve").setLevel(logging.WARNING)
     serve.start(
         proxy_location="HeadOnly" if vllm_tiers else "Disabled",
         http_options={"host": "127.0.0.1", "port": config.vllm_http_port},
+        logging_config={"enable_access_log": False, "log_level": "WARNING"},
     )
     job = ray.get_runtime_context().get_job_id()
     running = deployed_apps()
