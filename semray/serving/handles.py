@@ -13,6 +13,7 @@ semray.serving.errors.ServingConfigError: the embedding tier embeds texts; call 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -67,6 +68,9 @@ class TierHandles:
         if tier not in self.apps:
             raise ServingConfigError(f"unknown tier {tier!r}; deployed tiers: {', '.join(self.apps)}")
         if tier not in self._handles:
+            # The first handle in a process (each actor of a run) logs Serve's router start at INFO,
+            # forwarded to the run's console: semray logs its own events.
+            logging.getLogger("ray.serve").setLevel(logging.WARNING)
             try:
                 self._handles[tier] = serve.get_app_handle(self.apps[tier])
             except RayServeException as error:
