@@ -95,6 +95,7 @@ def test_the_progress_bar_notice_is_dropped_where_ray_data_logs_it(caplog: pytes
     assert [record.getMessage() for record in caplog.records] == ["a warning that stays"]
 
 
+@pytest.mark.slow  # a whole CLI process with its own Ray: ~17 s
 @pytest.mark.ray
 def test_an_embedded_start_keeps_token_auth_on_without_telling_every_call_how_to_turn_it_off(
     tmp_path: Path,
