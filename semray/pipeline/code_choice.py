@@ -55,6 +55,7 @@ from semray.operators.semantic import SemExtract, SemMap
 from semray.pipeline.code_commit import CODE_TIER, Lookup, code_run, reads_memory, sample_input, succeeded_lookup
 from semray.pipeline.code_generation import Ask, GeneratedCode, count_agreement, model_answers, run_code, try_code
 from semray.pipeline.lower_semantic import operator_key
+from semray.pipeline.metering import paid_for
 from semray.planner.costing import cost_model_estimator, operator_cost
 from semray.planner.paths import operator_paths, rewrite_at_paths
 from semray.planner.rules.prefer_validated_code import (
@@ -69,7 +70,7 @@ from semray.planner.rules.prefer_validated_code import (
 from semray.serving.config import ServingConfig
 from semray.serving.contract import Usage
 from semray.settings import Settings
-from semray.transactions import BatchLedger, LLMUsage
+from semray.transactions import BatchLedger
 
 log = get_logger(__name__)
 
@@ -431,14 +432,8 @@ def _trial(
             ],
             schema=_TRIAL_SCHEMA,
         )
-        generation = outcome.usage
-        paid = LLMUsage(
-            calls=outcome.calls,
-            tokens_in=generation.input_tokens,
-            tokens_out=generation.output_tokens,
-            dollars=generation.dollars,
-        )  # the rounds' answers are journaled with their own price
-        ledger.commit(key, TRIAL_BATCH, (), record, usage=paid)
+        # the rounds' answers are journaled with their own price
+        ledger.commit(key, TRIAL_BATCH, (), record, usage=paid_for(outcome.usage, outcome.calls))
     return _Measured(trial, lower, compared)
 
 
@@ -474,8 +469,5 @@ class _Rounds:
         if self.ledger is not None:
             texts = [None if answer is None else json.dumps(answer, default=str) for answer in answers]
             record = pa.Table.from_pydict({"answer": texts}, schema=_ROUND_SCHEMA)
-            paid = LLMUsage(
-                calls=calls, tokens_in=usage.input_tokens, tokens_out=usage.output_tokens, dollars=usage.dollars
-            )
-            self.ledger.commit(self.key, batch, (), record, usage=paid)
+            self.ledger.commit(self.key, batch, (), record, usage=paid_for(usage, calls))
         return answers

@@ -39,9 +39,10 @@ from semray.operators import Limit, Node, plan_to_json, transform, walk
 from semray.operators.code import SemCode
 from semray.pipeline.code_generation import Ask, GeneratedCode, generate_code
 from semray.pipeline.lower_semantic import operator_key
+from semray.pipeline.metering import paid_for
 from semray.serving.config import ServingConfig
 from semray.settings import Settings
-from semray.transactions import BatchLedger, LLMUsage, fingerprint, list_runs, open_run
+from semray.transactions import BatchLedger, fingerprint, list_runs, open_run
 from semray.transactions.registry import load_state, runs_dir
 
 log = get_logger(__name__)
@@ -175,16 +176,14 @@ def commit_with(
         if not isinstance(node, SemCode) or node.code is not None:
             return node
         key = _key(node)
-        found = ledger.lookup(key, CODE_BATCH) if ledger is not None else None
-        if found is None and earlier is not None:
-            found = earlier(key, CODE_BATCH)
+        found = _journaled(key, ledger, earlier)
         if found is not None:
             row = found.to_pylist()[0]
             log.info("code_reused", instruction=node.instruction, sha256=row["sha256"])
             return with_code(node, str(row["code"]), row["agreement"])
         generated = generate_code(node, sample(node), ask)
         if ledger is not None:
-            ledger.commit(key, CODE_BATCH, (), _record(generated), usage=_usage(generated))
+            ledger.commit(key, CODE_BATCH, (), _record(generated), usage=paid_for(generated.usage, generated.calls))
         committed = with_code(node, generated.code, generated.agreement)
         log.info(
             "code_committed",
@@ -198,6 +197,12 @@ def commit_with(
         return committed
 
     return transform(plan, commit)
+
+
+def _journaled(key: str, ledger: BatchLedger | None, earlier: Lookup | None) -> pa.Table | None:
+    """The committed record under ``key`` in this run's ledger, else in an earlier run's."""
+    found = ledger.lookup(key, CODE_BATCH) if ledger is not None else None
+    return earlier(key, CODE_BATCH) if found is None and earlier is not None else found
 
 
 def _key(node: SemCode) -> str:
@@ -217,9 +222,7 @@ def _check_user(
     from semray.pipeline.code_generation import check_user_code, model_answers
 
     key = _key(node)
-    found = ledger.lookup(key, CODE_BATCH) if ledger is not None else None
-    if found is None and earlier is not None:
-        found = earlier(key, CODE_BATCH)
+    found = _journaled(key, ledger, earlier)
     if found is not None:
         row = found.to_pylist()[0]
         return _checked(node, row["agreement"], row["checked_rows"])
@@ -233,13 +236,7 @@ def _check_user(
         record = pa.table(
             {"agreement": pa.array([agreement], pa.float64()), "checked_rows": pa.array([rows.num_rows], pa.int64())}
         )
-        paid = LLMUsage(
-            calls=calls,
-            tokens_in=usage.input_tokens if usage else 0,
-            tokens_out=usage.output_tokens if usage else 0,
-            dollars=usage.dollars if usage else 0.0,
-        )
-        ledger.commit(key, CODE_BATCH, (), record, usage=paid)
+        ledger.commit(key, CODE_BATCH, (), record, usage=paid_for(usage, calls))
     log.info("user_code_checked", instruction=node.instruction, rows=rows.num_rows, agreement=agreement, calls=calls)
     return _checked(node, agreement, rows.num_rows)
 
@@ -298,11 +295,4 @@ def _record(generated: GeneratedCode) -> pa.Table:
             "agreement": pa.array([generated.agreement], pa.float64()),
             "attempts": [len(generated.attempts)],
         }
-    )
-
-
-def _usage(generated: GeneratedCode) -> LLMUsage:
-    usage = generated.usage
-    return LLMUsage(
-        calls=generated.calls, tokens_in=usage.input_tokens, tokens_out=usage.output_tokens, dollars=usage.dollars
     )

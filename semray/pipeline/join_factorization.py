@@ -49,6 +49,7 @@ from semray.pipeline.code_commit import Lookup
 from semray.pipeline.join_factor_check import Ask, Row, Verification, verify_factorization
 from semray.pipeline.lower_semantic import operator_key
 from semray.pipeline.lower_set_ops import side_columns
+from semray.pipeline.metering import paid_for
 from semray.planner.capabilities import rebuild
 from semray.planner.join_factors import Factorization, detect_factorization, find_factorization
 from semray.planner.paths import operator_paths, rewrite_at_paths
@@ -350,13 +351,7 @@ def _proposal(
         value = response.value if response.ok else None
         log.info("factorization_proposal", instruction=join.instruction, reply=value, error=response.error)
         if ledger is not None:
-            usage = response.usage
-            paid = LLMUsage(
-                calls=response.calls,
-                tokens_in=usage.input_tokens,
-                tokens_out=usage.output_tokens,
-                dollars=usage.dollars,
-            )
+            paid = paid_for(response.usage, response.calls)
             ledger.commit(key, BATCH, (), pa.table({"reply": [json.dumps(value)]}), usage=paid)
     return parse_proposal(value), paid
 

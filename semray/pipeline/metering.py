@@ -30,10 +30,30 @@ from typing import Any
 from semray.cluster import metrics
 from semray.pipeline.set_spec import AggStage, EmbedStage, TopKStage
 from semray.pipeline.spec import CascadeStage, SemanticStage, SemanticTask, Stage
-from semray.serving.contract import ModelResponse
+from semray.serving.contract import ModelResponse, Usage
 from semray.tasks import TaskKind
 from semray.transactions import LLMUsage
 from semray.transactions.records import BatchCommitted, BatchRefused, Record, RunStarted
+
+
+def usage_of(responses: Sequence[ModelResponse]) -> LLMUsage:
+    """What the responses paid: ``calls`` counts model calls (2 after a repair re-ask, 0 for a cache
+    hit or an input error), and cache hits pay nothing."""
+    paid = [response for response in responses if not response.cache_hit]
+    return LLMUsage(
+        calls=sum(response.calls for response in paid),
+        tokens_in=sum(response.usage.input_tokens for response in paid),
+        tokens_out=sum(response.usage.output_tokens for response in paid),
+        dollars=sum(response.usage.dollars for response in paid),
+    )
+
+
+def paid_for(usage: Usage | None, calls: int) -> LLMUsage:
+    """A ledger's ``LLMUsage`` of ``calls`` model calls that used ``usage`` (None: nothing was asked)."""
+    if usage is None:
+        return LLMUsage(calls=calls)
+    return LLMUsage(calls=calls, tokens_in=usage.input_tokens, tokens_out=usage.output_tokens, dollars=usage.dollars)
+
 
 NO_RUN = "-"
 """The run tag of work outside a journaled run (a UDF driven by hand, tests)."""

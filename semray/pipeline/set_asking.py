@@ -21,7 +21,7 @@ import pyarrow as pa
 from semray.log import get_logger
 from semray.operators.schema import ROW_ID
 from semray.pipeline.failed_rows import row_failures
-from semray.pipeline.metering import OperatorMeter
+from semray.pipeline.metering import OperatorMeter, usage_of
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.deployments import TierHandles
 from semray.transactions import BatchLedger, LLMUsage, batch_key
@@ -31,17 +31,6 @@ log = get_logger(__name__)
 ANSWER = "answer"
 CHUNK = 256
 """Requests per round trip to the tier."""
-
-
-def usage_of(responses: Sequence[ModelResponse]) -> LLMUsage:
-    """What the responses paid (cache hits and input errors pay nothing)."""
-    paid = [response for response in responses if not response.cache_hit]
-    return LLMUsage(
-        calls=sum(response.calls for response in paid),
-        tokens_in=sum(response.usage.input_tokens for response in paid),
-        tokens_out=sum(response.usage.output_tokens for response in paid),
-        dollars=sum(response.usage.dollars for response in paid),
-    )
 
 
 def answer_text(response: ModelResponse) -> str | None:

@@ -23,7 +23,7 @@ from semray.errors import FailedRowsError
 from semray.log import get_logger
 from semray.operators.schema import ROW_ID
 from semray.pipeline.failed_rows import failure_reason, first_row_failed, row_failures
-from semray.pipeline.metering import OPERATOR_NAMES, OperatorMeter
+from semray.pipeline.metering import OPERATOR_NAMES, OperatorMeter, usage_of
 from semray.pipeline.row_counts import RowCounts, count_rows
 from semray.pipeline.spec import SemanticTask, estimation_key
 from semray.serving.contract import ModelResponse
@@ -131,7 +131,7 @@ class SemanticBatchUDF:
             log.info("semantic_prompts_truncated", kind=task.kind, tier=task.tier, rows=truncated)
         answers = self._answers(ids, responses)
         if self.ledger is not None:
-            self._commit(answers, _usage(responses))
+            self._commit(answers, usage_of(responses))
         return answers
 
     def _commit(self, answers: pa.Table, usage: LLMUsage) -> None:
@@ -252,17 +252,6 @@ def run_of(ledger: BatchLedger | None) -> str | None:
 def task_label(task: SemanticTask) -> str:
     """How an error names the operator a task belongs to, e.g. ``SemFilter [large] '{t} is urgent'``."""
     return f"{OPERATOR_NAMES.get(task.kind, 'SemExtract')} [{task.tier}] {task.instruction!r}"
-
-
-def _usage(responses: list[ModelResponse]) -> LLMUsage:
-    # ``calls`` counts model calls (2 after a repair re-ask, 0 for a cache hit or an input error).
-    paid = [r for r in responses if not r.cache_hit]
-    return LLMUsage(
-        calls=sum(r.calls for r in paid),
-        tokens_in=sum(r.usage.input_tokens for r in paid),
-        tokens_out=sum(r.usage.output_tokens for r in paid),
-        dollars=sum(r.usage.dollars for r in paid),
-    )
 
 
 def _as_bool(value: Any) -> bool:
