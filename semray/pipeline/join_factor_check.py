@@ -28,7 +28,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from semray.cost_model.bounds import agreement_lower_bound, agreement_upper_bound
+from semray.cost_model.bounds import agreement_lower_bound, decide, look_confidence, looks_for
 from semray.operators.schema import right_names
 from semray.operators.semantic import SemJoin
 from semray.pipeline.lower_semantic import operator_key
@@ -97,13 +97,13 @@ def verify_factorization(
 
     Sequential: ``pairs`` more draws per look, up to ``max_pairs``; it stops as soon as the lower
     bound reaches ``target`` (kept) or the upper bound falls below it (refused). Each of the
-    ``looks`` bounds is taken at confidence ``1 - (1 - confidence) / looks`` (Bonferroni), so the
-    decision holds at ``confidence`` whichever look makes it.
+    ``looks`` bounds is taken at ``bounds.look_confidence`` (Bonferroni), so the decision holds at
+    ``confidence`` whichever look makes it.
     """
     if not left or not right:
         return Verification(pairs=0, agreeing=0, lower_bound=0.0, calls=0, dollars=0.0)
-    looks = max(1, -(-max_pairs // pairs))
-    per_look = 1.0 - (1.0 - confidence) / looks
+    looks = looks_for(pairs, max_pairs)
+    per_look = look_confidence(confidence, looks)
     drawn = draw_pairs(join, len(left), len(right), pairs * looks)
     answers: dict[str, ModelResponse] = {}
     paid: list[ModelResponse] = []
@@ -126,7 +126,7 @@ def verify_factorization(
             compared += 1
             agreeing += factorized == pairwise
         lower = agreement_lower_bound(agreeing, compared, per_look)
-        if lower >= target or agreement_upper_bound(agreeing, compared, per_look) < target:
+        if decide(agreeing, compared, target, per_look) != "undecided":
             break
     return Verification(
         pairs=compared,
