@@ -60,6 +60,12 @@ def add_ask_command(subparsers: Any) -> None:
         help="plan the question even when a stored skill (a plan of a similar question that was validated and "
         "ran) fits it, and store no skill",
     )
+    ask.add_argument(
+        "--topic-pruning",
+        action="store_true",
+        help="prune a semantic filter on one topic of an organised catalogued collection to the documents labelled "
+        "with it (fewer model calls; a relevant document labelled otherwise is dropped unseen: docs/catalog.md)",
+    )
     ask.add_argument("--plan-out", type=Path, metavar="FILE", help="write the validated plan here (for semray run)")
     ask.add_argument("--format", default="table", choices=("table", "csv", "json", "parquet"))
     ask.add_argument("--output", "-o", type=Path, help="write the answer to this file")
@@ -75,6 +81,8 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
         _resumed_arguments(args, settings)
     elif not args.question:
         raise SemrayError("semray ask needs a question, or --resume ID to go on with an interrupted ask")
+    if args.topic_pruning:
+        settings = settings.model_copy(update={"topic_pruning": True})
     tables: dict[str, Path] = {}
     for name, _, path in map(_split, args.table):
         tables[name] = Path(path)
@@ -143,6 +151,7 @@ def _journaled_arguments(args: argparse.Namespace) -> dict[str, Any]:
         "max_iterations": args.max_iterations,
         "judges": args.judges,
         "no_skills": args.no_skills,
+        "topic_pruning": args.topic_pruning,
         "memory_file": None if args.memory_file is None else str(args.memory_file.expanduser().absolute()),
     }
 
@@ -165,6 +174,7 @@ def _resumed_arguments(args: argparse.Namespace, settings: Settings) -> None:
     args.max_iterations = None if drafts is None else int(drafts)
     args.judges = int(journaled.get("judges", args.judges))
     args.no_skills = bool(journaled.get("no_skills", args.no_skills))
+    args.topic_pruning = bool(journaled.get("topic_pruning", args.topic_pruning))
     if journaled.get("memory_file"):
         args.memory_file = Path(str(journaled["memory_file"]))
     if args.replay is None and journaled.get("replay"):

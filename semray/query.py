@@ -173,6 +173,18 @@ class Query:
             log.info("join_factorization_choice", decision=line)
         return self._then(decision.plan)
 
+    def with_topic_pruning(self, on: bool = True) -> Query:
+        """Let the optimizer prune each semantic filter that names one topic of an organised, catalogued
+        documents dataset to the documents the catalog labelled with it: ``q.with_topic_pruning()``.
+
+        Fewer model calls, but a relevant document the catalog's classifier labelled with another
+        topic is dropped without being asked about, so recall is bounded by the classifier's agreement
+        with the model (``semray catalog show``). ``Settings.topic_pruning`` (SEMRAY_TOPIC_PRUNING) turns
+        it on for every query; ``on=False`` turns it off for this one (docs/catalog.md, "Pruning a
+        semantic filter by topic labels").
+        """
+        return Query(self._plan, self.settings.model_copy(update={"topic_pruning": on}), self._serving)
+
     def with_serving(self, serving: Any) -> Query:
         """Run semantic operators on these tiers (a ``semray.serving.config.ServingConfig``)."""
         return Query(self._plan, self._settings, serving)
@@ -406,9 +418,18 @@ class Query:
         chosen for its ``tier="auto"`` operators by the cost model (``docs/optimizer.md``)."""
         from semray.planner import optimize
 
+        labels = self._topic_labels()
         if policy is None:
-            return self._then(optimize(self._plan, statistics))
-        return self._then(optimize(self._plan, statistics, self._profiles(), policy))
+            return self._then(optimize(self._plan, statistics, topic_labels=labels))
+        return self._then(optimize(self._plan, statistics, self._profiles(), policy, topic_labels=labels))
+
+    def _topic_labels(self) -> Any:
+        """The catalog's topic labels the optimizer prunes semantic filters by, or None (``Settings.topic_pruning``)."""
+        if not self.settings.topic_pruning:
+            return None
+        from semray.catalog.topic_pruning import TopicLabels
+
+        return TopicLabels(self.settings.catalog_path)
 
     def _tiers(self) -> Any:
         """The tiers this query runs on: those of ``with_serving``, else the settings' model
@@ -567,10 +588,11 @@ class Query:
         options = MeasureOptions() if measure is True else measure
         if not isinstance(options, MeasureOptions):
             raise PlanError(f"measure takes True or a MeasureOptions, not {type(measure).__name__}")
-        written, profiles = self._plan, self._profiles()
+        written, profiles, labels = self._plan, self._profiles(), self._topic_labels()
 
         def choose(statistics: Any) -> Node:
-            return optimize(written, source_statistics(written).merged(statistics), profiles, chosen)
+            merged = source_statistics(written).merged(statistics)
+            return optimize(written, merged, profiles, chosen, topic_labels=labels)
 
         return Planning(choose=choose, options=options, policy=repr(chosen))
 

@@ -75,6 +75,14 @@ class Settings(BaseSettings):
         "implementation auto whose pair predicate compares one per-row property is factorized when a sampled "
         "check against its pairwise answers meets it (Query.with_join_factorization); None: off",
     )
+    topic_pruning: bool = Field(
+        default=False,
+        description="prune each semantic filter that names one topic of an organised, catalogued documents dataset "
+        "(`semray catalog organize`) to the documents the catalog's classifier labelled with it, before any model "
+        "call (Query.with_topic_pruning, `semray ask --topic-pruning`, SEMRAY_TOPIC_PRUNING=1): fewer calls, but a "
+        "relevant document labelled with another topic is dropped unseen, so recall is bounded by the classifier's "
+        "agreement with the model (`semray catalog show`); off: no answer depends on the labels",
+    )
     progress_interval_s: float = Field(
         default=10.0,
         ge=0.0,

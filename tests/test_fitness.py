@@ -76,7 +76,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "planner.agents": layers("operators cost_model planner serving catalog sources transactions"),
     "pipeline": layers("operators serving sources transactions cluster ray cost_model planner catalog sandbox"),
     "explaining": layers("operators cost_model planner pipeline serving transactions"),
-    "query": layers("operators sql cost_model planner pipeline serving explaining output"),
+    "query": layers("operators sql cost_model planner pipeline serving explaining output catalog"),
     "readers": layers("operators sources sql catalog query"),
     "asking": layers("operators cost_model planner planner.agents serving catalog query"),
     "demo": layers("serving query readers"),

@@ -42,10 +42,6 @@ log = get_logger(__name__)
 
 MAX_SEGMENTS_FETCHED = 10_000
 """The most segment hits one search reads while collecting k distinct documents."""
-DOCUMENT_KEY = "document_id"
-"""The column of a documents dataset's Scan naming each row's document (the segments' ``document_id``)."""
-DOCUMENT_TEXT = "text"
-"""The column of a documents dataset's Scan holding the text its segments were made from."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,8 @@ instruction names (a topic or subtopic name, whole words, case-insensitive; None
 none or several) and the ids of the documents labelled under it. The rule
 ``semray.planner.rules.prune_by_topic`` puts them below the filter, which still decides each
 remaining document: precision is the filter's, recall is bounded by the classifier's agreement
-with the model (``Organization.agreement``).
+with the model (``Organization.agreement``). The optimizer applies it only when asked
+(``Settings.topic_pruning``, ``Query.with_topic_pruning``, ``semray ask --topic-pruning``).
 
 >>> labels = TopicLabels(settings.catalog_path)  # doctest: +SKIP
 >>> labels(pin, "{text} is about cardiology")  # doctest: +SKIP

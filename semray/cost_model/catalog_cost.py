@@ -24,15 +24,10 @@ from semray.cost_model.estimates import Interval, OperatorEstimate
 from semray.cost_model.plan_cost import EstimationContext, model_estimate
 from semray.operators.base import Node
 from semray.operators.expressions import parse_expression
-from semray.operators.relational import CatalogPin, Limit, Project, Scan
+from semray.operators.relational import DOCUMENT_KEY, DOCUMENT_TEXT, CatalogPin, Limit, Project, Scan
 from semray.operators.schema import ROW_ID
 from semray.operators.semantic import SemSearch
 from semray.serving.simulator.tokens import TokenCounter
-
-DOCUMENT_KEY = "document_id"
-"""The column of a documents dataset's Scan naming each row's document (``catalogued_rows.DOCUMENT_KEY``)."""
-DOCUMENT_TEXT = "text"
-"""The column of a documents dataset's Scan holding its text (``catalogued_rows.DOCUMENT_TEXT``)."""
 
 
 def catalogued_documents(node: SemSearch) -> tuple[CatalogPin, str] | None:

@@ -50,6 +50,14 @@ class CatalogPin(Frozen):
     full-text index the catalog holds, so SemSearch over it ranks by them instead of embedding every row."""
 
 
+DOCUMENT_KEY = "document_id"
+"""The column of a documents dataset's Scan (``CatalogPin.documents``) naming each row's document: the file's
+path within the dataset, the catalog segments' ``document_id``. One definition for the cost model, the
+planner's rules and the catalog, which all read that Scan."""
+DOCUMENT_TEXT = "text"
+"""The column of a documents dataset's Scan holding the text its catalog segments were made from."""
+
+
 class SourceSpec(Frozen):
     """Where a Scan reads from: ``SourceSpec(kind="csv", path="reviews.csv")``.
 

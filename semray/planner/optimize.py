@@ -8,7 +8,9 @@ operators keep ``tier="auto"``. With profiles, every estimate comes from the cos
 ``estimate_plan`` (joins are ordered by its rows, `semray.cost_model.cardinality.plan_rows`)
 and the policy (default ``MinCost()``: the cheapest plan whose quality bound is at least 0.9)
 picks the tiers, a cascade and its quality target among them. Profiles without an ``embedding`` tier cannot price
-a cascade, so its rung is left off the ladder.
+a cascade, so its rung is left off the ladder. Given ``topic_labels`` (``Settings.topic_pruning``: the Query
+passes the catalog's ``TopicLabels``), semantic filters on a topic of an organised catalogued collection are
+pruned to its labelled documents first (``rules.prune_by_topic``), so the rules and the cost model see the pruned plan.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from semray.planner.costing import Estimator, cost_model_estimator
 from semray.planner.join_order import order_joins
 from semray.planner.model_selection import CASCADE, LADDER, Selection, apply_tiers, select_models
 from semray.planner.rules import RULES, Rule, RuleContext, apply_rules
+from semray.planner.rules.prune_by_topic import TopicDocuments, prune_by_topic
 
 log = structlog.get_logger(__name__)
 
@@ -55,9 +58,10 @@ def optimize(
     policy: Policy = MinCost(),  # noqa: B008 - frozen, so one shared default is safe
     *,
     estimator: Estimator | None = None,
+    topic_labels: TopicDocuments | None = None,
 ) -> Node:
     """The optimized plan (see `optimize_plan`)."""
-    return optimize_plan(plan, statistics, profiles, policy, estimator=estimator).plan
+    return optimize_plan(plan, statistics, profiles, policy, estimator=estimator, topic_labels=topic_labels).plan
 
 
 def optimize_plan(
@@ -69,13 +73,17 @@ def optimize_plan(
     estimator: Estimator | None = None,
     rules: tuple[Rule, ...] = RULES,
     ladder: tuple[str, ...] = LADDER,
+    topic_labels: TopicDocuments | None = None,
 ) -> Optimization:
     """Rewrite ``plan`` with ``rules``, order its joins, and choose tiers under ``policy``.
 
     ``statistics`` is a ``semray.cost_model.statistics.PlanStatistics`` and ``profiles`` the
-    tiers' ``TierProfile`` by name; ``estimator`` replaces the cost model (tests).
+    tiers' ``TierProfile`` by name; ``estimator`` replaces the cost model (tests). ``topic_labels``
+    prunes semantic filters on a catalogued topic by its stored labels before the rules (an opt-in
+    trade of recall for calls, ``Settings.topic_pruning``); None: no pruning.
     """
-    rewritten = apply_rules(plan, rule_context(statistics, profiles))
+    pruned = plan if topic_labels is None else prune_by_topic(plan, topic_labels)
+    rewritten = apply_rules(pruned, rule_context(statistics, profiles))
     if estimator is None and profiles is not None:
         estimator = cost_model_estimator(statistics, profiles)
     if estimator is None:

@@ -12,8 +12,11 @@ from semray.catalog.store import Catalog
 from semray.catalog.tables import SEGMENTS
 from semray.catalog.topic_pruning import TopicLabels, instruction_topic
 from semray.catalog.topics import parse_hierarchy
-from semray.operators import Filter, Scan, Schema, SemFilter, SourceSpec
+from semray.cli import build_parser
+from semray.cli_ask import _journaled_arguments
+from semray.operators import Filter, Scan, Schema, SemFilter, SourceSpec, walk
 from semray.operators.relational import CatalogPin
+from semray.planner.optimize import optimize_plan
 from semray.planner.rules.prune_by_topic import prune_by_topic, topic_predicate
 from semray.readers import read_catalog
 from semray.settings import Settings
@@ -103,3 +106,27 @@ def test_no_labelled_document_keeps_nothing_and_other_inputs_are_left_alone() ->
     files = Scan(source=SourceSpec(kind="parquet", path="notes.parquet"), source_schema=schema)
     plan = SemFilter(input=files, instruction="{text} is about the weather")
     assert prune_by_topic(plan, labels) == plan and asked == []  # not catalogued: no labels asked for
+
+
+def test_the_optimizer_prunes_only_when_given_the_labels(organised: tuple[Settings, CatalogPin]) -> None:
+    settings, _ = organised
+    plan = read_catalog("notes", settings).sem_filter("{text} is about the weather").plan
+    pruned = optimize_plan(plan, topic_labels=TopicLabels(settings.catalog_path))
+    filters = [node for node in walk(pruned.plan) if isinstance(node, Filter)]
+    assert len(filters) == 1 and filters[0].predicate.startswith('"document_id" IN (')
+    assert pruned.written == plan  # the plan as written stays unpruned in the Optimization
+    assert not any(isinstance(node, Filter) for node in walk(optimize_plan(plan).plan))  # default: no pruning
+
+
+def test_topic_pruning_is_off_by_default_and_set_by_env_query_and_ask(
+    organised: tuple[Settings, CatalogPin], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings, _ = organised
+    assert Settings().topic_pruning is False
+    monkeypatch.setenv("SEMRAY_TOPIC_PRUNING", "1")
+    assert Settings().topic_pruning is True
+    query = read_catalog("notes", settings)
+    assert query.with_topic_pruning().settings.topic_pruning and not query.settings.topic_pruning
+    args = build_parser().parse_args(["ask", "which notes are about the weather?", "--topic-pruning"])
+    assert args.topic_pruning is True and _journaled_arguments(args)["topic_pruning"] is True  # kept for --resume
+    assert build_parser().parse_args(["ask", "q"]).topic_pruning is False

@@ -4,7 +4,9 @@ A choice, not in ``RULES``: it trades recall for calls. The filter still judges 
 sees, so no document it rejects is kept (precision unchanged); a document the catalog's classifier
 labelled with another topic is not asked about, so recall is bounded by the classifier's agreement
 with the model (``semray catalog show``: ``Organization.agreement``). The caller asks for it with
-labels read from the catalog (``semray.catalog.topic_pruning.TopicLabels``).
+labels read from the catalog (``semray.catalog.topic_pruning.TopicLabels``): ``Settings.topic_pruning``
+or ``Query.with_topic_pruning()`` has the Query pass them to ``optimize_plan(..., topic_labels=...)``,
+which applies this rule before ``RULES`` (docs/catalog.md, "Pruning a semantic filter by topic labels").
 
 Precondition: a ``SemFilter`` whose input is the documents of a catalogued dataset
 (``cost_model.catalog_cost.documents_below``: a pinned documents Scan under operators that only drop
@@ -27,9 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from semray.cost_model.catalog_cost import DOCUMENT_KEY, documents_below
+from semray.cost_model.catalog_cost import documents_below
 from semray.operators.base import Node, transform
-from semray.operators.relational import CatalogPin, Filter
+from semray.operators.relational import DOCUMENT_KEY, CatalogPin, Filter
 from semray.operators.semantic import SemFilter
 from semray.sql_quoting import quote_identifier, quote_literal
 
