@@ -201,8 +201,20 @@ def _index_segments(table: Any) -> None:
     create_segment_indexes(table)
 
 
-def _read_staged(path: Path) -> pa.Table | None:
-    return pq.read_table(path) if path.is_file() else None
+STAGED_BATCH_ROWS = 4_096
+"""Rows per batch a publish streams from the staged segments and snippets into the catalog's tables: the
+publish holds one batch (of vectors) at a time, whatever the collection's size."""
+
+
+def _read_staged(path: Path) -> pa.RecordBatchReader | None:
+    """The staged rows at ``path`` as a stream of ``STAGED_BATCH_ROWS``-row batches (None: nothing staged).
+
+    The reader is read once, by ``Catalog.publish`` adding it to the table.
+    """
+    if not path.is_file():
+        return None
+    staged = pq.ParquetFile(path)
+    return pa.RecordBatchReader.from_batches(staged.schema_arrow, staged.iter_batches(batch_size=STAGED_BATCH_ROWS))
 
 
 def _write(writers: dict[str, pq.ParquetWriter], key: str, path: Path, table: pa.Table) -> None:
