@@ -158,8 +158,9 @@ def embedded_query(stage: SearchStage, tiers: TierHandles | None, ledger: BatchL
     """The query's vector (None for a full-text search), embedded once per run and counted in its usage.
 
     The embedding call is committed to the run's ledger under the stage's operator key (one call, the
-    query's tokens; the local embedding tier bills no dollars) with the vector, so ``Result.usage`` counts
-    it and a resume reads the vector back instead of paying again. Without a ledger it is embedded, uncounted.
+    query's tokens, priced by ``TierHandles.embedding_dollars``) with the vector, so ``Result.usage``
+    counts it and a resume reads the vector back instead of paying again. Without a ledger it is
+    embedded, uncounted.
     """
     if stage.mode == "fts":
         return None
@@ -173,7 +174,8 @@ def embedded_query(stage: SearchStage, tiers: TierHandles | None, ledger: BatchL
         ledger.raise_if_fenced()  # a worker of an older attempt stops before paying
     vector = np.asarray(tiers.embed([stage.query])[0], dtype=np.float32)
     if ledger is not None:
-        usage = LLMUsage(calls=1, tokens_in=max(TokenCounter().count(stage.query), 1))
+        tokens = max(TokenCounter().count(stage.query), 1)
+        usage = LLMUsage(calls=1, tokens_in=tokens, dollars=tiers.embedding_dollars(tokens))
         vectors = pa.table({VECTOR: pa.array([vector.tolist()], pa.list_(pa.float32()))})
         ledger.commit(stage.operator_key, key, (), vectors, usage, rows_out=0)
         log.debug("sem_search_query_embedded", operator=stage.operator_key, tokens=usage.tokens_in)

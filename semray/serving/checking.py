@@ -23,7 +23,7 @@ import httpx
 
 from semray.errors import SemrayError
 from semray.serving.backends import build_backend
-from semray.serving.config import Prices, ServingConfig, TierConfig
+from semray.serving.config import LOCAL_EMBEDDING_PRICES, Prices, ServingConfig, TierConfig
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.tier import ModelTier
 
@@ -185,12 +185,15 @@ def served_context_length(base_url: str, model: str, api_key_env: str | None = N
 
 
 def _prices(config: TierConfig, defaults: Prices | None) -> str:
-    """The tier's prices; a self-hosted or endpoint tier the profile prices at nothing says so."""
-    if config.prices is None and config.backend not in ("simulated", "sentence_transformers"):
-        return "not set in the profile (counted as $0)"  # endpoint and self-hosted backends have no price list
+    """The tier's prices; a tier the profile prices at nothing (only the simulator has a price list) says so."""
+    if config.prices is None and config.backend != "simulated":
+        return "not set in the profile (counted as $0)"  # endpoint, self-hosted and local embedders have no price list
     prices = config.prices or defaults
     if prices is None:
         return "-"
+    if config.backend == "sentence_transformers":
+        local = " (a local model the profile prices at $0)" if prices == LOCAL_EMBEDDING_PRICES else ""
+        return f"${prices.input_per_million:g} per 1M embedded tokens{local}"
     text = f"${prices.input_per_million:g} in / ${prices.output_per_million:g} out per 1M tokens"
     return text + (f", ${prices.gpu_hour:g} per GPU-hour" if prices.gpu_hour else "")
 

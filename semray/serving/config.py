@@ -59,7 +59,8 @@ class TierConfig(BaseModel):
     truncation: TruncationPolicy = Field(
         default="middle", description="over-long prompts: error (row error), head (keep start), middle (cut middle)"
     )
-    # prices (None: the backend's own, e.g. the simulator profile's)
+    # prices (None: the backend's own, e.g. the simulator profile's; $0, shown as not set, for the rest).
+    # The embedding tier is priced the same way, per 1M embedded tokens (input_per_million).
     prices: Prices | None = None
     # resources of the Ray Serve deployment
     num_cpus: float = Field(default=0.2, ge=0, description="per replica; fractional so tiers fit num_cpus=2")
@@ -88,8 +89,19 @@ class TierConfig(BaseModel):
         return self
 
 
+LOCAL_EMBEDDING_PRICES = Prices()
+"""The packaged MiniLM runs on the run's own CPUs, which no price list bills: the default profile says so
+explicitly ($0 per 1M tokens), so its embeddings count as free by choice, not by a missing price."""
+
+
 def _default_embedding() -> TierConfig:
-    return TierConfig(backend="sentence_transformers", model="all-MiniLM-L6-v2", num_cpus=0.3, batch_size=64)
+    return TierConfig(
+        backend="sentence_transformers",
+        model="all-MiniLM-L6-v2",
+        num_cpus=0.3,
+        batch_size=64,
+        prices=LOCAL_EMBEDDING_PRICES,
+    )
 
 
 def _default_small() -> TierConfig:

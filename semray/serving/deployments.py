@@ -43,7 +43,7 @@ from semray.serving.backends.embedder import SentenceEmbedder
 from semray.serving.backends.simulated import simulator_identity
 from semray.serving.cache import ResponseCache
 from semray.serving.capacity import check_capacity, read_cluster, tier_needs
-from semray.serving.config import TIER_NAMES, ServingConfig
+from semray.serving.config import TIER_NAMES, Prices, ServingConfig
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.deployed import (
     DeployedApp,
@@ -233,7 +233,7 @@ def start_tiers(
         )
     if deploy_vllm:
         log.info("vllm_engines_deployed", models=[tier.model for tier in vllm_tiers], port=config.vllm_http_port)
-    return TierHandles(apps=apps, retries=config.handle_retries)
+    return TierHandles(apps=apps, retries=config.handle_retries, embedding_prices=config.embedding.prices or Prices())
 
 
 def _plan(

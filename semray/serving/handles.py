@@ -26,6 +26,7 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 from ray.serve.exceptions import DeploymentUnavailableError, RayServeException
 
 from semray.log import get_logger
+from semray.serving.config import Prices
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.errors import ServingConfigError, ServingError, TiersNotRunningError
 
@@ -56,13 +57,22 @@ class TierHandles:
     apps: dict[str, str]
     retries: int = 2
     timeout_s: float | None = None
+    embedding_prices: Prices = field(default_factory=Prices)
+    """What the embedding tier's profile charges (``ServingConfig.embedding.prices``): the embedder's
+    replica returns vectors, not a bill, so whoever embeds prices the call with `embedding_dollars`."""
     _handles: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"apps": self.apps, "retries": self.retries, "timeout_s": self.timeout_s, "_handles": {}}
+        return {
+            "apps": self.apps,
+            "retries": self.retries,
+            "timeout_s": self.timeout_s,
+            "embedding_prices": self.embedding_prices,
+            "_handles": {},
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        self.__dict__.update({"embedding_prices": Prices(), **state})  # a state pickled before prices were kept
 
     def _handle(self, tier: str) -> Any:
         if tier not in self.apps:
@@ -109,6 +119,11 @@ class TierHandles:
                 self._note_retry(tier, attempt, error, len(batch))
                 await asyncio.sleep(0.2 * (attempt + 1))
         return []  # unreachable: _note_retry raises on the last attempt
+
+    def embedding_dollars(self, tokens: int) -> float:
+        """Dollars of embedding ``tokens`` on the embedding tier: ``TierHandles({}, embedding_prices=Prices(
+        input_per_million=0.02)).embedding_dollars(1000) == 2e-05``."""
+        return self.embedding_prices.dollars(tokens, 0)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """float32 (n, d) L2-normalised vectors of ``texts``."""

@@ -15,18 +15,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from semray.catalog.catalogued_rows import DOCUMENT_KEY, DOCUMENT_TEXT, pinned_segments
+from semray.catalog.catalogued_rows import pinned_segments
 from semray.catalog.document_ingest import DOCUMENT_COLUMNS
 from semray.catalog.document_pipeline import local_embedder
 from semray.catalog.ingest import add_server, refresh
 from semray.catalog.store import Catalog
 from semray.errors import CatalogError, SearchError
 from semray.operators import Scan, SemSearch, plan_from_json, plan_json_schema, plan_to_json
-from semray.operators.relational import CatalogPin
+from semray.operators.relational import DOCUMENT_KEY, DOCUMENT_TEXT, CatalogPin
 from semray.pipeline.set_search import CatalogSearchStage, catalog_route, lower_catalog_search, search_rows
 from semray.pipeline.set_spec import EmbedStage
 from semray.pipeline.spec import Stage
 from semray.readers import read_catalog, read_parquet
+from semray.serving.config import Prices
 from semray.serving.profiles import resolve_serving
 from semray.settings import Settings
 from semray.transactions.batches import BatchLedger
@@ -59,9 +60,13 @@ def catalogued(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Setti
 class CountingTiers:
     """The embedding tier of a run, counting the texts it is asked to embed."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, prices: Prices | None = None) -> None:
         self.embedder = local_embedder(resolve_serving(settings.models).embedding)
         self.texts: list[str] = []
+        self.prices = prices or Prices()
+
+    def embedding_dollars(self, tokens: int) -> float:
+        return self.prices.dollars(tokens, 0)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         self.texts.extend(texts)
@@ -167,11 +172,12 @@ def test_the_query_embedding_is_journaled_in_the_runs_usage_and_not_paid_again(
     rows = _rows(scan.source.path).rename_columns(["_rowid", "doc", "format", "encoding", "title", "chars", "text"])
     rows = rows.select(["_rowid", "text", "doc"])
     JournalWriter.create(tmp_path / JOURNAL_NAME).close()
-    ledger, tiers = BatchLedger(tmp_path, attempt=1), CountingTiers(settings)
+    ledger, tiers = BatchLedger(tmp_path, attempt=1), CountingTiers(settings, Prices(input_per_million=0.02))
     first = search_rows(rows, stage, tiers, tmp_path / "index", ledger=ledger)  # type: ignore[arg-type]
     (commit,) = [r for r in read_journal(tmp_path / JOURNAL_NAME).records if isinstance(r, BatchCommitted)]
     assert (commit.operator_key, commit.row_ids, commit.rows_out) == (stage.operator_key, (), 0)
     assert commit.usage.calls == 1 and commit.usage.tokens_in >= 2  # one call, the query's tokens
+    assert commit.usage.dollars == pytest.approx(commit.usage.tokens_in * 0.02 / 1e6)  # at the embedding price
     resumed = BatchLedger(tmp_path, attempt=2)
     again = search_rows(rows, stage, tiers, tmp_path / "index", ledger=resumed)  # type: ignore[arg-type]
     assert tiers.texts == ["apple pie"]  # the resume read the vector back: embedded (and paid) once
