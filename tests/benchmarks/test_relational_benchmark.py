@@ -53,6 +53,7 @@ def test_duckdb_and_pandas_agree_on_parquet_and_csv(tmp_path: Path) -> None:
     assert all(s["peak_pss_bytes"] > 0 for s in summary)
 
 
+@pytest.mark.slow  # a child process that starts its own Ray: ~14 s
 @pytest.mark.ray
 def test_semray_agrees_with_duckdb(tmp_path: Path) -> None:
     data = run(tmp_path, "--systems", "semray", "duckdb", "--formats", "parquet", "--quick")

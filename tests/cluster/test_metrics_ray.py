@@ -127,6 +127,7 @@ def test_the_driver_counts_rows_calls_tokens_and_dollars_per_operator(finished: 
     assert found.get(("ray_semray_failed_rows_total", *on_large), 0.0) == 0  # error_rate 0: none failed
 
 
+@pytest.mark.slow  # waits out two of Ray's ~10 s report intervals whatever arrives: ~22 s
 def test_what_only_the_actors_count_is_never_more_than_they_did(finished: Any) -> None:
     """Model requests and cache hits come from the actors, whose last points are lost when Ray Data
     ends the pool within Ray's ~10 s report interval: on a run this short they arrive in full on

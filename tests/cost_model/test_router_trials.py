@@ -130,7 +130,15 @@ def test_medical_classify_route_holds(medical_classify: Population) -> None:
     assert failures <= binomial_upper(TRIALS, DELTA), f"{failures} failures in {TRIALS}; median accuracy {median:.3f}"
 
 
-@pytest.mark.parametrize(("metric", "level"), [("accuracy", 0.9), ("recall", 0.9)])
+@pytest.mark.parametrize(
+    ("metric", "level"),
+    [
+        # ~15 s: each trial's route_small sorts all 100k confidences; the medical filter's
+        # accuracy-0.9 route and the 100k recall route below stay in the default set.
+        pytest.param("accuracy", 0.9, marks=pytest.mark.slow),
+        ("recall", 0.9),
+    ],
+)
 def test_generated_100k_filter_route_holds(generated_filter: Population, metric: str, level: float) -> None:
     target = router.Target("filter", metric, level, DELTA, LABELS)  # type: ignore[arg-type]
     failures, median = _failures(generated_filter, target)

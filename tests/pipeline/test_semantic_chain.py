@@ -34,7 +34,7 @@ def test_four_semantic_operators_in_a_row(ray_settings: Settings) -> None:
 
 
 def test_diagnostics_columns(ray_settings: Settings) -> None:
-    corpus = generate(40)
+    corpus = generate(60)  # the corpus of the test above: the same tiers serve both, deployed once
     exact = {"sim-small": ModelProfile(error_rate=0.0), "sim-large": ModelProfile(error_rate=0.0)}
     reviews = semray.from_arrow(corpus.reviews, "diag-reviews", settings=ray_settings).with_serving(
         demo_serving(corpus, exact)
