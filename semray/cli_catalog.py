@@ -43,6 +43,13 @@ def add_catalog_commands(subparsers: Any) -> None:
     search.add_argument("query", metavar="QUERY")
     search.add_argument("-k", type=int, default=10, help="hits of each kind (default 10)")
     search.add_argument("--mode", choices=("hybrid", "vector", "fts"), default="hybrid")
+    search.add_argument(
+        "--level",
+        help="segments of this level only: document, section, paragraph or chunk (default: every level, each hit "
+        "at the level that fits it best)",
+    )
+    search.add_argument("--dataset", action="append", help="search these datasets only (repeatable)")
+    search.add_argument("--where", help="a filter on segment columns, e.g. \"topic = 'Cardiology'\"")
     _add_version(search)
     search.set_defaults(command=search_command)
 
@@ -204,7 +211,16 @@ def search_command(args: argparse.Namespace, settings: Settings) -> int:
     from semray.serving.profiles import resolve_serving
 
     catalog = Catalog.open(settings, version=args.version)
-    hits = search_catalog(catalog, args.query, resolve_serving(settings.models).embedding, k=args.k, mode=args.mode)
+    hits = search_catalog(
+        catalog,
+        args.query,
+        resolve_serving(settings.models).embedding,
+        k=args.k,
+        mode=args.mode,
+        level=args.level,
+        datasets=args.dataset,
+        where=args.where,
+    )
     _table(
         "datasets",
         ("dataset", "kind", "score", "summary"),
@@ -212,9 +228,17 @@ def search_command(args: argparse.Namespace, settings: Settings) -> int:
     )
     _table(
         "segments",
-        ("dataset", "document", "level", "score", "text"),
+        ("dataset", "document", "level", "path", "span", "score", "text"),
         [
-            (hit.dataset, hit.document_id, hit.level, f"{hit.score:.3f}", _short(hit.text.replace("\n", " "), 70))
+            (
+                hit.dataset,
+                hit.document_id,
+                hit.level,
+                _short(" > ".join(hit.path[1:]), 30),  # the first is the document's title
+                f"{hit.start}-{hit.end}",
+                f"{hit.score:.3f}",
+                _short(hit.text.replace("\n", " "), 60),
+            )
             for hit in hits.segments
         ],
     )

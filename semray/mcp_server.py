@@ -52,7 +52,16 @@ def search_catalog_tool(settings: Settings, query: str, k: int = 8) -> dict[str,
     return {
         "datasets": [asdict(hit) for hit in hits.datasets],
         "segments": [
-            {"dataset": hit.dataset, "text": hit.text, "score": hit.score, "path": list(hit.path)}
+            {
+                "dataset": hit.dataset,
+                "document_id": hit.document_id,
+                "level": hit.level,
+                "path": list(hit.path),
+                "start": hit.start,
+                "end": hit.end,
+                "text": hit.text,
+                "score": hit.score,
+            }
             for hit in hits.segments
         ],
     }

@@ -40,6 +40,7 @@ from semray.operators import (
     render_tree,
 )
 from semray.operators.base import quality_warnings
+from semray.operators.catalogued import SegmentLevel
 from semray.operators.code import CodeExample, SandboxLimits, SemCode, code_listing
 from semray.operators.semantic import (
     ExtractField,
@@ -358,8 +359,21 @@ class Query:
         keys = (by,) if isinstance(by, str) else tuple(by)
         return self._then(SemAgg(input=self._plan, instruction=instruction, keys=keys, output=output, tier=tier))
 
-    def sem_search(self, column: str, query: str, k: int, mode: Literal["vector", "fts", "hybrid"] = "vector") -> Query:
-        return self._then(SemSearch(input=self._plan, column=column, query=query, k=k, mode=mode))
+    def sem_search(
+        self,
+        column: str,
+        query: str,
+        k: int,
+        mode: Literal["vector", "fts", "hybrid"] = "vector",
+        level: SegmentLevel | None = None,
+    ) -> Query:
+        """The ``k`` rows whose ``column`` best matches ``query``, with their ``score``.
+
+        ``level`` (over ``read_catalog`` documents only): the ``k`` best catalog segments of that level
+        (``"section"``, ``"paragraph"``, ...) instead, one row each with its document's columns and the
+        segment's id, path, span and text (``docs/catalog_search.md``).
+        """
+        return self._then(SemSearch(input=self._plan, column=column, query=query, k=k, mode=mode, level=level))
 
     def sem_code(
         self,

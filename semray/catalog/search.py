@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from semray.catalog.retrieval import ANN_MIN_ROWS, SearchMode, full_text_index, rank_rows
+from semray.catalog.retrieval import ANN_MIN_ROWS, RankedRow, SearchMode, full_text_index, rank_rows
 from semray.catalog.segment_filter import segment_filter
 from semray.errors import SearchError
 from semray.log import get_logger
@@ -38,7 +38,9 @@ log = get_logger(__name__)
 
 ROWS_PER_HNSW_PARTITION = 1_000_000
 """One HNSW graph per this many rows: one graph is best for recall, several bound training memory."""
-HIT_COLUMNS = ("segment_id", "dataset", "document_id", "level", "path", "text")
+MAX_BEST_FIT_FETCH = 10_000
+"""The most ranked segments ``search_best_fitting`` reads while collecting k that do not overlap."""
+HIT_COLUMNS = ("segment_id", "dataset", "document_id", "level", "path", "start", "end", "text")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +52,22 @@ class SegmentHit:
     document_id: str
     level: str
     path: tuple[str, ...]
+    start: int
+    """The segment's character span in its document's text: ``text == document_text[start:end]``."""
+    end: int
     text: str
     score: float
     vector_rank: int | None
     fts_rank: int | None
+
+    def overlaps(self, other: SegmentHit) -> bool:
+        """Whether both are of one document and their spans share a character (one holds the other)."""
+        return (
+            self.dataset == other.dataset
+            and self.document_id == other.document_id
+            and self.start < other.end
+            and other.start < self.end
+        )
 
 
 def create_segment_indexes(table: Any, *, ann_min_rows: int = ANN_MIN_ROWS) -> None:
@@ -105,20 +119,55 @@ def search_segments(
         columns=HIT_COLUMNS,
         where=pushed,
     )
-    return [
-        SegmentHit(
-            segment_id=hit.row["segment_id"],
-            dataset=hit.row["dataset"],
-            document_id=hit.row["document_id"],
-            level=hit.row["level"],
-            path=tuple(hit.row["path"] or ()),
-            text=hit.row["text"],
-            score=hit.score,
-            vector_rank=hit.vector_rank,
-            fts_rank=hit.fts_rank,
-        )
-        for hit in found
-    ]
+    return [segment_hit(hit) for hit in found]
+
+
+def segment_hit(hit: RankedRow) -> SegmentHit:
+    """The ``SegmentHit`` of a ranked row of ``segments`` (ranked with ``columns=HIT_COLUMNS``)."""
+    return SegmentHit(
+        segment_id=hit.row["segment_id"],
+        dataset=hit.row["dataset"],
+        document_id=hit.row["document_id"],
+        level=hit.row["level"],
+        path=tuple(hit.row["path"] or ()),
+        start=int(hit.row["start"]),
+        end=int(hit.row["end"]),
+        text=hit.row["text"],
+        score=hit.score,
+        vector_rank=hit.vector_rank,
+        fts_rank=hit.fts_rank,
+    )
+
+
+def search_best_fitting(
+    table: Any,
+    query: str,
+    query_vector: npt.NDArray[np.float32] | None,
+    *,
+    k: int,
+    mode: SearchMode = "hybrid",
+    where: str | None = None,
+    datasets: Sequence[str] | None = None,
+) -> list[SegmentHit]:
+    """The ``k`` best segments of any level that do not overlap a better one: each hit at the level that fits best.
+
+    Segments of every level are ranked together; walking them best first, a segment whose span overlaps
+    one already kept in the same document (its ancestor or its descendant) is dropped. So a query
+    answered by one paragraph gets that paragraph, not also its section and document, and a query the
+    whole document answers best gets the document. Fewer than ``k`` come back when fewer segments match.
+    """
+    fetch = max(4 * k, k + 8)
+    while True:
+        ranked = search_segments(table, query, query_vector, k=fetch, mode=mode, where=where, datasets=datasets)
+        kept: list[SegmentHit] = []
+        for hit in ranked:
+            if not any(hit.overlaps(better) for better in kept):
+                kept.append(hit)
+            if len(kept) == k:
+                return kept
+        if len(ranked) < fetch or fetch >= MAX_BEST_FIT_FETCH:
+            return kept
+        fetch = min(MAX_BEST_FIT_FETCH, fetch * 4)
 
 
 def _require_segments(table: Any) -> None:

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from semray.operators.catalogued import SEGMENT_LEVELS as SEGMENT_LEVELS  # the hierarchy's one home, re-exported
+
 DATASETS = "datasets"
 COLUMNS = "columns"
 FILES = "files"
@@ -35,9 +37,6 @@ SEGMENTS = "segments"
 SNIPPETS = "snippets"
 ORGANIZATIONS = "organizations"
 MEMORY = "memory"
-
-SEGMENT_LEVELS = ("document", "section", "paragraph", "chunk")
-"""Levels of the segment hierarchy, outermost first; a segment's parent is one level up."""
 
 
 def datasets_schema(dimension: int) -> pa.Schema:

@@ -270,6 +270,21 @@ def _top_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationC
     return inputs[0].minimum(float(node.k))
 
 
+def _search_bound(node: Node, inputs: tuple[int, ...]) -> int | None:
+    """Its input's rows; at a segment level, k (several segments of one document may be hits)."""
+    assert isinstance(node, SemSearch)
+    return node.k if node.level is not None else inputs[0]
+
+
+def _search_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
+    """k of its input's rows, or, at a segment level, k segments of any documents (none without any)."""
+    assert isinstance(node, SemSearch)
+    if node.level is None:
+        return _top_estimate(node, inputs, context)
+    k = float(node.k)
+    return Interval(k if inputs[0].value >= 1.0 else 0.0, 0.0, k if inputs[0].high > 0.0 else 0.0)
+
+
 def _measured(node: Node, context: EstimationContext) -> Interval | None:
     """``node``'s measured selectivity: a join or an aggregate whose default is no share of its
     input (the larger side, the square root) uses one only when it was measured."""
@@ -291,7 +306,7 @@ ROW_RULES: Mapping[type[Node], RowRule] = {
     **dict.fromkeys(ROW_SEMANTIC, RowRule(_first_bound, _row_wise_estimate)),
     SemJoin: RowRule(_first_bound, _semantic_join_estimate),
     SemTopK: RowRule(_first_bound, _top_estimate),
-    SemSearch: RowRule(_first_bound, _top_estimate),
+    SemSearch: RowRule(_search_bound, _search_estimate),
     SemAgg: RowRule(_first_bound, _grouping_estimate),
     SemCode: _KEEPS_ROWS,
 }

@@ -15,11 +15,18 @@ from pydantic import Field, StrictFloat
 
 from semray.errors import PlanError
 from semray.operators.base import Node, NodeArgumentError
+from semray.operators.catalogued import (
+    SEGMENT_HIT_COLUMNS,
+    SegmentLevel,
+    catalogued_documents,
+    document_keys,
+    documents_below,
+)
 from semray.operators.field_specs import ExtractField as ExtractField  # re-exported, with the next three
 from semray.operators.field_specs import OutputName as OutputName
 from semray.operators.field_specs import ValueType as ValueType
 from semray.operators.field_specs import parse_fields as parse_fields
-from semray.operators.relational import ROW_ID_COLUMN, Frozen, Unary
+from semray.operators.relational import DOCUMENT_KEY, DOCUMENT_TEXT, ROW_ID_COLUMN, Frozen, Unary
 from semray.operators.schema import Column, Schema, right_names
 from semray.operators.templates import check_template, split_side, template_columns
 from semray.tasks import Question, TaskKind
@@ -412,7 +419,16 @@ class SemAgg(Semantic):
 
 
 class SemSearch(Unary, SemanticNode):
-    """Retrieve the k rows of ``column`` nearest to a query by vectors, full text or both."""
+    """Retrieve the k rows of ``column`` nearest to a query by vectors, full text or both.
+
+    ``level`` None ranks the input's rows as they are: a run-scoped index of ``column``, or, over the
+    documents of a catalogued dataset (``operators/catalogued.py``), the catalog's document segments.
+    A ``level`` of the catalog's hierarchy (``"document"``, ``"section"``, ``"paragraph"``, ``"chunk"``)
+    searches the segments of that level of the input's documents instead: one output row per segment
+    hit (the k best), its document's row followed by the score and ``SEGMENT_HIT_COLUMNS`` (the
+    segment's id, path of headings, source span and text), with ``_rowid`` made unique per segment.
+    It needs catalogued documents as input (``read_catalog``); anything else is a PlanError.
+    """
 
     op: Literal["sem_search"] = "sem_search"
     calls_llm: ClassVar[bool] = False
@@ -421,6 +437,8 @@ class SemSearch(Unary, SemanticNode):
     k: int = Field(ge=1, strict=True)
     mode: Literal["vector", "fts", "hybrid"] = "vector"
     output: OutputName = "score"
+    level: SegmentLevel | None = None
+    """The catalog segment level to search (one row per segment hit); None: rank the input's rows."""
 
     def derive_schema(self) -> Schema:
         self.input_schema.require([self.column], "SemSearch")
@@ -428,15 +446,31 @@ class SemSearch(Unary, SemanticNode):
             raise PlanError(f"SemSearch: column {self.column!r} is {self.input_schema.type_of(self.column)}, not text")
         if not self.query.strip():
             raise PlanError("SemSearch: the query is empty")
-        if self.output in self.input_schema:
-            raise PlanError(f"SemSearch: output column {self.output!r} already exists; choose another name")
-        return Schema(columns=(*self.input_schema.columns, Column(name=self.output, type="DOUBLE")))
+        added = [Column(name=self.output, type="DOUBLE")]
+        if self.level is not None:
+            if catalogued_documents(self) is None:
+                raise PlanError(
+                    f"SemSearch level={self.level!r} searches the catalog's {self.level} segments, so its input must "
+                    "be the documents of a catalogued dataset (semray.read_catalog(NAME)) under filters, limits and "
+                    f"projections, searching their {DOCUMENT_TEXT!r} and keeping their {DOCUMENT_KEY!r}; "
+                    "drop level to rank the rows as they are"
+                )
+            added += [Column(name=name, type=kind) for name, kind in SEGMENT_HIT_COLUMNS]
+        for column in added:
+            if column.name in self.input_schema:
+                raise PlanError(f"SemSearch: output column {column.name!r} already exists; choose another name")
+        return Schema(columns=(*self.input_schema.columns, *added))
 
     def columns_read(self) -> frozenset[str]:
-        return frozenset({self.column})
+        # Over catalogued documents the column naming each row's document is read too: the catalog's
+        # indexes are found by it, so pruning it would turn the search back into embedding every row.
+        found = documents_below(self.input)
+        keys = document_keys(found[1]) if found is not None else []
+        return frozenset({self.column, *keys[:1]})
 
     def label(self) -> str:
-        return f"SemSearch {self.mode} {self.column} ~ {self.query!r} k={self.k}"
+        level = f" level={self.level}" if self.level is not None else ""
+        return f"SemSearch {self.mode} {self.column} ~ {self.query!r} k={self.k}{level}"
 
     def question(self) -> None:
         return None  # it embeds its column (and the query); no prompt
@@ -445,7 +479,7 @@ class SemSearch(Unary, SemanticNode):
         return "embedding"
 
     def output_types(self) -> tuple[tuple[str, str], ...]:
-        return ((self.output, "float"),)
+        return ((self.output, "float"),)  # a level's SEGMENT_HIT_COLUMNS describe a segment, not a model answer
 
 
 class SemJoin(SemanticNode):

@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from semray.catalog.catalogued_rows import pinned_segments
+from semray.catalog.catalogued_rows import catalog_route as catalog_route_of
+from semray.catalog.catalogued_rows import catalogued_table, pinned_segments
 from semray.catalog.document_ingest import DOCUMENT_COLUMNS
 from semray.catalog.document_pipeline import local_embedder
 from semray.catalog.ingest import add_server, refresh
@@ -251,3 +252,37 @@ def test_a_query_vector_of_another_model_is_refused(catalogued: tuple[Settings, 
 
     with pytest.raises(SearchError, match="3-dimensional vectors, but the catalog's segments"):
         search_rows(_rows(scan.source.path), stage, OtherModel(), tmp_path)  # type: ignore[arg-type]
+
+
+def test_a_search_at_a_level_returns_segments_of_the_pinned_version_with_path_and_span(
+    catalogued: tuple[Settings, Path],
+) -> None:
+    """What the catalog hands lowering and execution for ``sem_search(..., level=)``: the route, the pinned
+    segments and the output table (``catalogued_rows.catalog_route`` / ``catalogued_table``)."""
+    settings, _ = catalogued
+    query = (
+        read_catalog("notes", settings)
+        .select("text", doc="document_id")
+        .sem_search("text", "apple", k=3, mode="fts", level="paragraph")
+    )
+    assert isinstance(query.plan, SemSearch)
+    found = catalog_route_of(query.plan)
+    assert found is not None
+    pin, route = found
+    assert (route.level, route.segment_hits, route.key_column) == ("paragraph", True, "doc")
+    scan = read_catalog("notes", settings).plan
+    assert isinstance(scan, Scan) and scan.source.path is not None
+    rows = _rows(scan.source.path).rename_columns(["_rowid", "doc", "format", "encoding", "title", "chars", "text"])
+    rows = rows.select(["_rowid", "text", "doc"])
+    table = catalogued_table(
+        pinned_segments(settings.catalog_path, pin), rows, route, "fts", "apple", None, 3, rows.column_names, "score"
+    )
+    assert table.column_names == list(query.plan.output_schema.names)
+    hits = table.to_pylist()
+    assert {hit["doc"] for hit in hits} == {"pie.md", "orchard.txt"}
+    assert all("apple" in hit["segment_text"].lower() for hit in hits)
+    for hit in hits:  # the span is the segment's place in the document's text, the path its headings
+        assert hit["text"][hit["segment_start"] : hit["segment_end"]] == hit["segment_text"]
+        assert hit["segment_path"][0] == hit["doc"] and hit["_rowid"].endswith("#" + hit["segment_id"])
+    pie = [hit for hit in hits if hit["doc"] == "pie.md"]
+    assert pie and all(hit["segment_path"] == ["pie.md", "Apple pie"] for hit in pie)

@@ -15,6 +15,8 @@ MODULES = [
     "semray.catalog.servers",
     "semray.catalog.servers.base",
     "semray.catalog.tables",
+    "semray.catalog.catalogued_rows",
+    "semray.operators.catalogued",
 ]
 
 

@@ -9,7 +9,7 @@ or ``Query.with_topic_pruning()`` has the Query pass them to ``optimize_plan(...
 which applies this rule before ``RULES`` (docs/catalog.md, "Pruning a semantic filter by topic labels").
 
 Precondition: a ``SemFilter`` whose input is the documents of a catalogued dataset
-(``cost_model.catalog_cost.documents_below``: a pinned documents Scan under operators that only drop
+(``operators.catalogued.documents_below``: a pinned documents Scan under operators that only drop
 rows and projections) with a column still holding ``document_id``, and ``labels(pin, instruction)``
 naming the documents labelled under the topic the instruction names (None: leave it).
 
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from semray.cost_model.catalog_cost import documents_below
 from semray.operators.base import Node, transform
+from semray.operators.catalogued import documents_below
 from semray.operators.relational import DOCUMENT_KEY, CatalogPin, Filter
 from semray.operators.semantic import SemFilter
 from semray.sql_quoting import quote_identifier, quote_literal
