@@ -24,8 +24,8 @@ A plan names the catalog version it reads (``SourceSpec.catalog``); ``pinned_seg
 >>> route = CatalogRoute(dataset="notes", key_column="path")
 >>> search_catalogued_rows(segments, rows, route, "hybrid", "chest pain", vector, k=5)  # doctest: +SKIP
 [(12, 0.0327), (3, 0.0322), ...]
->>> CatalogRoute("notes", "document_id", "paragraph", segment_hits=True).describe()
-"the catalog's paragraph segments of 'notes' (one row per segment hit)"
+>>> CatalogRoute("notes", "document_id", "paragraph", segment_hits=True).describe(version=3)
+"the catalog's paragraph segments of 'notes' at version 3, one row per segment hit"
 """
 
 from __future__ import annotations
@@ -74,9 +74,11 @@ class CatalogRoute:
         if self.level not in SEGMENT_LEVELS:
             raise SearchError(f"catalog route level {self.level!r} is not one of {', '.join(SEGMENT_LEVELS)}")
 
-    def describe(self) -> str:
-        shape = "one row per segment hit" if self.segment_hits else "each document scored as its best"
-        return f"the catalog's {self.level} segments of {self.dataset!r} ({shape})"
+    def describe(self, version: int | None = None) -> str:
+        """Where the search looks, for EXPLAIN: ``the catalog's paragraph segments of 'notes' at version 3, ...``."""
+        at = f" at version {version}" if version is not None else ""
+        shape = ", one row per segment hit" if self.segment_hits else ""
+        return f"the catalog's {self.level} segments of {self.dataset!r}{at}{shape}"
 
 
 def catalog_route(node: SemSearch) -> tuple[CatalogPin, CatalogRoute] | None:
