@@ -5,7 +5,15 @@ run journal's writer (``transactions/journal.py``: one ``flock``'d, fsync'd JSON
 torn lines skipped on read) and a ``driver.lock`` held by the live process. Records:
 ``ask_started`` (the ask's key: question, model and what else the caller names), ``ask_resumed``,
 ``agent_step`` (inputs, output, the model's whole response, tokens, dollars), ``unit_verdict``
-and ``unit_committed`` (the commit point of a unit), ``ask_finished``.
+and ``unit_committed`` (the commit point of a unit), ``branches_merged`` (the pick among competing
+candidates, or the merge of collaborating branches, with its conflicts), ``run_linked`` (the engine
+run a run unit started, written while the run goes), ``ask_finished``.
+
+Sub-agents are journaled in the same file: a sub-agent that runs units of its own (an independent
+profiling sub-agent) has a ``subagent`` lane, its units numbered within it; a sub-agent inside one
+unit attempt (a competing candidate, a collaborator) tags its steps and its own verdict with its
+``branch``. A committed unit's steps are replayed by branch, so sub-agents that ran at once in
+threads replay each their own answers.
 
 Re-running the same ask (same key) after a crash reopens the newest unfinished trace that no live
 process holds (``open_ask_trace``), and ``resume_ask_trace`` reopens one by its id (``semray ask
@@ -67,6 +75,10 @@ class StepJournaled(Record):
     """One agent step of one attempt of one unit; ``response`` is the model's whole answer (None: local work)."""
 
     kind: Literal["agent_step"] = "agent_step"
+    subagent: str = ""
+    """The lane of units the step's unit belongs to ("": the ask's own units)."""
+    branch: str = ""
+    """The sub-agent branch that made the step (``StepRunner.fork``)."""
     unit: int
     unit_name: str
     unit_attempt: int
@@ -88,6 +100,9 @@ class UnitVerdictJournaled(Record):
     """What validation said of one attempt: the issues found and the signals measured (name -> value)."""
 
     kind: Literal["unit_verdict"] = "unit_verdict"
+    subagent: str = ""
+    branch: str = ""
+    """Set on the verdict of one competing candidate or collaborator (the unit's own verdict has none)."""
     unit: int
     unit_name: str
     unit_attempt: int
@@ -100,12 +115,38 @@ class UnitCommitted(Record):
     """The commit point of a unit: its effects are visible to later units from here on."""
 
     kind: Literal["unit_committed"] = "unit_committed"
+    subagent: str = ""
     unit: int
     unit_name: str
     attempts: int
     forced: bool = False
     """The last attempt failed only soft signals (low confidence) and was committed after the last retry."""
     files: tuple[str, ...] = ()
+
+
+class BranchesMerged(Record):
+    """What became of a unit attempt's branches: the candidate ``picked``, or the collaborators ``merged``."""
+
+    kind: Literal["branches_merged"] = "branches_merged"
+    subagent: str = ""
+    unit: int
+    unit_name: str
+    unit_attempt: int
+    how: Literal["picked", "merged"]
+    branches: tuple[str, ...]
+    chosen: tuple[str, ...] = ()
+    """The winning candidate, or the branches whose changes the merge took."""
+    conflicts: tuple[str, ...] = ()
+    """One line per path two branches changed differently, and which branch's change was kept."""
+
+
+class RunLinked(Record):
+    """An engine run a run unit started (written while it runs: ``semray runs show ASK_ID`` links it)."""
+
+    kind: Literal["run_linked"] = "run_linked"
+    run_id: str
+    plan: str
+    """The digest of the plan the run executes: a resumed ask resumes the run of the same plan."""
 
 
 class AskFinished(Record):
@@ -115,7 +156,14 @@ class AskFinished(Record):
 
 
 AskRecord = Annotated[
-    AskStarted | AskResumed | StepJournaled | UnitVerdictJournaled | UnitCommitted | AskFinished,
+    AskStarted
+    | AskResumed
+    | StepJournaled
+    | UnitVerdictJournaled
+    | UnitCommitted
+    | BranchesMerged
+    | RunLinked
+    | AskFinished,
     Field(discriminator="kind"),
 ]
 ASK_ADAPTER: TypeAdapter[AskRecord] = TypeAdapter(AskRecord)
@@ -140,8 +188,21 @@ class AskTrace:
     attempt: int = 1
     """1 for a new ask, one more per resume (the ``attempt`` of every record it writes)."""
     committed: dict[int, CommittedUnit] = field(default_factory=dict)
+    """The ask's own units committed in earlier processes, by number."""
+    subagents: dict[str, dict[int, CommittedUnit]] = field(default_factory=dict)
+    """Sub-agents' units committed in earlier processes, by lane and number."""
+    runs: tuple[RunLinked, ...] = ()
+    """Engine runs linked in earlier processes, oldest first."""
     _writer: JournalWriter | None = None
     _lock_fd: int | None = None
+
+    def committed_in(self, subagent: str) -> dict[int, CommittedUnit]:
+        """The committed units of one lane ("": the ask's own)."""
+        return self.committed if not subagent else self.subagents.get(subagent, {})
+
+    def linked_run(self, plan: str) -> str | None:
+        """The newest engine run an earlier process linked for the plan of digest ``plan``."""
+        return next((link.run_id for link in reversed(self.runs) if link.plan == plan), None)
 
     @property
     def workspace(self) -> Path:
@@ -193,7 +254,7 @@ def open_ask_trace(
     writer = JournalWriter.create(folder / JOURNAL_NAME)
     writer.append(AskStarted(ask_id=ask_id, key=key, question=question, model=model, arguments=arguments or {}))
     log.info("ask_trace_started", ask_id=ask_id, folder=str(folder))
-    return AskTrace(folder, ask_id, key, False, 1, {}, writer, lock)
+    return AskTrace(folder, ask_id, key, False, 1, {}, {}, (), writer, lock)
 
 
 def ask_folder(state_dir: Path, ask_id: str) -> Path | None:
@@ -238,17 +299,19 @@ def read_ask_trace(folder: Path) -> tuple[AskRecord, ...]:
     return _records(folder)
 
 
-def committed_units(records: tuple[AskRecord, ...]) -> dict[int, CommittedUnit]:
-    """Units with a ``unit_committed`` record, each with the steps of all its attempts (newest process's)."""
-    steps: dict[int, list[StepJournaled]] = {}
-    committed: dict[int, CommittedUnit] = {}
+def committed_units(records: tuple[AskRecord, ...]) -> dict[tuple[str, int], CommittedUnit]:
+    """Units with a ``unit_committed`` record, by (lane, number), each with the steps of all its attempts
+    (the newest process's)."""
+    steps: dict[tuple[str, int], list[StepJournaled]] = {}
+    committed: dict[tuple[str, int], CommittedUnit] = {}
     for record in records:
-        if isinstance(record, StepJournaled) and record.unit not in committed:
+        if isinstance(record, StepJournaled) and (key := (record.subagent, record.unit)) not in committed:
             if record.unit_attempt == 1 and record.index == 0:
-                steps[record.unit] = []  # a unit begun again in a later process replaces its uncommitted steps
-            steps.setdefault(record.unit, []).append(record)
+                steps[key] = []  # a unit begun again in a later process replaces its uncommitted steps
+            steps.setdefault(key, []).append(record)
         elif isinstance(record, UnitCommitted):
-            committed[record.unit] = CommittedUnit(record.unit_name, tuple(steps.get(record.unit, ())))
+            key = (record.subagent, record.unit)
+            committed[key] = CommittedUnit(record.unit_name, tuple(steps.get(key, ())))
     return committed
 
 
@@ -291,6 +354,9 @@ def list_asks(state_dir: Path) -> list[AskSummary]:
 def render_ask_trace(folder: Path) -> str:
     """A readable trace: a summary, then one line per unit attempt and step, the verdicts and the commits.
 
+    A sub-agent's units are prefixed with its lane (``[profile reviews]``), a branch's steps and verdict
+    carry the branch (``(candidate-2)``); an engine run the ask started is linked with its status.
+
     >>> print(render_ask_trace(state / "asks" / ask_id))  # doctest: +SKIP
     ask 20261202-034501-a1b2c3: What is the average rating of each product?
     ...
@@ -302,69 +368,117 @@ def render_ask_trace(folder: Path) -> str:
     status = ask_status(folder, records)
     tokens = sum(step.input_tokens + step.output_tokens for step in paid)
     replays = _replayed_units(records)
+    runs = [record for record in records if isinstance(record, RunLinked)]
     lines: list[str] = []
     for record in records:
-        if isinstance(record, StepJournaled | UnitVerdictJournaled) and (record.attempt, record.unit) in replays:
+        if isinstance(record, StepJournaled | UnitVerdictJournaled | BranchesMerged) and (
+            (record.attempt, record.subagent, record.unit) in replays
+        ):
             continue  # a unit answered from the journal: one line at its commit
-        if isinstance(record, UnitCommitted) and (record.attempt, record.unit) in replays:
+        if isinstance(record, UnitCommitted) and (record.attempt, record.subagent, record.unit) in replays:
             lines.append(
-                f"u{record.unit} {record.unit_name} replayed from the journal of process "
-                f"{replays[(record.attempt, record.unit)]}: nothing paid again"
+                f"{_unit(record.subagent, record.unit)} {record.unit_name} replayed from the journal of process "
+                f"{replays[(record.attempt, record.subagent, record.unit)]}: nothing paid again"
             )
             continue
         if isinstance(record, AskStarted):
             lines.append(f"ask {record.ask_id}: {record.question}")
             resume = f" (go on with: semray ask --resume {record.ask_id})" if status == "interrupted" else ""
             lines.append(f"  status {status}{resume}; model {record.model}")
+            committed = {(r.subagent, r.unit) for r in records if isinstance(r, UnitCommitted)}
             lines.append(
-                f"  {len({r.unit for r in records if isinstance(r, UnitCommitted)})} unit(s) committed over "
+                f"  {len(committed)} unit(s) committed over "
                 f"{1 + sum(isinstance(r, AskResumed) for r in records)} process(es); {len(paid)} model step(s) paid "
                 f"({tokens:,} tokens, ${sum(step.dollars for step in paid):.4f}), "
                 f"{len(replayed)} replayed from the journal"
             )
             if (folder / "workspace" / "plan.json").is_file():
                 lines.append(f"  plan: {folder / 'workspace' / 'plan.json'}")
+            for run in runs:
+                lines.append(
+                    f"  engine run {run.run_id}: {_run_status(folder, run.run_id)} (semray runs show {run.run_id})"
+                )
             lines.append("trace:")
-        elif isinstance(record, AskResumed):
-            lines.append(f"resumed by pid {record.pid} (process {record.attempt})")
-        elif isinstance(record, StepJournaled):
-            if record.replayed:
-                cost = "replayed"
-            elif record.model:
-                cost = f"{record.input_tokens}+{record.output_tokens} tok ${record.dollars:.4f}"
-            else:
-                cost = "local"
-            error = f"  error: {record.error[:80]}" if record.error else ""
-            lines.append(
-                f"  u{record.unit} {record.unit_name} a{record.unit_attempt}  "
-                f"{record.agent}/{record.step}  {cost}{error}"
-            )
-        elif isinstance(record, UnitVerdictJournaled):
-            signals = " ".join(f"{name}={value:.3f}" for name, value in sorted(record.signals.items()))
-            verdict = "passed" if record.ok else "failed: " + " ".join(record.issues)[:160]
-            lines.append(
-                f"  u{record.unit} {record.unit_name} a{record.unit_attempt}  verdict {verdict} {signals}".rstrip()
-            )
-        elif isinstance(record, UnitCommitted):
-            forced = " (forced after the last retry)" if record.forced else ""
-            lines.append(f"u{record.unit} {record.unit_name} committed after {record.attempts} attempt(s){forced}")
         else:
-            lines.append(f"finished: {record.status}" + (f" ({record.message})" if record.message else ""))
+            lines.extend(_record_lines(record))
     return "\n".join(lines)
 
 
-def _replayed_units(records: tuple[AskRecord, ...]) -> dict[tuple[int, int], int]:
-    """(process, unit) of each unit a resumed process replayed without paying -> the process that committed it."""
-    first: dict[int, int] = {}
-    paid: set[tuple[int, int]] = set()
-    replayed: dict[tuple[int, int], int] = {}
+def _unit(subagent: str, unit: int) -> str:
+    return f"[{subagent}] u{unit}" if subagent else f"u{unit}"
+
+
+def _record_lines(record: AskRecord) -> list[str]:
+    """The trace lines of one record (not the ask's start, which is the summary)."""
+    if isinstance(record, AskResumed):
+        return [f"resumed by pid {record.pid} (process {record.attempt})"]
+    if isinstance(record, StepJournaled):
+        if record.replayed:
+            cost = "replayed"
+        elif record.model:
+            cost = f"{record.input_tokens}+{record.output_tokens} tok ${record.dollars:.4f}"
+        else:
+            cost = "local"
+        error = f"  error: {record.error[:80]}" if record.error else ""
+        branch = f" ({record.branch})" if record.branch and record.branch != record.subagent else ""
+        return [
+            f"  {_unit(record.subagent, record.unit)} {record.unit_name} a{record.unit_attempt}{branch}  "
+            f"{record.agent}/{record.step}  {cost}{error}"
+        ]
+    if isinstance(record, UnitVerdictJournaled):
+        signals = " ".join(f"{name}={value:.3f}" for name, value in sorted(record.signals.items()))
+        verdict = "passed" if record.ok else "failed: " + " ".join(record.issues)[:160]
+        branch = f" ({record.branch})" if record.branch else ""
+        return [
+            f"  {_unit(record.subagent, record.unit)} {record.unit_name} a{record.unit_attempt}{branch}  "
+            f"verdict {verdict} {signals}".rstrip()
+        ]
+    if isinstance(record, BranchesMerged):
+        chosen = ", ".join(record.chosen) or "none"
+        what = "picked" if record.how == "picked" else "merged from"
+        lines = [
+            f"  {_unit(record.subagent, record.unit)} {record.unit_name} a{record.unit_attempt}  "
+            f"{len(record.branches)} branches, {what} {chosen}"
+        ]
+        lines.extend(f"    conflict: {conflict}" for conflict in record.conflicts)
+        return lines
+    if isinstance(record, UnitCommitted):
+        forced = " (forced after the last retry)" if record.forced else ""
+        return [
+            f"{_unit(record.subagent, record.unit)} {record.unit_name} committed after {record.attempts} "
+            f"attempt(s){forced}"
+        ]
+    if isinstance(record, RunLinked):
+        return [f"  engine run {record.run_id} started (semray runs show {record.run_id})"]
+    if isinstance(record, AskFinished):
+        return ["finished: " + record.status + (f" ({record.message})" if record.message else "")]
+    return []
+
+
+def _run_status(folder: Path, run_id: str) -> str:
+    """How a linked engine run stands, read from its journal beside the asks (``<state>/runs/<id>``)."""
+    from semray.transactions.registry import effective_status, load_state
+
+    path = folder.parent.parent / "runs" / run_id
+    if not (path / JOURNAL_NAME).is_file():
+        return "not found"
+    return str(effective_status(path, load_state(path)))
+
+
+def _replayed_units(records: tuple[AskRecord, ...]) -> dict[tuple[int, str, int], int]:
+    """(process, lane, unit) of each unit a resumed process replayed without paying -> the process that
+    committed it."""
+    first: dict[tuple[str, int], int] = {}
+    paid: set[tuple[int, str, int]] = set()
+    replayed: dict[tuple[int, str, int], int] = {}
     for record in records:
         if isinstance(record, StepJournaled) and record.model and not record.replayed:
-            paid.add((record.attempt, record.unit))
+            paid.add((record.attempt, record.subagent, record.unit))
         elif isinstance(record, UnitCommitted):
-            if record.unit in first and (record.attempt, record.unit) not in paid:
-                replayed[(record.attempt, record.unit)] = first[record.unit]
-            first.setdefault(record.unit, record.attempt)
+            key = (record.subagent, record.unit)
+            if key in first and (record.attempt, *key) not in paid:
+                replayed[(record.attempt, *key)] = first[key]
+            first.setdefault(key, record.attempt)
     return replayed
 
 
@@ -375,8 +489,14 @@ def _resume(folder: Path, started: AskStarted, records: tuple[AskRecord, ...]) -
     attempt = 2 + sum(isinstance(record, AskResumed) for record in records)  # the first process is attempt 1
     writer.append(AskResumed(attempt=attempt))
     committed = committed_units(records)
+    own = {unit: found for (lane, unit), found in committed.items() if not lane}
+    lanes: dict[str, dict[int, CommittedUnit]] = {}
+    for (lane, unit), found in committed.items():
+        if lane:
+            lanes.setdefault(lane, {})[unit] = found
+    runs = tuple(record for record in records if isinstance(record, RunLinked))
     log.info("ask_trace_resumed", ask_id=started.ask_id, committed_units=len(committed))
-    return AskTrace(folder, started.ask_id, started.key, True, attempt, committed, writer, lock)
+    return AskTrace(folder, started.ask_id, started.key, True, attempt, own, lanes, runs, writer, lock)
 
 
 def _records(folder: Path) -> tuple[AskRecord, ...]:

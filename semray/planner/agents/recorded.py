@@ -3,7 +3,8 @@
 A recording is JSON: ``{"version": 1, "model": "...", "answers": {"manipulation/fill": [...]}}``,
 each answer ``{"text": "...", "input_tokens": 812, "output_tokens": 240}`` (``"json"`` may hold an
 object instead of ``"text"``; tokens default to a length estimate, four characters a token).
-The n-th call of a step gets the n-th answer of its key. Replay is for demos and tests
+The n-th call of a step gets the n-th answer of its key (sub-agents calling at once from threads get
+one answer each, in the order their calls arrive). Replay is for demos and tests
 (``semray ask --replay FILE``): the answers are what a real model said, not fabricated plans.
 
 >>> from semray.serving.contract import ModelRequest
@@ -15,6 +16,7 @@ The n-th call of a step gets the n-th answer of its key. Replay is for demos and
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +61,7 @@ class RecordedModel:
         self._profile = profile
         self._name = name
         self._structured = structured
+        self._lock = threading.Lock()  # sub-agents call from threads: each answer is handed out once
 
     @classmethod
     def from_file(cls, path: Path, profile: TierProfile = DEFAULT_PROFILE) -> RecordedModel:
@@ -95,14 +98,15 @@ class RecordedModel:
 
     def answer(self, call: AgentCall) -> ModelResponse:
         key = f"{call.agent}/{call.step}"
-        position = self._used.get(key, 0)
         items = self._answers.get(key, ())
-        if position >= len(items):
-            raise RecordingExhaustedError(
-                f"the recording has {len(items)} answer(s) for {key}, and call {position + 1} asked for another; "
-                "record the session again (the prompts or the loop changed)"
-            )
-        self._used[key] = position + 1
+        with self._lock:
+            position = self._used.get(key, 0)
+            if position >= len(items):
+                raise RecordingExhaustedError(
+                    f"the recording has {len(items)} answer(s) for {key}, and call {position + 1} asked for another; "
+                    "record the session again (the prompts or the loop changed)"
+                )
+            self._used[key] = position + 1
         item = items[position]
         usage = Usage(
             input_tokens=item.input_tokens if item.input_tokens is not None else estimate_tokens(call.request.prompt),

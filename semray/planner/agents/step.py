@@ -7,6 +7,10 @@ tokens with the tier's ``cost_model`` profile, checks the caller's budget, and a
 commit-or-retry unit (``units.py``) wraps this one method: it answers steps of units committed
 before a crash from the journal (``replay``) and journals every step (``listeners``).
 
+Sub-agents run on forks of one runner (``fork``): a fork shares the model, the budget and the
+trace (appended under a lock, so forks may run in threads at once) and tags its steps with its
+``branch``, which the unit journal records and replays by.
+
 >>> runner = StepRunner(model=None)
 >>> runner.run("memory", "recall", {"task": "q"}, lambda: ("2 hints", None)).output
 '2 hints'
@@ -16,6 +20,7 @@ before a crash from the journal (``replay``) and journals every step (``listener
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,8 +36,8 @@ log = get_logger(__name__)
 AgentName = Literal["profiling", "planning", "manipulation", "grammar", "semantic", "memory", "execution"]
 LocalWork = Callable[[], tuple[str, str | None]]
 """Local work returns (output text, error text or None)."""
-Replay = Callable[[str, str], ModelResponse | None]
-"""A committed step's journaled response for (agent, kind), or None to call the model (``units.py``)."""
+Replay = Callable[[str, str, str], ModelResponse | None]
+"""A committed step's journaled response for (agent, kind, branch), or None to call the model (``units.py``)."""
 StepListener = Callable[["AgentStep", ModelResponse | None], None]
 """Told of every recorded step, with the model's response (None for local work): the unit journal."""
 
@@ -54,12 +59,15 @@ class AgentStep:
     seconds: float = 0.0
     replayed: bool = False
     """Answered from the journal of a committed unit (a resumed ask): not paid again."""
+    branch: str = ""
+    """The sub-agent's branch that made the step ("": the ask's own agents; ``StepRunner.fork``)."""
 
     def line(self) -> str:
         """``3 manipulation/fill  1,200 in  300 out  $0.0041`` for the CLI and EXPLAIN."""
         cost = f"{self.input_tokens:,} in  {self.output_tokens:,} out  ${self.dollars:.4f}" if self.model else "local"
         status = f"  error: {self.error[:120]}" if self.error else ""
-        return f"{self.index:>2} {self.agent}/{self.kind}  {cost}{status}"
+        where = f" [{self.branch}]" if self.branch else ""
+        return f"{self.index:>2} {self.agent}/{self.kind}{where}  {cost}{status}"
 
 
 @dataclass(slots=True)
@@ -97,6 +105,22 @@ class StepRunner:
         self.trace = Trace()
         self.replay: Replay | None = None
         self.listeners: list[StepListener] = []
+        self.branch = ""
+        self._lock = threading.Lock()
+
+    def fork(self, branch: str, *, journaled: bool = True) -> StepRunner:
+        """A runner for a sub-agent: the same model, budget and trace, its steps tagged ``branch``.
+
+        ``journaled`` keeps this runner's replay and listeners (the sub-agent's steps belong to the unit
+        attempt that forked it); False leaves them for the sub-agent's own units to set (``UnitRunner.fork``).
+        A fork of a fork is tagged with both names: ``runner.fork("a").fork("b").branch == "a/b"``.
+        """
+        child = StepRunner(self.model, self.max_cost)
+        child.trace, child._lock = self.trace, self._lock
+        child.branch = f"{self.branch}/{branch}" if self.branch else branch
+        if journaled:
+            child.replay, child.listeners = self.replay, self.listeners
+        return child
 
     def run(self, agent: AgentName, kind: str, inputs: Mapping[str, str], work: LocalWork) -> AgentStep:
         """A local step (a catalog probe, a validation, a memory write)."""
@@ -114,7 +138,7 @@ class StepRunner:
                 f"before {agent}/{kind}; raise --max-cost or ask a narrower question"
             )
         started = time.perf_counter()
-        replayed = self.replay(agent, kind) if self.replay is not None else None
+        replayed = self.replay(agent, kind, self.branch) if self.replay is not None else None
         response = replayed if replayed is not None else self.model.answer(AgentCall(agent, kind, request))
         step = self._record(
             agent,
@@ -147,21 +171,23 @@ class StepRunner:
             tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
             dollars = 0.0 if replayed else self.model.profile.dollars(tokens_in, tokens_out, usage.gpu_seconds)
             model = response.model or self.model.name
-        step = AgentStep(
-            index=len(self.trace.steps),
-            agent=agent,
-            kind=kind,
-            inputs=tuple(sorted(inputs.items())),
-            output=output,
-            error=error,
-            model=model,
-            input_tokens=tokens_in,
-            output_tokens=tokens_out,
-            dollars=dollars,
-            seconds=seconds,
-            replayed=replayed,
-        )
-        self.trace.steps.append(step)
+        with self._lock:  # forks in threads append to one trace
+            step = AgentStep(
+                index=len(self.trace.steps),
+                agent=agent,
+                kind=kind,
+                inputs=tuple(sorted(inputs.items())),
+                output=output,
+                error=error,
+                model=model,
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+                dollars=dollars,
+                seconds=seconds,
+                replayed=replayed,
+                branch=self.branch,
+            )
+            self.trace.steps.append(step)
         for listener in self.listeners:
             listener(step, response)
         log.debug("agent_step", agent=agent, kind=kind, tokens=tokens_in + tokens_out, dollars=dollars, error=error)
