@@ -11,8 +11,13 @@ rebound to them (``rating >= 4`` for "... at least 4?", ``rating >= 2`` for "...
 A question of other words is matched by meaning: when no template fits, a stored skill whose question
 is similar enough (``Similarity``: the embedding tier's cosine with the catalog memory, else
 ``lexical_similarity``; ``agent_skill_similarity``) is re-filled: its numeric parameters take the new
-question's numbers in order (as many as it has numeric slots), its word parameters must appear in
-the new question as they are. A question whose numbers or words do not fill every slot is no match.
+question's numbers in order (as many as it has numeric slots); a word parameter (a category, a
+product, a label a filter compares with) keeps its value when the new question states it, and else
+takes the word (or two or three words) of the new question that its column holds in the data
+(``value_lookup.py``: the parameter's column, recorded with the skill, read once; the value spelled
+as the data spells it), the new question's own words first. That check is the re-fill's validation
+before use: a word no column holds fills nothing. A question whose numbers or words do not fill
+every slot is no match.
 
 A match is only a candidate: the loop validates the rebound plan like a draft (grammar, judges, the
 run) and, when it passes, plans nothing. A skill whose reuse fails validation is demoted, forgotten
@@ -34,10 +39,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlglot import exp
+
+from semray.errors import SemrayError
 from semray.log import get_logger
-from semray.planner.agents.catalog_view import MemoryView
+from semray.operators.expressions import parse_expression, referenced_columns
+from semray.planner.agents.catalog_view import CatalogView, MemoryView
 from semray.planner.agents.spans import PlanSpan, decision_spans
 from semray.planner.agents.step import StepRunner
+from semray.planner.agents.value_lookup import ColumnValues, ValueLookup
 
 log = get_logger(__name__)
 
@@ -93,14 +103,21 @@ def _content(question: str) -> frozenset[str]:
     return frozenset(stems)
 
 
+def catalog_values(catalog: CatalogView) -> ValueLookup:
+    """The value check of re-filled words over a catalog view (``value_lookup.ColumnValues``)."""
+    return ColumnValues(catalog)
+
+
 @dataclass(frozen=True, slots=True)
 class Parameter:
-    """A plan constant that is a word of the question: where it sits in the plan and its value there."""
+    """A plan constant that is a word of the question: where it sits in the plan, its value there, and (for a
+    word compared with a column) that column."""
 
     name: str
     path: str
     kind: str
     value: str
+    column: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,11 +186,14 @@ class SkillBook:
         store: MemoryView,
         similarity: Similarity = lexical_similarity,
         threshold: float = SIMILARITY,
+        values: ValueLookup | None = None,
     ) -> None:
         self.runner = runner
         self.store = store
         self.similarity = similarity
         self.threshold = threshold
+        self.values = values
+        """Checks a re-filled word against the data (None: word parameters are kept as they are)."""
 
     def find(self, question: str) -> SkillMatch | None:
         """The first stored skill whose template fits ``question``, else the most similar one that re-fills
@@ -194,7 +214,7 @@ class SkillBook:
                     return match.line(), None
             similar = sorted(
                 (
-                    (self.similarity(question, str(payload["question"])), memory_id, payload)
+                    (self.similarity(question, _unparameterised(payload)), memory_id, payload)
                     for memory_id, payload in records
                 ),
                 key=lambda item: -item[0],
@@ -202,7 +222,7 @@ class SkillBook:
             for score, memory_id, payload in similar:
                 if score < self.threshold:
                     break
-                bound = _refill(payload, question)
+                bound = _refill(payload, question, self.values)
                 match = None if bound is None else _rebound(memory_id, payload, bound, score)
                 if match is not None:
                     found.append(match)
@@ -221,9 +241,11 @@ class SkillBook:
         run_id: str | None = None,
     ) -> None:
         """Store a plan that was validated and ran as a skill of ``question``; one recorded step."""
-        spans = [span for span in decision_spans(document["plan"]) if span.kind in PARAMETER_KINDS]
+        found = decision_spans(document["plan"])
+        spans = [span for span in found if span.kind in PARAMETER_KINDS]
+        predicates = {span.path: span.text for span in found if span.kind == "filter predicate"}
         template, names = question_template(question, [(span.text, span.path) for span in spans])
-        parameters = _parameters(spans, template, names, question)
+        parameters = _parameters(spans, template, names, question, predicates)
         payload = {
             "version": SKILL_VERSION,
             "question": question,
@@ -252,11 +274,16 @@ class SkillBook:
 
 
 def _stored(parameter: Parameter) -> dict[str, str]:
-    return {"name": parameter.name, "path": parameter.path, "kind": parameter.kind, "value": parameter.value}
+    stored = {"name": parameter.name, "path": parameter.path, "kind": parameter.kind, "value": parameter.value}
+    return stored if parameter.column is None else {**stored, "column": parameter.column}
 
 
 def _parameters(
-    spans: Sequence[PlanSpan], template: Sequence[str], names: Sequence[str], question: str
+    spans: Sequence[PlanSpan],
+    template: Sequence[str],
+    names: Sequence[str],
+    question: str,
+    predicates: Mapping[str, str],
 ) -> list[Parameter]:
     """Each slot's plan constants: every span whose value is the slot's word of the question."""
     words: dict[str, str] = {}
@@ -264,11 +291,31 @@ def _parameters(
         if word.startswith("{") and word[1:-1] in names:
             words.setdefault(word[1:-1], token)
     return [
-        Parameter(name, span.path, span.kind, span.text)
+        Parameter(name, span.path, span.kind, span.text, _column_of(span, predicates))
         for name, word in words.items()
         for span in spans
         if span.text.lower() == word.lower()
     ]
+
+
+def _column_of(span: PlanSpan, predicates: Mapping[str, str]) -> str | None:
+    """The column a filter's word value is compared with (``category`` of ``category = 'kitchen'``)."""
+    predicate = predicates.get(span.path)
+    if span.kind != "filter value" or _NUMBER.fullmatch(span.text) or predicate is None:
+        return None
+    try:
+        tree = parse_expression(predicate, "Filter")
+    except SemrayError:
+        return None
+    for literal in tree.find_all(exp.Literal):
+        if literal.is_string and literal.this == span.text:
+            node: exp.Expr | None = literal.parent
+            while node is not None:
+                columns = referenced_columns(node)
+                if columns:
+                    return columns[0]
+                node = node.parent
+    return None
 
 
 def _payload(memory: str) -> dict[str, Any] | None:
@@ -281,24 +328,86 @@ def _payload(memory: str) -> dict[str, Any] | None:
     return payload
 
 
-def _refill(payload: Mapping[str, Any], question: str) -> dict[str, str] | None:
-    """Slot values for a question of other words: its numbers in order for the numeric slots; a word slot
-    keeps its value, which the question must contain. None when the question does not fill the slots."""
+def _refill(payload: Mapping[str, Any], question: str, values: ValueLookup | None = None) -> dict[str, str] | None:
+    """Slot values for a question of other words: its numbers in order for the numeric slots; a word slot keeps
+    its value when the question states it, else takes a word of the question its column holds (``values``).
+    None when the question does not fill the slots."""
     slots: dict[str, str] = {}
+    columns: dict[str, str] = {}
     for item in payload.get("parameters", []):
         slots.setdefault(str(item["name"]), str(item["value"]))
+        if item.get("column"):
+            columns.setdefault(str(item["name"]), str(item["column"]))
     numeric = [name for name, value in slots.items() if _NUMBER.fullmatch(value)]
     numbers = _NUMBER.findall(question)
     if len(numbers) != len(numeric):
         return None
     words = {token.lower() for token in _TOKEN.findall(question)}
     bound = dict(zip(numeric, numbers, strict=True))
+    offered = _offered_words(question, str(payload.get("question", "")))
+    datasets = [str(name) for name in payload.get("datasets", [])]
     for name, value in slots.items():
-        if name not in bound:
-            if value.lower() not in words:
-                return None
+        if name in bound:
+            continue
+        if value.lower() in words:
             bound[name] = value
+            continue
+        column = columns.get(name)
+        found = None if values is None or column is None else _held(values, datasets, column, offered)
+        if found is None:
+            return None
+        word, held = found
+        offered.remove(word)  # one word fills one slot
+        bound[name] = held
+        log.info("skill_word_refilled", slot=name, old=value, new=held, column=column)
     return bound
+
+
+def _unparameterised(payload: Mapping[str, Any]) -> str:
+    """A skill's question without its word parameters' values, as its numbers are left out of the comparison:
+    the average rating "of the lamp" and "of the kettle" are the same question of another value."""
+    values = {
+        str(item["value"]).lower()
+        for item in payload.get("parameters", [])
+        if not _NUMBER.fullmatch(str(item["value"])) and _refillable(item)
+    }
+    question = str(payload.get("question", ""))
+    if not values:
+        return question
+    return " ".join(token for token in _TOKEN.findall(question) if token.lower() not in values)
+
+
+def _refillable(item: Mapping[str, Any]) -> bool:
+    """Whether a stored parameter can be re-filled by a word (it records the column its value is compared with)."""
+    return bool(item.get("column"))
+
+
+def _offered_words(question: str, skill_question: str) -> list[str]:
+    """Runs of one to three content words of the question that could be a value, its new words first."""
+    tokens = [token for token in _TOKEN.findall(question) if not _NUMBER.fullmatch(token)]
+    known = {token.lower() for token in _TOKEN.findall(skill_question)}
+    runs: list[str] = []
+    for size in (1, 2, 3):
+        for start in range(len(tokens) - size + 1):
+            run = tokens[start : start + size]
+            if run[0].lower() in _STOP or run[-1].lower() in _STOP:
+                continue
+            runs.append(" ".join(run))
+    fresh = [run for run in runs if any(word.lower() not in known for word in run.split())]
+    return list(dict.fromkeys([*fresh, *runs]))
+
+
+def _held(values: ValueLookup, datasets: Sequence[str], column: str, offered: list[str]) -> tuple[str, str] | None:
+    """The first offered word the column holds, and its spelling in the data."""
+    for word in offered:
+        try:
+            held = values(datasets, column, word)
+        except SemrayError as error:  # the data cannot be read: no re-fill
+            log.info("skill_value_check_failed", column=column, error=str(error)[:200])
+            return None
+        if held is not None:
+            return word, held
+    return None
 
 
 def _rebound(

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_fixtures import QUESTION, accepts, catalog_of, choose, gold_document, outline, plan, recorded, scan
+from agent_fixtures import QUESTION, accepts, catalog_of, choose, gold_document, judge, outline, plan, recorded, scan
 
 from semray.errors import ExecutionError
 from semray.operators import Node, plan_to_json
@@ -273,3 +273,69 @@ def test_skills_are_found_by_the_memory_embedding_when_given(tmp_path: Path) -> 
         similarity=similarity,
     )
     assert json.loads(reused.plan_json)["plan"]["input"]["predicate"] == "rating >= 5"
+
+
+def product_rating(catalog: SourceCatalog, product: str) -> dict[str, Any]:
+    """The average rating of one product, named in a filter (a word parameter of the skill)."""
+    join = {
+        "op": "join",
+        "on": "l.product_id = r.id",
+        "left": scan(catalog.describe("reviews")),
+        "right": scan(catalog.describe("products")),
+    }
+    named = {"op": "filter", "predicate": f"name = '{product}'", "input": join}
+    return {
+        "version": 1,
+        "plan": {"op": "aggregate", "aggs": [{"name": "avg_rating", "expr": "avg(rating)"}], "input": named},
+    }
+
+
+LAMP = "What is the average rating of the lamp?"
+
+
+def test_a_word_parameter_is_refilled_with_a_value_its_column_holds_and_a_wrong_one_is_rejected(
+    tmp_path: Path,
+) -> None:
+    catalog = catalog_of(tmp_path)
+    memory = ListMemory()
+    config = LoopConfig(semantic=False)
+    model = full_recording(product_rating(catalog, "lamp"), "reviews", "products")
+    plan_question(LAMP, catalog=catalog, model=model, memory=memory, config=config, executor=Executor())
+    (stored,) = skills(memory)
+    assert stored["parameters"] == [
+        {
+            "name": "p0",
+            "path": "plan.aggregate.input.filter.predicate",
+            "kind": "filter value",
+            "value": "lamp",
+            "column": "name",
+        }
+    ]
+
+    # Another product, in other words: re-filled (the data holds 'kettle' in products.name), validated, run.
+    executor = Executor()
+    kettle = "Give me the average rating of the Kettle"
+    assert bind(stored["template"], kettle) is None
+    reused = plan_question(kettle, catalog=catalog, model=recorded(), memory=memory, config=config, executor=executor)
+    assert reused.skill == LAMP and reused.iterations == 0 and executor.plans == [reused.plan]
+    assert json.loads(reused.plan_json)["plan"]["input"]["predicate"] == "name = 'kettle'"  # the data's spelling
+    (found,) = [step for step in reused.trace.steps if step.kind == "skill"]
+    assert "p0='kettle'" in found.output
+
+    # A word no column holds is no re-fill: the question is planned, and the skill stays.
+    with pytest.raises(RecordingExhaustedError, match="recording has 0 answer"):
+        plan_question(
+            "Give me the average rating of the sofa", catalog=catalog, model=recorded(), memory=memory, config=config
+        )
+    assert [skill["question"] for skill in skills(memory)] == [LAMP]
+
+    # A re-fill the data holds but the judges reject: the reuse fails validation, the skill is forgotten.
+    rejecting = recorded(
+        semantic_judge=[judge("reject", "the chair is not what was asked", "plan anew")] * 3,
+        profiling_choose=[choose("reviews", "products")],
+        planning_outline=[outline(*OPS)],
+        manipulation_fill=[plan(product_rating(catalog, "chair"))],
+    )
+    with pytest.raises(RecordingExhaustedError, match="semantic/judge"):  # planned anew: its judges are asked too
+        plan_question("Give me the average rating of the chair", catalog=catalog, model=rejecting, memory=memory)
+    assert skills(memory) == []
