@@ -61,6 +61,27 @@ def add_ask_command(subparsers: Any) -> None:
         "ran) fits it, and store no skill",
     )
     ask.add_argument(
+        "--candidates",
+        type=int,
+        metavar="N",
+        help="competitive sub-agents: N candidate drafts per attempt, drafted at once, the cheapest valid one wins "
+        "(default: agent_candidates, 1)",
+    )
+    ask.add_argument(
+        "--collaborators",
+        type=int,
+        metavar="N",
+        help="collaborative sub-agents: a repair of problems at several places of a draft is shared among up to N, "
+        "each on its own branch of the draft, merged (default: agent_collaborators, 1)",
+    )
+    ask.add_argument(
+        "--dataset-agents",
+        type=int,
+        metavar="N",
+        help="independent sub-agents: the best N candidate datasets each read by a profiling sub-agent of its own, "
+        "at once (default: agent_dataset_agents, 0: one choice over all)",
+    )
+    ask.add_argument(
         "--topic-pruning",
         action="store_true",
         help="prune a semantic filter on one topic of an organised catalogued collection to the documents labelled "
@@ -86,6 +107,7 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     tables: dict[str, Path] = {}
     for name, _, path in map(_split, args.table):
         tables[name] = Path(path)
+    settings = settings.model_copy(update=_subagents(args))
     config = loop_config(settings, max_iterations=args.max_iterations, judges=args.judges, skills=not args.no_skills)
     started: list[str] = []
 
@@ -136,6 +158,20 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _subagents(args: argparse.Namespace) -> dict[str, int]:
+    """The sub-agent flags given, as the settings they override."""
+    given = {
+        "agent_candidates": args.candidates,
+        "agent_collaborators": args.collaborators,
+        "agent_dataset_agents": args.dataset_agents,
+    }
+    for name, value in given.items():
+        if value is not None and value < (0 if name == "agent_dataset_agents" else 1):
+            flag = "--" + name.removeprefix("agent_").replace("_", "-")
+            raise SemrayError(f"{flag} is {value}; give at least {0 if name == 'agent_dataset_agents' else 1}")
+    return {name: value for name, value in given.items() if value is not None}
+
+
 def _split(item: str) -> tuple[str, str, str]:
     name, equals, path = item.partition("=")
     if not equals or not name or not path:
@@ -152,6 +188,9 @@ def _journaled_arguments(args: argparse.Namespace) -> dict[str, Any]:
         "judges": args.judges,
         "no_skills": args.no_skills,
         "topic_pruning": args.topic_pruning,
+        "candidates": args.candidates,
+        "collaborators": args.collaborators,
+        "dataset_agents": args.dataset_agents,
         "memory_file": None if args.memory_file is None else str(args.memory_file.expanduser().absolute()),
     }
 
@@ -175,6 +214,9 @@ def _resumed_arguments(args: argparse.Namespace, settings: Settings) -> None:
     args.judges = int(journaled.get("judges", args.judges))
     args.no_skills = bool(journaled.get("no_skills", args.no_skills))
     args.topic_pruning = bool(journaled.get("topic_pruning", args.topic_pruning))
+    for name in ("candidates", "collaborators", "dataset_agents"):
+        if journaled.get(name) is not None:
+            setattr(args, name, int(journaled[name]))
     if journaled.get("memory_file"):
         args.memory_file = Path(str(journaled["memory_file"]))
     if args.replay is None and journaled.get("replay"):

@@ -132,7 +132,27 @@ class Settings(BaseSettings):
         default=1,
         ge=1,
         description="competitive sub-agents of `semray ask`: candidate drafts per attempt of the plan unit, each "
-        "from an isolated context and validated alone; the cheapest valid one by the cost model wins (1: one draft)",
+        "from an isolated context and validated alone, drafted at once; the cheapest valid one by the cost model "
+        "wins (1: one draft)",
+    )
+    agent_collaborators: int = Field(
+        default=1,
+        ge=1,
+        description="collaborative sub-agents of `semray ask`: a repair of a draft whose problems lie at two or more "
+        "places is shared among up to this many collaborators, each on its own branch of the draft, merged (a place "
+        "two change differently keeps the change of the one given the earlier problem) (1: one repair draft)",
+    )
+    agent_dataset_agents: int = Field(
+        default=0,
+        ge=0,
+        description="independent sub-agents of `semray ask`: the best this many candidate datasets are each read by a "
+        "profiling sub-agent of its own, at once, which says whether the question needs it, which columns, and "
+        "notes for the planner (0: one model call chooses among all candidates)",
+    )
+    agent_parallelism: int = Field(
+        default=4,
+        ge=1,
+        description="sub-agents of `semray ask` (candidates, collaborators, dataset sub-agents) running at once",
     )
     agent_skill_similarity: float = Field(
         default=0.75,

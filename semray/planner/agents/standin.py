@@ -13,8 +13,11 @@ Failure modes the ablations of ``benchmarks/planning.py`` measure, all off by de
 ``recall_rate`` (a first draft avoids its fault when the prompt's hints, i.e. memory, name its
 marker), ``refault_rate`` (a repair breaks something else: a new fault), ``relapse_rate`` (a draft
 copies back an earlier faulty draft it still sees in its prompt), ``dataset_error_rate`` (the
-profiling answer picks a wrong dataset). ``StandInScorer`` scores dataset choices for the
-confidence signal, preferring the gold one except at its ``error_rate``.
+profiling answer picks a wrong dataset; a profiling sub-agent's judgement of its one dataset,
+``profiling/inspect``, is wrong at the same rate, drawn from a stream of its own per dataset so that
+sub-agents answered in any order give the same answers). ``StandInScorer`` scores dataset choices
+for the confidence signal, preferring the gold one except at its ``error_rate``. Calls are answered
+one at a time (a lock): sub-agents may call from threads.
 
 >>> model = StandInPlanner([case], fault_rate=1.0, repair_rate=1.0, seed=0)  # doctest: +SKIP
 """
@@ -25,6 +28,7 @@ import json
 import math
 import random
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +43,7 @@ from semray.planner.agents.semantic import rendered_judgement
 from semray.serving.contract import ModelResponse, Usage
 
 _PLAN = re.compile(r"<plan>\n(.*?)\n</plan>", re.DOTALL)
+_INSPECTED = re.compile(r"The dataset \(the only one you see\):\ndataset (\S+):")
 STANDIN_PROFILE = TierProfile("stand-in", 1.0, 4.0, 0.0, float("inf"), 1)
 """Priced like a mid-size hosted model ($1 / $4 per million tokens), so costs are comparable."""
 
@@ -91,6 +96,8 @@ class StandInPlanner:
         self._kinds = tuple(kinds)
         self._seed = seed
         self._states: dict[str, _State] = {}
+        self._inspections: dict[tuple[str, str], random.Random] = {}
+        self._lock = threading.Lock()
 
     @property
     def profile(self) -> TierProfile:
@@ -109,9 +116,15 @@ class StandInPlanner:
         return tuple(self._states[question].faults) if question in self._states else ()
 
     def answer(self, call: AgentCall) -> ModelResponse:
+        with self._lock:
+            return self._answer(call)
+
+    def _answer(self, call: AgentCall) -> ModelResponse:
         case = self._case(call.request.prompt)
         key = f"{call.agent}/{call.step}"
-        if key == "profiling/choose":
+        if key == "profiling/inspect":
+            text = json.dumps(self._inspect(case, call.request.prompt))
+        elif key == "profiling/choose":
             text = json.dumps({"datasets": list(self._choose(case)), "reason": "the datasets the question names"})
         elif key == "planning/outline":
             nodes = reversed(walk(plan_from_dict(case.document)))
@@ -148,6 +161,25 @@ class StandInPlanner:
         if not others or rng.random() >= self._dataset_error:
             return case.datasets
         return (*case.datasets[:-1], rng.choice(others))
+
+    def _inspect(self, case: GoldCase, prompt: str) -> dict[str, Any]:
+        """A profiling sub-agent's judgement of its dataset: needed when gold, wrong at ``dataset_error_rate``."""
+        found = _INSPECTED.search(prompt)
+        name = found.group(1) if found else ""
+        stream = self._inspections.setdefault(
+            (case.question, name), random.Random(f"{self._seed}/{case.question}/{name}/inspect")
+        )
+        needed = name in case.datasets
+        if stream.random() < self._dataset_error:
+            needed = not needed
+        text = json.dumps(case.document)
+        schema = prompt.split("The dataset (the only one you see):", 1)[-1].split("Domain notes", 1)[0]
+        columns = [column for column in re.findall(r"\n  - (\w+) ", schema) if column in text] if needed else []
+        return {
+            "relevant": needed,
+            "columns": columns,
+            "notes": f"{name} holds what the question asks" if needed else "",
+        }
 
     def _draft(self, case: GoldCase, prompt: str) -> dict[str, Any]:
         state = self._state(case)

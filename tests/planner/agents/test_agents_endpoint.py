@@ -53,37 +53,42 @@ class RecordedEndpoint:
 
         @app.post("/v1/chat/completions")
         async def chat(request: Request) -> JSONResponse:
-            body = await request.json()
-            self.requests.append(body)
-            system = next((m["content"] for m in body["messages"] if m["role"] == "system"), "")
-            key = next((k for prefix, k in SYSTEM_PREFIXES.items() if system.startswith(prefix)), None)
-            if key is None:
-                return JSONResponse({"error": {"message": "no recorded answer", "type": "x"}}, status_code=400)
-            answers = self.answers[key]
-            answer = answers[min(self.used.get(key, 0), len(answers) - 1)]
-            self.used[key] = self.used.get(key, 0) + 1
-            text = answer["text"] if "text" in answer else json.dumps(answer["json"])
-            return JSONResponse(
-                {
-                    "id": f"rec-{len(self.requests)}",
-                    "object": "chat.completion",
-                    "model": body["model"],
-                    "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-                    ],
-                    "usage": {
-                        "prompt_tokens": answer.get("input_tokens", 100),
-                        "completion_tokens": answer.get("output_tokens", 10),
-                        "total_tokens": answer.get("input_tokens", 100) + answer.get("output_tokens", 10),
-                    },
-                }
-            )
+            return await self.reply(await request.json())
 
         @app.get("/v1/models")
         async def models() -> dict[str, Any]:
             return {"object": "list", "data": [{"id": "planner", "object": "model"}]}
 
         return app
+
+    async def reply(self, body: dict[str, Any]) -> JSONResponse:
+        self.requests.append(body)
+        system = next((m["content"] for m in body["messages"] if m["role"] == "system"), "")
+        key = next((k for prefix, k in SYSTEM_PREFIXES.items() if system.startswith(prefix)), None)
+        if key is None:
+            return JSONResponse({"error": {"message": "no recorded answer", "type": "x"}}, status_code=400)
+        answers = self.answers[key]
+        answer = answers[min(self.used.get(key, 0), len(answers) - 1)]
+        self.used[key] = self.used.get(key, 0) + 1
+        text = answer["text"] if "text" in answer else json.dumps(answer["json"])
+        return completion(body, text, answer.get("input_tokens", 100), answer.get("output_tokens", 10))
+
+
+def completion(body: dict[str, Any], text: str, tokens_in: int, tokens_out: int) -> JSONResponse:
+    """An OpenAI chat completion answering ``body`` with ``text``."""
+    return JSONResponse(
+        {
+            "id": f"rec-{id(body)}",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {
+                "prompt_tokens": tokens_in,
+                "completion_tokens": tokens_out,
+                "total_tokens": tokens_in + tokens_out,
+            },
+        }
+    )
 
 
 def _free_port() -> int:
@@ -170,3 +175,72 @@ def test_semray_ask_cli_reads_the_endpoint_from_semray_toml(
     plan = done.stdout[done.stdout.index("{") :].strip()
     assert plan_to_json(plan_from_json(plan)) == _recorded_plan(folder / "reviews.csv")
     assert recorded.used.get("manipulation/fill") == 1
+
+
+class GatheringEndpoint(RecordedEndpoint):
+    """The recorded endpoint, answering profiling sub-agents too (by the dataset their prompt shows), holding each
+    draft until ``gather`` drafts are in flight at once: candidates drafted one after another would time out (a
+    400, not retried), failing the test; nothing is timed."""
+
+    def __init__(self, recording: dict[str, Any], gather: int) -> None:
+        super().__init__(recording)
+        self.gather, self.waiting, self.inspected = gather, 0, 0
+        self.everyone: Any = None
+
+    async def reply(self, body: dict[str, Any]) -> JSONResponse:
+        import asyncio
+
+        system = next((m["content"] for m in body["messages"] if m["role"] == "system"), "")
+        user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
+        if system.startswith("You are a profiling sub-agent"):
+            self.inspected += 1
+            needed = "dataset reviews:" in user
+            reply = {"relevant": needed, "columns": ["rating"] if needed else [], "notes": "ratings 1 to 5"}
+            return completion(body, json.dumps(reply), 300, 20)
+        if system.startswith("You are the manipulation agent"):
+            self.everyone = self.everyone or asyncio.Event()
+            self.waiting += 1
+            if self.waiting >= self.gather:
+                self.everyone.set()
+            try:
+                await asyncio.wait_for(self.everyone.wait(), timeout=20)
+            except TimeoutError:
+                return JSONResponse({"error": {"message": "drafts came one at a time", "type": "x"}}, 400)
+        return await super().reply(body)
+
+
+def test_sub_agents_call_the_endpoint_at_once_over_http(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorded = GatheringEndpoint(json.loads(RECORDING.read_text(encoding="utf-8")), gather=3)
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(recorded.app(), host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "the recorded endpoint did not start"
+        time.sleep(0.05)
+    try:
+        paths = write(tmp_path / "demo", 60)
+        monkeypatch.chdir(tmp_path / "demo")
+        serving = ServingConfig(
+            large=TierConfig(backend="openai", model="planner", base_url=f"http://127.0.0.1:{port}/v1", backoff_s=0.0)
+        )
+        settings = Settings(
+            state_dir=tmp_path / "state", agent_candidates=3, agent_dataset_agents=2, agent_parallelism=3
+        )
+        question = json.loads(RECORDING.read_text(encoding="utf-8"))["question"]
+        result = semray.ask(
+            question,
+            tables={"reviews": paths["reviews"], "products": paths["products"]},
+            settings=settings,
+            serving=serving,
+            dry_run=True,
+        )
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    assert result.datasets == ("reviews",) and recorded.inspected == 2  # one sub-agent per candidate dataset
+    assert plan_to_json(plan_from_json(result.plan_json)) == _recorded_plan(paths["reviews"])
+    fills = [step for step in result.steps if step.kind == "fill"]
+    assert sorted(step.branch for step in fills) == ["candidate-0", "candidate-1", "candidate-2"]
+    assert "choose" not in {step.kind for step in result.steps}

@@ -37,6 +37,17 @@ _CHOOSE_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+_INSPECT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "relevant": {"type": "boolean"},
+        "columns": {"type": "array", "items": {"type": "string"}},
+        "notes": {"type": "string"},
+    },
+    "required": ["relevant", "columns", "notes"],
+    "additionalProperties": False,
+}
+
 _OUTLINE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -79,6 +90,21 @@ PROMPTS: dict[str, AgentPrompt] = {
         ),
         max_tokens=300,
         output_schema=_CHOOSE_SCHEMA,
+    ),
+    "inspect_dataset": AgentPrompt(
+        system=(
+            "You are a profiling sub-agent of a query planner. You read one dataset and say whether a question "
+            "needs it, which of its columns, and what the planner should know about them."
+        ),
+        user=(
+            "Question: {question}\n\nThe dataset (the only one you see):\n{dataset}\n\n"
+            "Domain notes about it:\n{segments}\n\nWhat earlier tasks taught:\n{knowledge}\n\n"
+            "Problems with the last plan or your last reply:\n{feedback}\n\n"
+            "Does the question need this dataset? Name the columns it needs (exactly as in the schema) and note "
+            "what the plan must know: value domains, keys that join it to other data, units."
+        ),
+        max_tokens=400,
+        output_schema=_INSPECT_SCHEMA,
     ),
     "outline": AgentPrompt(
         system=(
