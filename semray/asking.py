@@ -20,7 +20,16 @@ newest ``agent_context_units`` failed attempts. A stored skill is reused for a q
 template, or of other words at least ``agent_skill_similarity`` alike under the memory's embedding
 tier (``planner/agents/skills.py``), validated again first. With ``agent_candidates`` above 1 the
 plan unit drafts that many candidates per attempt (competitive sub-agents,
-``planner/agents/competition.py``): the cheapest valid one under the serving profiles' prices wins.
+``planner/agents/competition.py``): the cheapest valid one under the serving profiles' prices wins;
+``agent_collaborators`` and ``agent_dataset_agents`` switch on the collaborative and independent
+sub-agents (``collaboration.py``, ``dataset_agents.py``), at most ``agent_parallelism`` at once.
+
+The engine runs of an ask (``AskExecutor``): each run's id is journaled in the ask's trace while the
+run goes (``RunLink``, a progress reporter: a ``run_linked`` record at the run's first progress poll,
+half a second after the run opened its journal, long before its first batch is paid), so ``semray runs
+show ASK_ID`` links the run while it goes; a resumed ask whose plan is one an earlier process linked
+resumes that run by id (``pipeline.run.resume``: its committed batches are not paid again); a linked
+run that cannot be resumed (it succeeded, or it is gone) is run afresh, as is a plan never linked.
 
 >>> result = semray.ask("average rating per product", tables={"reviews": "reviews.csv"})  # doctest: +SKIP
 >>> print(result.plan_json)  # doctest: +SKIP
@@ -28,7 +37,9 @@ plan unit drafts that many candidates per attempt (competitive sub-agents,
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +49,7 @@ import pyarrow as pa
 
 from semray.cost_model.prices import profiles_from_serving
 from semray.log import get_logger
-from semray.operators import Node
+from semray.operators import Node, plan_to_json
 from semray.planner.agents import (
     AgentModel,
     AgentStep,
@@ -51,7 +62,7 @@ from semray.planner.agents import (
     TierModel,
     plan_question,
 )
-from semray.planner.agents.ask_journal import AskTrace, open_ask_trace, resume_ask_trace
+from semray.planner.agents.ask_journal import AskTrace, RunLinked, open_ask_trace, resume_ask_trace
 from semray.planner.agents.competition import plan_cost
 from semray.planner.agents.confidence import HFScorer, Scorer
 from semray.planner.agents.errors import AgentError
@@ -130,15 +141,7 @@ def ask(
             **dict(arguments or {}),
         },
     )
-    runs: list[Any] = []
-
-    def execute(plan: Node) -> Any:
-        from semray.query import Query
-
-        result = Query(plan, settings, serving).execute()
-        runs.append(result)
-        return result
-
+    executor = AskExecutor(trace, settings, serving)
     runner = StepRunner(agent_model, max_cost)
     try:
         if on_start is not None:
@@ -149,7 +152,7 @@ def ask(
             model=agent_model,
             memory=store,
             config=config,
-            executor=None if dry_run else execute,
+            executor=None if dry_run else executor,
             runner=runner,
             run_id=trace.ask_id,
             trace=trace,
@@ -159,7 +162,7 @@ def ask(
         )
     finally:
         trace.close()  # an ask that did not finish stays resumable
-    result = runs[-1] if runs else None
+    result = executor.results[-1] if executor.results else None
     log.info(
         "question_answered",
         ask_id=trace.ask_id,
@@ -181,6 +184,97 @@ def ask(
     )
 
 
+Start = Callable[[Node, Any], Any]
+"""Runs a plan with a progress reporter: ``Query(plan, settings, serving).execute(progress=reporter)``."""
+Resume = Callable[[str, Any], Any]
+"""Resumes a run by id with a progress reporter: ``pipeline.run.resume(settings, run_id, serving, reporter)``."""
+
+
+def plan_digest(plan: Node) -> str:
+    """What tells a run's plan from another's in the ask journal: ``plan_digest(plan) == plan_digest(plan)``."""
+    return hashlib.sha256(plan_to_json(plan, indent=None).encode()).hexdigest()[:24]
+
+
+class RunLink:
+    """A ``ProgressReporter`` that journals its run's id once, at the first progress it sees, then passes on."""
+
+    def __init__(self, trace: AskTrace, plan: str, inner: Any) -> None:
+        self.trace, self.plan, self.inner = trace, plan, inner
+        self.run_id: str | None = None
+        self._lock = threading.Lock()
+
+    def update(self, progress: Any, eta_s: float | None) -> None:
+        self._link(progress.run_id)
+        self.inner.update(progress, eta_s)
+
+    def close(self, progress: Any) -> None:
+        self._link(progress.run_id)
+        self.inner.close(progress)
+
+    def _link(self, run_id: str) -> None:
+        with self._lock:
+            if self.run_id == run_id:
+                return
+            self.run_id = run_id
+        self.trace.append(RunLinked(attempt=self.trace.attempt, run_id=run_id, plan=self.plan))
+        log.info("ask_run_linked", ask_id=self.trace.ask_id, run_id=run_id)
+
+
+class AskExecutor:
+    """Runs an ask's validated plans on the engine, each run linked in the ask's trace (module docstring)."""
+
+    def __init__(
+        self,
+        trace: AskTrace,
+        settings: Settings,
+        serving: ServingConfig,
+        start: Start | None = None,
+        resume: Resume | None = None,
+    ) -> None:
+        self.trace, self.settings, self.serving = trace, settings, serving
+        self._start = start or self._query
+        self._resume = resume or self._resume_by_id
+        self.results: list[Any] = []
+
+    def __call__(self, plan: Node) -> Any:
+        digest = plan_digest(plan)
+        reporter = RunLink(self.trace, digest, self._reporter())
+        linked = self.trace.linked_run(digest) if self.trace.resumed else None
+        result = None if linked is None else self._resumed(linked, reporter)
+        if result is None:
+            result = self._start(plan, reporter)
+        self.results.append(result)
+        return result
+
+    def _resumed(self, run_id: str, reporter: RunLink) -> Any:
+        from semray.transactions.errors import RunInUseError, RunNotFoundError, RunStateError
+
+        try:
+            result = self._resume(run_id, reporter)
+        except RunInUseError:
+            raise  # a live process drives it: the ask cannot go on with it now
+        except (RunStateError, RunNotFoundError) as error:
+            log.info("ask_run_not_resumed", run_id=run_id, reason=str(error)[:200])
+            return None
+        log.info("ask_run_resumed", ask_id=self.trace.ask_id, run_id=run_id)
+        return result
+
+    def _reporter(self) -> Any:
+        from semray.pipeline.progress import LogReporter
+
+        return LogReporter(self.settings.progress_interval_s)
+
+    def _query(self, plan: Node, reporter: Any) -> Any:
+        from semray.query import Query
+
+        return Query(plan, self.settings, self.serving).execute(progress=reporter)
+
+    def _resume_by_id(self, run_id: str, reporter: Any) -> Any:
+        from semray.pipeline.run import resume
+
+        return resume(self.settings, run_id, self.serving, reporter)
+
+
 def loop_config(settings: Settings, **bounds: Any) -> LoopConfig:
     """The planning loop's bounds, its units' from ``settings``: ``loop_config(settings, judges=5)``."""
     units = UnitPolicy(
@@ -193,6 +287,9 @@ def loop_config(settings: Settings, **bounds: Any) -> LoopConfig:
     )
     bounds.setdefault("skill_similarity", settings.agent_skill_similarity)
     bounds.setdefault("candidates", settings.agent_candidates)
+    bounds.setdefault("collaborators", settings.agent_collaborators)
+    bounds.setdefault("dataset_agents", settings.agent_dataset_agents)
+    bounds.setdefault("parallelism", settings.agent_parallelism)
     return LoopConfig(units=units, **bounds)
 
 
@@ -216,6 +313,7 @@ def _ask_key(
         "skills": config.skills,
         "skill_similarity": config.skill_similarity,
         "candidates": config.candidates,
+        "subagents": [config.collaborators, config.dataset_agents],
         "units": [config.units.max_retries, config.units.max_units, config.units.decision_margin],
         "signals": [config.units.span_divergence, config.units.stop_divergence, config.units.context_units],
         "scorer": None if settings.agent_scorer_model is None else str(settings.agent_scorer_model),

@@ -61,3 +61,19 @@ def test_ask_runs_the_demo_recording_on_ray_and_returns_answer_steps_and_run(
     assert result.planning_tokens > 4580 and result.planning_dollars > 0
     execution = next(step for step in result.steps if step.agent == "execution")
     assert execution.error is None and execution.output == f"ran: run {result.run_id}"  # the run id, journaled
+
+    # The engine run was linked in the ask's journal while it ran: before the run step, journaled at its end.
+    from semray.planner.agents.ask_journal import (
+        ASKS_FOLDER,
+        RunLinked,
+        StepJournaled,
+        read_ask_trace,
+        render_ask_trace,
+    )
+
+    folder = ray_settings.state_path / ASKS_FOLDER / result.ask_id
+    records = read_ask_trace(folder)
+    links = [index for index, record in enumerate(records) if isinstance(record, RunLinked)]
+    ran = next(i for i, r in enumerate(records) if isinstance(r, StepJournaled) and r.agent == "execution")
+    assert links and links[0] < ran and {records[i].run_id for i in links} == {result.run_id}  # type: ignore[union-attr]
+    assert f"engine run {result.run_id}: succeeded (semray runs show {result.run_id})" in render_ask_trace(folder)
