@@ -18,9 +18,15 @@ Configurations: the full loop; single-shot (one draft, grammar check only, no fe
 without long-term memory, without majority vote (one judge), without failed-attempt isolation,
 without confidence signals (the dataset choice, span divergence, early stopping; ``StandInScorer``
 grounds a span when the evidence holds its words), the full loop with competitive sub-agents (3
-candidate drafts per attempt, the cheapest valid one by the cost model wins), and without units (a plain
-ReAct-style loop: no isolation and no confidence-gated retries). Each runs the question set in order
-with a fresh memory per seed.
+candidate drafts per attempt, the cheapest valid one by the cost model wins), with collaborative
+sub-agents (a repair of problems at two or more places shared among 2 collaborators on branches of the
+failed draft, merged), with independent sub-agents (each of the search's candidate datasets, up to 8,
+read by a profiling sub-agent of its own in place of one choice over all; the stand-in errs on each
+sub-agent's judgement at the rate it errs on the one choice), and without units (a plain ReAct-style
+loop: no isolation and no confidence-gated retries). Each runs the question set in order with a fresh
+memory per seed. On the stand-in, sub-agents run one at a time (``parallelism=1``): its random streams
+are shared by the calls of one question, so calls answered at once would make runs irreproducible; an
+endpoint runs them at once (``Settings.agent_parallelism``).
 
     python -m benchmarks.planning            # 5 seeds, fault rates 0.3 and 0.6
     python -m benchmarks.planning --quick    # 2 seeds, one fault rate
@@ -99,6 +105,18 @@ CONFIGURATIONS: tuple[Configuration, ...] = (
         what="the full loop with 3 candidate drafts per attempt from isolated contexts; the cheapest valid one wins",
     ),
     Configuration(
+        "collaborative (2 collaborators)",
+        LoopConfig(collaborators=2),
+        what="the full loop; a repair of problems at two or more places is shared among 2 collaborators, each on "
+        "its own branch of the failed draft, merged (a place both change keeps the earlier problem's change)",
+    ),
+    Configuration(
+        "dataset sub-agents (8)",
+        LoopConfig(dataset_agents=8),
+        what="the full loop; each candidate dataset of the search (up to 8) read by a profiling sub-agent of its own "
+        "instead of one choice over all",
+    ),
+    Configuration(
         "no units (ReAct-style)",
         LoopConfig(isolation=False),
         confidence=False,
@@ -158,6 +176,7 @@ def run_arm(
 ) -> ArmRun:
     """The question set in order under one configuration; memory is fresh per run."""
     model: AgentModel = (model_factory or standin_model(questions.cases))(rates, seed)
+    loop = arm.loop if model_factory is not None else replace(arm.loop, parallelism=1)  # module docstring
     scorers = scorer_factory or (lambda at, seed: StandInScorer(questions.cases, error_rate=at.scorer_error, seed=seed))
     scorer = scorers(rates, seed) if arm.confidence else None
     memory = ListMemory() if arm.memory else None
@@ -171,13 +190,13 @@ def run_arm(
                 catalog=questions.catalog,
                 model=model,
                 memory=memory,
-                config=arm.loop,
+                config=loop,
                 runner=runner,
                 scorer=scorer,
                 executor=answer,  # an execution error is fed back into the loop
             )
         except PlanningFailedError:
-            run.outcomes.append(Outcome(False, False, arm.loop.drafts, runner.trace.tokens, runner.trace.dollars))
+            run.outcomes.append(Outcome(False, False, loop.drafts, runner.trace.tokens, runner.trace.dollars))
             continue
         correct = result.plan == gold or (answer is not None and same_answer(result.executed, answer(gold)))
         run.outcomes.append(Outcome(correct, True, result.iterations, runner.trace.tokens, runner.trace.dollars))
@@ -380,6 +399,13 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
             "Long-term memory helps only where a fault recurs across questions (its lesson is promoted after "
             "two sightings and recalled by question similarity); the stand-in's faults are drawn at random "
             "places, so few recur and the memory arm's gap is small.",
+            "",
+            "The sub-agent arms: the collaborative one equals the full loop by construction here, since the stand-in "
+            "injects one fault per draft, so no repair attempt has problems at two places and the collaborators never "
+            "act (they are exercised in `tests/planner/agents/test_agents_subagents.py`); the dataset sub-agents pay "
+            "one call per candidate dataset (up to 8) per profiling pass in place of one choice, and on the stand-in "
+            "each errs on its one judgement at the rate the one choice errs; sub-agents run one at a time on the "
+            "stand-in (its random streams are shared by a question's calls).",
             "",
             "Configurations: " + "; ".join(f"**{arm.name}**: {arm.what}" for arm in CONFIGURATIONS) + ".",
             "",
