@@ -9,6 +9,7 @@ grammar and semantic validators, and the plan document; only the model's words a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -97,9 +98,9 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture()
-def endpoint() -> Iterator[tuple[str, RecordedEndpoint]]:
-    recorded = RecordedEndpoint(json.loads(RECORDING.read_text(encoding="utf-8")))
+@contextlib.contextmanager
+def served(recorded: RecordedEndpoint) -> Iterator[str]:
+    """``recorded`` served on 127.0.0.1 by uvicorn in a thread; its base URL."""
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(recorded.app(), host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -108,9 +109,18 @@ def endpoint() -> Iterator[tuple[str, RecordedEndpoint]]:
     while not server.started:
         assert time.monotonic() < deadline, "the recorded endpoint did not start"
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/v1", recorded
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture()
+def endpoint() -> Iterator[tuple[str, RecordedEndpoint]]:
+    recorded = RecordedEndpoint(json.loads(RECORDING.read_text(encoding="utf-8")))
+    with served(recorded) as base_url:
+        yield base_url, recorded
 
 
 def _recorded_plan(reviews: Path) -> str:
@@ -211,24 +221,12 @@ class GatheringEndpoint(RecordedEndpoint):
 
 def test_sub_agents_call_the_endpoint_at_once_over_http(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     recorded = GatheringEndpoint(json.loads(RECORDING.read_text(encoding="utf-8")), gather=3)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(recorded.app(), host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the recorded endpoint did not start"
-        time.sleep(0.05)
-    try:
-        paths = write(tmp_path / "demo", 60)
-        monkeypatch.chdir(tmp_path / "demo")
-        serving = ServingConfig(
-            large=TierConfig(backend="openai", model="planner", base_url=f"http://127.0.0.1:{port}/v1", backoff_s=0.0)
-        )
-        settings = Settings(
-            state_dir=tmp_path / "state", agent_candidates=3, agent_dataset_agents=2, agent_parallelism=3
-        )
-        question = json.loads(RECORDING.read_text(encoding="utf-8"))["question"]
+    paths = write(tmp_path / "demo", 60)
+    monkeypatch.chdir(tmp_path / "demo")
+    settings = Settings(state_dir=tmp_path / "state", agent_candidates=3, agent_dataset_agents=2, agent_parallelism=3)
+    question = json.loads(RECORDING.read_text(encoding="utf-8"))["question"]
+    with served(recorded) as base_url:
+        serving = ServingConfig(large=TierConfig(backend="openai", model="planner", base_url=base_url, backoff_s=0.0))
         result = semray.ask(
             question,
             tables={"reviews": paths["reviews"], "products": paths["products"]},
@@ -236,9 +234,6 @@ def test_sub_agents_call_the_endpoint_at_once_over_http(tmp_path: Path, monkeypa
             serving=serving,
             dry_run=True,
         )
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
     assert result.datasets == ("reviews",) and recorded.inspected == 2  # one sub-agent per candidate dataset
     assert plan_to_json(plan_from_json(result.plan_json)) == _recorded_plan(paths["reviews"])
     fills = [step for step in result.steps if step.kind == "fill"]

@@ -10,19 +10,17 @@ uninterrupted ask's calls less those of the sub-agent units committed before the
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from agent_fixtures import write_data
 from ask_child import ask
+from test_agents_ask_resume import _kill_at
 
 from semray.planner.agents.ask_journal import (
-    ASKS_FOLDER,
     AskFinished,
     AskRecord,
     StepJournaled,
@@ -65,9 +63,10 @@ def test_an_ask_killed_mid_subagents_resumes_paying_once_for_the_committed_ones(
         [sys.executable, str(CHILD), str(state), str(data), str(calls)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        text=True,
         env={**os.environ, **SUBAGENTS, "ASK_CHILD_DELAY_S": "0.3", "SEMRAY_LOG_LEVEL": "warning"},
     )
-    folder = _kill_at(child, state)
+    folder = _kill_at(child, state, mid_subagents)
     killed = read_ask_trace(folder)
     lanes = {(r.subagent, r.unit) for r in killed if isinstance(r, UnitCommitted) and r.subagent}
     assert 1 <= len(lanes) < 3  # killed mid-way: some sub-agents committed, not all
@@ -108,17 +107,3 @@ def _digest_of(call: str, killed: tuple[AskRecord, ...], lanes: set[tuple[str, i
         and hashlib.sha256(r.inputs["prompt"].encode()).hexdigest()[:16] == digest
         for r in killed
     )
-
-
-def _kill_at(child: subprocess.Popen[bytes], state: Path, timeout_s: float = 60.0) -> Path:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert child.poll() is None, "the ask finished before the kill point: slow the child down"
-        folders = list((state / ASKS_FOLDER).glob("*/journal.jsonl")) if (state / ASKS_FOLDER).is_dir() else []
-        if folders and mid_subagents(read_ask_trace(folders[0].parent)):
-            os.kill(child.pid, signal.SIGKILL)
-            child.wait()
-            return folders[0].parent
-        time.sleep(0.01)
-    child.kill()
-    raise AssertionError("the ask never reached the kill point")
