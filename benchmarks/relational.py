@@ -239,18 +239,19 @@ def evaluate_locally(query: Any) -> int:
     This is the work semray's pipeline does, minus Ray (scheduling, object store, transfer).
     Stages other than read, per-batch SQL and gather/partitioned SQL are not supported.
     """
-    from semray.pipeline import spec
     from semray.pipeline.batch_sql import run_sql
-    from semray.pipeline.lower import PARTITION, lower
+    from semray.pipeline.lower import lower
+    from semray.pipeline.stages import base, relational
+    from semray.pipeline.stages.relational import PARTITION
     from semray.sources import open_source
 
-    def batches(stage: spec.Stage) -> list[pa.Table]:
-        if isinstance(stage, spec.ReadStage):
+    def batches(stage: base.Stage) -> list[pa.Table]:
+        if isinstance(stage, relational.ReadStage):
             source = open_source(stage.source.kind, stage.source.path, stage.source.options)
             return [table for task in source.read_tasks(stage.columns, stage.batch_rows) for table in task()]
-        if isinstance(stage, spec.BatchSqlStage):
+        if isinstance(stage, relational.BatchSqlStage):
             return [run_sql(table, stage.sql) for table in batches(stage.inputs[0])]
-        if isinstance(stage, spec.PartitionedSqlStage | getattr(spec, "GatherSqlStage", spec.PartitionedSqlStage)):
+        if isinstance(stage, relational.PartitionedSqlStage | relational.GatherSqlStage):
             whole = pa.concat_tables(batches(stage.inputs[0]))
             if PARTITION in whole.column_names:
                 whole = whole.drop_columns([PARTITION])

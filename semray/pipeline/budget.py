@@ -28,7 +28,8 @@ from semray.cost_model.estimates import EstimateError
 from semray.errors import SemrayError
 from semray.log import get_logger
 from semray.operators.base import Node
-from semray.pipeline.spec import SemanticStage, Stage
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.semantic import SemanticStage
 from semray.serving.config import ServingConfig
 
 log = get_logger(__name__)

@@ -44,7 +44,8 @@ from semray.operators.schema import ROW_ID
 from semray.operators.templates import template_columns
 from semray.pipeline.metering import named_udf, operator_name
 from semray.pipeline.row_counts import RowCounts, count_rows
-from semray.pipeline.spec import CascadeStage, SemanticTask, Stage
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.semantic import CascadeStage, SemanticTask
 from semray.pipeline.udfs import CONFIDENCE, ERROR, KEEP, TIER, SemanticBatchUDF
 from semray.serving.deployments import TierHandles
 from semray.tasks import TaskKind

@@ -8,43 +8,19 @@ physical plan matches only when it runs the same code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pyarrow as pa
 
 from semray.errors import LoweringError
 from semray.operators.base import Node
 from semray.operators.code import SemCode
-from semray.pipeline.spec import Stage
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.code import CodeStage
 from semray.sandbox import Limits, SandboxWorker
 from semray.sandbox.worker import ARROW_TYPES
 from semray.settings import Settings
 
 CODE_BATCH_ROWS = 1024
 """Rows per sandbox call: one pipe round trip per batch, cheap next to the function's work."""
-
-
-@dataclass(frozen=True, slots=True)
-class CodeStage(Stage):
-    """Run a committed function over each batch in a sandboxed process per actor."""
-
-    code: str
-    code_sha256: str
-    columns: tuple[str, ...]
-    """The input columns the function receives."""
-    outputs: tuple[tuple[str, str], ...]
-    limits: Limits
-    batch_rows: int
-    actors: int
-    instruction: str = ""
-
-    def describe(self) -> str:
-        outputs = ", ".join(f"{name}: {kind}" for name, kind in self.outputs)
-        return (
-            f"Code[sha256:{self.code_sha256[:12]}, sandboxed, CPU only] {self.instruction!r} -> {outputs} "
-            f"(actor pool of {self.actors}, batches of {self.batch_rows}; limits {self.limits.cpu_s:g} CPU-s, "
-            f"{self.limits.memory_mb} MB, {self.limits.wall_s:g} s per batch)"
-        )
 
 
 def lower_code(node: Node, settings: Settings) -> Stage:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from semray.errors import FailedRowsError
 from semray.operators import Node, walk
-from semray.pipeline.spec import SemanticStage, Stage
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.semantic import SemanticStage
 from semray.transactions import FailureCount, OperatorProgress, RowFailures
 
 _CODE = re.compile(r"[a-z][a-z0-9_]*")

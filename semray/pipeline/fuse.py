@@ -13,7 +13,8 @@ import sqlglot
 from sqlglot import exp
 
 from semray.operators.expressions import DIALECT
-from semray.pipeline.spec import BatchSqlStage, Stage
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.relational import BatchSqlStage
 
 
 def fuse_batch_sql(stage: Stage) -> Stage:

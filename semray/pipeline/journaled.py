@@ -20,8 +20,9 @@ from pydantic import ValidationError
 from semray.operators import Node, Scan, plan_to_json, walk
 from semray.operators.serialize import plan_from_dict, plan_from_json
 from semray.pipeline.lower import lower
-from semray.pipeline.set_search import CatalogSearchStage
-from semray.pipeline.spec import CascadeStage, SemanticStage, Stage, render_stages
+from semray.pipeline.stages.base import Stage, render_stages
+from semray.pipeline.stages.semantic import CascadeStage, SemanticStage
+from semray.pipeline.stages.set_ops import CatalogSearchStage
 from semray.serving.config import ServingConfig
 from semray.settings import Settings
 from semray.transactions import BatchLedger, RowLookup, RunDetail, RunStateError, fingerprint
@@ -87,7 +88,7 @@ class Job:
 def fit_to_context(stage: Stage, config: ServingConfig) -> Stage:
     """Shrink each SemAgg stage's prompt budget to its tier's context length where that is smaller
     (lowering sees no serving config, so it plans for `AGG_CONTEXT_TOKENS`)."""
-    from semray.pipeline.set_spec import AggStage
+    from semray.pipeline.stages.set_ops import AggStage
 
     inputs = tuple(fit_to_context(child, config) for child in stage.inputs)
     if isinstance(stage, AggStage):

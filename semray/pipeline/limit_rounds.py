@@ -23,17 +23,13 @@ from semray.log import get_logger
 from semray.operators.base import Node
 from semray.operators.relational import Filter, Limit, Project
 from semray.operators.semantic import Semantic, SemJoin, is_row_semantic
-from semray.pipeline.spec import BatchSqlStage, CascadeStage, SemanticStage, Stage
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.semantic import ROUND_STAGES, SemanticStage
 from semray.tasks import TaskKind
 
 log = get_logger(__name__)
 
 Step = Callable[[pa.Table], pa.Table]
-
-ROUND_STAGES = (SemanticStage, CascadeStage, BatchSqlStage)
-"""Stages the driver runs in round trips under a LIMIT (exact types: an embedding, top-k or
-aggregation stage subclasses ``SemanticStage`` but is no row-wise step)."""
-
 
 def first_round_rows(limit: Limit) -> int | None:
     """Input rows (or a join's pairs) the first round trip under ``limit`` covers: about

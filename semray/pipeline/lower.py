@@ -18,9 +18,10 @@ from semray.operators.schema import ROW_ID, quote
 from semray.pipeline.fuse import fuse_batch_sql
 from semray.pipeline.limit_rounds import first_round_rows, runs_in_rounds
 from semray.pipeline.lower_semantic import operator_key
-from semray.pipeline.set_spec import TopKStage
 from semray.pipeline.sizing import LIMIT_GROWTH, fits_one_task, limit_chain, limit_first_rows
-from semray.pipeline.spec import (
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.relational import (
+    PARTITION,
     BatchSqlStage,
     BroadcastJoinStage,
     GatherSqlStage,
@@ -30,15 +31,14 @@ from semray.pipeline.spec import (
     PartitionedSqlStage,
     ReadStage,
     SortStage,
-    Stage,
     UnionStage,
 )
+from semray.pipeline.stages.set_ops import TopKStage
 from semray.planner.capabilities import keeps_every_row
 from semray.settings import Settings
 
 RIGHT_ROW_ID = "_rowid_r"
 JOIN_KEY = "_jk"
-PARTITION = "_part"
 
 
 def lower(node: Node, settings: Settings) -> Stage:

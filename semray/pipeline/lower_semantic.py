@@ -15,7 +15,8 @@ from semray.operators.base import Node
 from semray.operators.plan import ROW_SEMANTIC
 from semray.operators.semantic import AUTO_TIER, Semantic, is_row_semantic
 from semray.pipeline.sizing import semantic_batch_rows
-from semray.pipeline.spec import CascadeStage, SemanticStage, SemanticTask, Stage
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.semantic import CascadeStage, SemanticStage, SemanticTask
 from semray.settings import Settings
 
 DEFAULT_TIER = AUTO_TIER

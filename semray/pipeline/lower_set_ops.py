@@ -25,8 +25,10 @@ from semray.operators.schema import ROW_ID, quote, right_names
 from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
 from semray.operators.templates import split_side, template_columns
 from semray.pipeline.lower_semantic import operator_key
-from semray.pipeline.set_spec import VECTOR, AggStage, BlockStage, EmbedStage, SearchStage, TopKStage
-from semray.pipeline.spec import BroadcastJoinStage, SemanticStage, SemanticTask, Stage
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.relational import BroadcastJoinStage
+from semray.pipeline.stages.semantic import SemanticStage, SemanticTask
+from semray.pipeline.stages.set_ops import VECTOR, AggStage, BlockStage, EmbedStage, SearchStage, TopKStage
 from semray.serving.prompts.set_ops import (
     FACTOR_SCALE,
     pair_template,

@@ -20,25 +20,24 @@ from ray.exceptions import RayError, RayTaskError
 
 from semray.errors import ExecutionError, LoweringError, SemrayError, SourceError
 from semray.pipeline.batch_sql import empty_table, run_sql
-from semray.pipeline.limit_rounds import ROUND_STAGES, limited_rows
-from semray.pipeline.lower import PARTITION
+from semray.pipeline.limit_rounds import limited_rows
 from semray.pipeline.metering import named_udf, operator_name
 from semray.pipeline.row_counts import RowCounts, count_rows, new_execution, take_counts
-from semray.pipeline.spec import (
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.relational import (
+    PARTITION,
     BatchSqlStage,
     BroadcastJoinStage,
-    CascadeStage,
     GatherSqlStage,
     GrowingLimitStage,
     JoinStage,
     LimitStage,
     PartitionedSqlStage,
     ReadStage,
-    SemanticStage,
     SortStage,
-    Stage,
     UnionStage,
 )
+from semray.pipeline.stages.semantic import ROUND_STAGES, CascadeStage, SemanticStage
 from semray.pipeline.udfs import SemanticBatchUDF
 from semray.serving.deployments import TierHandles
 from semray.sources import open_source
@@ -501,7 +500,8 @@ def build_semantic(stage: Stage, context: ExecutionContext) -> rd.Dataset:
 
 def build_code(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     """SemCode: an actor pool, each actor feeding batches to its own sandbox process (CPU only)."""
-    from semray.pipeline.code_stage import CodeBatchUDF, CodeStage
+    from semray.pipeline.code_stage import CodeBatchUDF
+    from semray.pipeline.stages.code import CodeStage
 
     assert isinstance(stage, CodeStage)
     upstream = materialize(stage.inputs[0], context)
@@ -534,9 +534,9 @@ BUILDERS: dict[type[Stage], Callable[[Stage, ExecutionContext], rd.Dataset]] = {
 def _register_more_builders() -> None:
     """Cascade and set-level stages live in their own modules, which import this one."""
     from semray.pipeline.cascade import build_cascade
-    from semray.pipeline.code_stage import CodeStage
     from semray.pipeline.set_ops import SET_BUILDERS
-    from semray.pipeline.spec import CascadeStage
+    from semray.pipeline.stages.code import CodeStage
+    from semray.pipeline.stages.semantic import CascadeStage
 
     BUILDERS.update(SET_BUILDERS)
     BUILDERS[CascadeStage] = build_cascade

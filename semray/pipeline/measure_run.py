@@ -61,7 +61,7 @@ from semray.operators.semantic import SemanticNode, is_row_semantic
 from semray.operators.templates import template_columns
 from semray.pipeline.cascade import PROXY, PROXY_LABEL, ProxyUDF
 from semray.pipeline.lower_semantic import semantic_task
-from semray.pipeline.spec import estimation_key
+from semray.pipeline.stages.semantic import estimation_key
 from semray.pipeline.udfs import CONFIDENCE, ERROR, KEEP, SemanticBatchUDF
 from semray.settings import Settings
 from semray.tasks import TaskKind

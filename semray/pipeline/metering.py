@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from semray.cluster import metrics
-from semray.pipeline.set_spec import AggStage, EmbedStage, TopKStage
-from semray.pipeline.spec import CascadeStage, SemanticStage, SemanticTask, Stage
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.semantic import CascadeStage, SemanticStage, SemanticTask
+from semray.pipeline.stages.set_ops import AggStage, EmbedStage, TopKStage
 from semray.serving.contract import ModelResponse, Usage
 from semray.tasks import TaskKind
 from semray.transactions import LLMUsage

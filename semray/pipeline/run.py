@@ -46,7 +46,7 @@ from semray.pipeline.lower import lower
 from semray.pipeline.measure_run import MeasuredRun, Planning, measure_plan, seed_of
 from semray.pipeline.metering import operator_tags
 from semray.pipeline.progress import LogReporter, ProgressReporter, RunWatcher
-from semray.pipeline.spec import render_stages
+from semray.pipeline.stages.base import render_stages
 from semray.serving.config import ServingConfig
 from semray.serving.deployments import TierHandles, start_tiers
 from semray.settings import Settings

@@ -22,7 +22,7 @@ from semray.operators.schema import ROW_ID
 from semray.pipeline.batch_sql import empty_table
 from semray.pipeline.metering import operator_name
 from semray.pipeline.set_asking import JournaledAsker
-from semray.pipeline.set_spec import AggStage
+from semray.pipeline.stages.set_ops import AggStage
 from semray.serving.deployments import TierHandles
 from semray.serving.prompts.render import render_prompt
 from semray.serving.prompts.set_ops import AGG_MAX_TOKENS, aggregate_request, combine_request, leaf_overhead

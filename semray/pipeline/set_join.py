@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from semray.operators.schema import ROW_ID
-from semray.pipeline.set_spec import VECTOR, BlockStage
+from semray.pipeline.stages.set_ops import VECTOR, BlockStage
 
 
 def nearest(left: npt.NDArray[np.float32], right: npt.NDArray[np.float32], per_row: int) -> npt.NDArray[np.int64]:

@@ -23,11 +23,11 @@ from semray.pipeline.batch_sql import empty_table
 from semray.pipeline.metering import named_udf, operator_name
 from semray.pipeline.set_agg import aggregate_rows
 from semray.pipeline.set_join import candidate_pairs
-from semray.pipeline.set_search import CatalogSearchStage, search_rows
-from semray.pipeline.set_spec import AggStage, BlockStage, EmbedStage, SearchStage, TopKStage
+from semray.pipeline.set_search import search_rows
 from semray.pipeline.set_topk import rank_rows
 from semray.pipeline.set_udfs import EmbedBatchUDF
-from semray.pipeline.spec import Stage
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.set_ops import AggStage, BlockStage, CatalogSearchStage, EmbedStage, SearchStage, TopKStage
 from semray.serving.deployments import TierHandles
 from semray.transactions import BatchLedger
 

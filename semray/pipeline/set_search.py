@@ -37,7 +37,7 @@ from semray.operators.relational import CatalogPin
 from semray.operators.semantic import SemSearch
 from semray.pipeline.lower_semantic import operator_key
 from semray.pipeline.set_join import vectors_of
-from semray.pipeline.set_spec import VECTOR, SearchStage
+from semray.pipeline.stages.set_ops import VECTOR, CatalogSearchStage, SearchStage
 from semray.serving.deployments import TierHandles
 from semray.serving.simulator.tokens import TokenCounter
 from semray.settings import Settings
@@ -55,30 +55,6 @@ class CatalogSearch:
 
     segments: Any
     route: CatalogRoute
-
-
-@dataclass(frozen=True, slots=True)
-class CatalogSearchStage(SearchStage):
-    """A SemSearch ranked by the catalog's segments of ``pin.dataset`` at ``pin.version``: its input is not embedded.
-
-    ``route.key_column`` is the input column holding each row's ``document_id``; ``catalog_path`` is the
-    catalog folder of the settings the plan was lowered with.
-    """
-
-    pin: CatalogPin
-    route: CatalogRoute
-    catalog_path: Path
-
-    def describe(self) -> str:
-        embedded = "nothing embedded" if self.mode == "fts" else "only the query embedded"
-        return (
-            f"Search[{self.mode}] {self.column} ~ {self.query!r} k={self.k} (the catalog's {self.route.level} "
-            f"segments of {self.pin.dataset!r} at version {self.pin.version}, by {self.route.key_column}; {embedded})"
-        )
-
-    def model_tiers(self) -> frozenset[str]:
-        """The tiers this stage calls: the embedding tier for the query of a vector or hybrid search."""
-        return frozenset() if self.mode == "fts" else frozenset({"embedding"})
 
 
 def catalog_route(node: SemSearch) -> tuple[CatalogPin, CatalogRoute] | None:

@@ -23,7 +23,7 @@ import pyarrow as pa
 from semray.operators.schema import ROW_ID
 from semray.pipeline.metering import operator_name
 from semray.pipeline.set_asking import JournaledAsker
-from semray.pipeline.set_spec import VECTOR, TopKStage
+from semray.pipeline.stages.set_ops import VECTOR, TopKStage
 from semray.serving.deployments import TierHandles
 from semray.serving.prompts.render import render_prompt
 from semray.serving.prompts.set_ops import comparison_request

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from semray.pipeline.set_spec import VECTOR
+from semray.pipeline.stages.set_ops import VECTOR
 from semray.serving.deployments import TierHandles
 from semray.serving.prompts.render import render_prompt
 

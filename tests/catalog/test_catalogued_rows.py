@@ -15,7 +15,7 @@ from semray.catalog.search import create_segment_indexes
 from semray.catalog.tables import segments_schema
 from semray.errors import SearchError
 from semray.pipeline.set_search import CatalogSearch, search_rows
-from semray.pipeline.set_spec import SearchStage
+from semray.pipeline.stages.set_ops import SearchStage
 
 DIMENSION = 4
 DOCUMENTS = {

@@ -18,7 +18,8 @@ from semray.operators.semantic import SemJoin
 from semray.pipeline.join_factor_check import Ask, agreement_lower_bound
 from semray.pipeline.join_factorization import choose_factorization, parse_proposal
 from semray.pipeline.lower_set_ops import factor_task, lower_factorized_join
-from semray.pipeline.spec import BroadcastJoinStage, SemanticStage
+from semray.pipeline.stages.relational import BroadcastJoinStage
+from semray.pipeline.stages.semantic import SemanticStage
 from semray.serving.backends.simulated import SimulatedBackend
 from semray.serving.config import TierConfig
 from semray.serving.contract import ModelRequest, ModelResponse, Usage

@@ -13,7 +13,8 @@ from semray import from_arrow
 from semray.errors import SemrayError
 from semray.operators.semantic import SemJoin
 from semray.pipeline.lower_set_ops import FACTOR_KEY, factor_condition, factor_task, lower_factorized_join
-from semray.pipeline.spec import BroadcastJoinStage, SemanticStage
+from semray.pipeline.stages.relational import BroadcastJoinStage
+from semray.pipeline.stages.semantic import SemanticStage
 from semray.settings import Settings
 from semray.tasks import TaskKind
 

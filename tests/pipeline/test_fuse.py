@@ -8,7 +8,8 @@ import semray
 from semray.pipeline.fuse import nest
 from semray.pipeline.lower import lower
 from semray.pipeline.lower_semantic import operator_key
-from semray.pipeline.spec import BatchSqlStage, ReadStage, render_stages
+from semray.pipeline.stages.base import render_stages
+from semray.pipeline.stages.relational import BatchSqlStage, ReadStage
 from semray.settings import Settings
 
 

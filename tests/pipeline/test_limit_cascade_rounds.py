@@ -20,7 +20,7 @@ import pytest
 
 from semray.pipeline.cascade import CascadeRounds
 from semray.pipeline.limit_rounds import limited_rows
-from semray.pipeline.spec import CascadeStage, SemanticTask
+from semray.pipeline.stages.semantic import CascadeStage, SemanticTask
 from semray.pipeline.udfs import SemanticBatchUDF
 from semray.serving.contract import ModelRequest, ModelResponse, Usage
 from semray.settings import Settings

@@ -11,15 +11,10 @@ import pyarrow.parquet as pq
 
 from semray.operators.semantic import QualityTarget
 from semray.pipeline.lower import lower
-from semray.pipeline.set_spec import BlockStage, TopKStage
-from semray.pipeline.spec import (
-    BroadcastJoinStage,
-    CascadeStage,
-    GrowingLimitStage,
-    LimitStage,
-    SemanticStage,
-    Stage,
-)
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.relational import BroadcastJoinStage, GrowingLimitStage, LimitStage
+from semray.pipeline.stages.semantic import CascadeStage, SemanticStage
+from semray.pipeline.stages.set_ops import BlockStage, TopKStage
 from semray.query import Query
 from semray.readers import read_parquet
 from semray.settings import Settings

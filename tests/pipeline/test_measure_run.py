@@ -32,7 +32,7 @@ from semray.pipeline.measure_run import (
     measurable_chains,
     measure_chain,
 )
-from semray.pipeline.spec import estimation_key
+from semray.pipeline.stages.semantic import estimation_key
 from semray.pipeline.udfs import SemanticBatchUDF
 from semray.planner import optimize
 from semray.serving.config import ServingConfig

@@ -13,7 +13,8 @@ from semray.operators import SourceSpec
 from semray.pipeline.budget import BudgetError, Forecast, budget_stop, check_forecast, in_flight_batches
 from semray.pipeline.journaled import CancellableLedger
 from semray.pipeline.progress import JournalTail, LogReporter, ProgressClock, RunProgress, RunWatcher, format_seconds
-from semray.pipeline.spec import ReadStage, SemanticStage, SemanticTask
+from semray.pipeline.stages.relational import ReadStage
+from semray.pipeline.stages.semantic import SemanticStage, SemanticTask
 from semray.settings import Settings
 from semray.transactions import LLMUsage, RowFailures, Run, RunCancelledError, begin_run, resume_run, show_run
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from semray.errors import ExecutionError
-from semray.pipeline.spec import SemanticTask
+from semray.pipeline.stages.semantic import SemanticTask
 from semray.pipeline.udfs import SemanticBatchUDF
 from semray.serving.contract import ModelRequest, ModelResponse, Usage, error_response
 from semray.settings import Settings

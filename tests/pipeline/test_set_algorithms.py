@@ -23,9 +23,11 @@ from semray.pipeline.lower import lower
 from semray.pipeline.set_agg import AggregationTrace, aggregate_group, pack, record_budget
 from semray.pipeline.set_asking import JournaledAsker
 from semray.pipeline.set_join import blocking_recall, candidate_pairs, nearest
-from semray.pipeline.set_spec import VECTOR, BlockStage, EmbedStage
 from semray.pipeline.set_topk import partial_quicksort
-from semray.pipeline.spec import BroadcastJoinStage, SemanticStage, render_stages
+from semray.pipeline.stages.base import render_stages
+from semray.pipeline.stages.relational import BroadcastJoinStage
+from semray.pipeline.stages.semantic import SemanticStage
+from semray.pipeline.stages.set_ops import VECTOR, BlockStage, EmbedStage
 from semray.serving.contract import ModelRequest, ModelResponse, Usage
 from semray.serving.prompts.set_ops import pair_template, side_template
 from semray.serving.simulator import ModelProfile, Simulator, SimulatorConfig, TaskSpec
@@ -285,7 +287,7 @@ def test_search_index_modes(tmp_path: Path) -> None:
 def test_agg_prompt_budget_follows_the_tiers_context_length() -> None:
     from semray.api import from_arrow
     from semray.pipeline.journaled import Job
-    from semray.pipeline.set_spec import AggStage
+    from semray.pipeline.stages.set_ops import AggStage
     from semray.serving.config import ServingConfig
     from semray.serving.simulator.config import ModelProfile, SimulatorConfig
     from semray.settings import Settings

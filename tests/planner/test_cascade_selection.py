@@ -22,7 +22,8 @@ from semray.cost_model.statistics import PlanStatistics, source_key, statistics_
 from semray.operators import Node, Scan, Schema, SemClassify, SemExtract, SemFilter, SemMap, SourceSpec, walk
 from semray.operators.semantic import QualityTarget
 from semray.pipeline.lower import lower
-from semray.pipeline.spec import CascadeStage, SemanticStage, Stage
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.semantic import CascadeStage, SemanticStage
 from semray.planner import optimize_plan
 from semray.planner.costing import cost_model_estimator
 from semray.planner.explain_estimates import render_estimates

@@ -18,7 +18,7 @@ import pytest
 
 from semray.cli_runs import render_detail
 from semray.pipeline.set_asking import JournaledAsker
-from semray.pipeline.spec import SemanticTask
+from semray.pipeline.stages.semantic import SemanticTask
 from semray.pipeline.udfs import SemanticBatchUDF
 from semray.serving.contract import ModelRequest, ModelResponse, Usage
 from semray.settings import Settings

@@ -15,7 +15,8 @@ from semray.api import Query, from_arrow, read_csv
 from semray.demo import corpus
 from semray.demo.models import demo_serving
 from semray.pipeline.journaled import Job, job_to_resume
-from semray.pipeline.spec import SemanticStage, Stage
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.semantic import SemanticStage
 from semray.serving.config import ServingConfig, TierConfig
 from semray.settings import Settings
 from semray.transactions import RunStateError, begin_run, show_run
@@ -79,7 +80,7 @@ def test_operator_keys_are_the_same_in_another_process(reviews: Path, settings: 
         "from semray.api import load_plan\n"
         "from semray.pipeline.lower import lower\n"
         "from semray.settings import Settings\n"
-        "from semray.pipeline.spec import SemanticStage\n"
+        "from semray.pipeline.stages.semantic import SemanticStage\n"
         "stage, keys = lower(load_plan(sys.argv[1]).plan, Settings()), []\n"
         "while stage.inputs:\n"
         "    keys += [stage.operator_key] if isinstance(stage, SemanticStage) else []\n"

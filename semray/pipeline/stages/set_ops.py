@@ -1,9 +1,11 @@
 """Physical stages of the set-level semantic operators (SemJoin, SemTopK, SemAgg, SemSearch).
 
 Stages that call a model tier subclass ``SemanticStage`` so that the run sees their tier
-(``journaled.model_tiers``) and the actor budget counts them (``materialize.with_actor_budget``);
+(``runs/resume_record.model_tiers``) and the actor budget counts them (``ray/materialize.with_actor_budget``);
 ``task.tier`` is the tier they call. The embedding of rows is its own stage (an actor pool),
 and a join's pair verification reuses the row-wise ``SemanticStage`` filter over pair rows.
+A SemSearch over catalogued documents is a ``CatalogSearchStage``: ranked by the catalog's segments,
+its input is not embedded (``pipeline/workers/search.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from semray.pipeline.spec import SemanticStage, Stage
+from semray.catalog.catalogued_rows import CatalogRoute
+from semray.operators.relational import CatalogPin
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.semantic import SemanticStage
 
 VECTOR = "_vec"
 """Column of float32 unit vectors that ``EmbedStage`` adds (dropped by the stages that use it)."""
@@ -101,3 +106,27 @@ class SearchStage(Stage):
 
     def describe(self) -> str:
         return f"Search[{self.mode}] {self.column} ~ {self.query!r} k={self.k} (run-scoped LanceDB table)"
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogSearchStage(SearchStage):
+    """A SemSearch ranked by the catalog's segments of ``pin.dataset`` at ``pin.version``: its input is not embedded.
+
+    ``route.key_column`` is the input column holding each row's ``document_id``; ``catalog_path`` is the
+    catalog folder of the settings the plan was lowered with.
+    """
+
+    pin: CatalogPin
+    route: CatalogRoute
+    catalog_path: Path
+
+    def describe(self) -> str:
+        embedded = "nothing embedded" if self.mode == "fts" else "only the query embedded"
+        return (
+            f"Search[{self.mode}] {self.column} ~ {self.query!r} k={self.k} (the catalog's {self.route.level} "
+            f"segments of {self.pin.dataset!r} at version {self.pin.version}, by {self.route.key_column}; {embedded})"
+        )
+
+    def model_tiers(self) -> frozenset[str]:
+        """The tiers this stage calls: the embedding tier for the query of a vector or hybrid search."""
+        return frozenset() if self.mode == "fts" else frozenset({"embedding"})

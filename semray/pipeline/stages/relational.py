@@ -1,29 +1,13 @@
-"""The physical plan: frozen stages that materialize.py turns into a Ray Data pipeline.
-
-A stage says *how* (a SQL statement per batch, a hash-partitioned SQL step, a Ray
-join); the logical plan said *what*. Stages are plain values, snapshot-testable
-without a cluster.
-"""
+"""Physical stages of the relational operators: reads, per-batch SQL, gathers, shuffles, joins,
+sorts, limits and unions (``pipeline/ray/relational.py`` builds each as Ray Data)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from semray.operators.relational import SourceSpec
-from semray.tasks import Question, TaskKind
-
-
-@dataclass(frozen=True, slots=True)
-class Stage:
-    """Base of physical stages; ``inputs`` are the upstream stages; ``operators`` the keys of the
-    logical operators whose output is this stage's output (their rows are counted for EXPLAIN)."""
-
-    inputs: tuple[Stage, ...] = field(default=(), kw_only=True)
-    operators: tuple[str, ...] = field(default=(), kw_only=True)
-
-    def describe(self) -> str:
-        return type(self).__name__
+from semray.pipeline.stages.base import Stage
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +32,10 @@ class BatchSqlStage(Stage):
 
     def describe(self) -> str:
         return f"BatchSql[{self.reason}] {self.sql}"
+
+
+PARTITION = "_part"
+"""The column a ``PartitionedSqlStage``'s input carries its hash partition in (dropped before ``sql``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +123,7 @@ class LimitStage(Stage):
 @dataclass(frozen=True, slots=True)
 class GrowingLimitStage(LimitStage):
     """A LIMIT over a chain of row-wise semantic stages, cascades, a pair join's verification and
-    per-batch SQL between them (``limit_rounds.ROUND_STAGES``) that the driver runs in round trips
+    per-batch SQL between them (``stages.semantic.ROUND_STAGES``) that the driver runs in round trips
     that grow: the first over ``first_rows`` input rows, each later one
     ``growth`` times the last (at most ``max_rows``), none once ``count + offset`` rows passed.
 
@@ -157,88 +145,3 @@ class GrowingLimitStage(LimitStage):
 class UnionStage(Stage):
     def describe(self) -> str:
         return f"Union of {len(self.inputs)}"
-
-
-def render_stages(stage: Stage, depth: int = 0) -> str:
-    """Indented text of a physical plan, root first."""
-    lines = ["  " * depth + stage.describe()]
-    lines.extend(render_stages(child, depth + 1) for child in stage.inputs)
-    return "\n".join(lines)
-
-
-@dataclass(frozen=True, slots=True)
-class SemanticTask:
-    """What a row-wise semantic stage asks of each row, as plain values."""
-
-    kind: TaskKind
-    instruction: str
-    tier: str
-    outputs: tuple[tuple[str, str], ...] = ()
-    """(column, semray value type) added to each row; empty for a filter."""
-    choices: tuple[str, ...] = ()
-    lo: float | None = None
-    hi: float | None = None
-    on_error: Literal["fail", "skip", "default"] = "default"
-    diagnostics: bool = False
-    """Append ``_tier``, ``_confidence`` and ``_error`` to each output row."""
-    question_key: str | None = None
-    """The operator's ``statistics_key`` (what it asks, wherever it sits): answers that estimation
-    bought from a tier are journaled under ``estimation_key(question_key, tier)`` and reused."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", TaskKind(self.kind))  # a kind given as its string, too
-
-    @property
-    def question(self) -> Question:
-        """What it asks each row, for ``serving.prompts.operators.row_request``."""
-        fields = self.outputs if self.kind == TaskKind.EXTRACT else ()
-        return Question(self.kind, self.instruction, choices=self.choices, lo=self.lo, hi=self.hi, fields=fields)
-
-
-def estimation_key(question_key: str, tier: str) -> str:
-    """The ledger key of the answers ``tier`` gave to a question during estimation.
-
-    It names the question and the tier, not the operator's input, so the answers apply wherever
-    the optimizer puts the operator, and only to execution on that same tier.
-
-    >>> estimation_key("3f2a", "large")
-    'answers:3f2a:large'
-    """
-    return f"answers:{question_key}:{tier}"
-
-
-@dataclass(frozen=True, slots=True)
-class SemanticStage(Stage):
-    """A semantic operator over batches on an actor pool; each actor calls the model tiers
-    through Serve handles, one round trip per batch, and commits batches to the run journal."""
-
-    task: SemanticTask
-    operator_key: str
-    batch_rows: int
-    actors: int
-
-    def describe(self) -> str:
-        return (
-            f"Semantic[{self.task.kind} on {self.task.tier}] {self.task.instruction!r} "
-            f"(actor pool of {self.actors}, batches of {self.batch_rows})"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class CascadeStage(SemanticStage):
-    """A semantic operator whose rows are routed embedding -> small -> large (cost_model/cascade_routes.py).
-
-    The stage blocks: thresholds come from a calibration sample drawn over its whole input.
-    """
-
-    metric: Literal["accuracy", "precision", "recall"] = "accuracy"
-    level: float = 0.9
-    delta: float = 0.05
-    labels: int = 200
-
-    def describe(self) -> str:
-        return (
-            f"Cascade[{self.task.kind}: embedding -> small -> large, {self.metric} >= {self.level} "
-            f"w.p. {1 - self.delta:g}, {self.labels} calibration draws] {self.task.instruction!r} "
-            f"(actor pool of {self.actors}, batches of {self.batch_rows})"
-        )

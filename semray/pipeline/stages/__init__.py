@@ -1,0 +1,1 @@
+"""The physical plan: frozen stage values that lowering makes and ``pipeline/ray`` runs; no Ray here."""
