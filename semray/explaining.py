@@ -10,6 +10,7 @@ from typing import Any
 from semray.cost_model.estimates import Interval
 from semray.cost_model.statistics import PlanStatistics, source_key
 from semray.operators import Limit, Node, Scan, walk
+from semray.operators.keys import operator_key
 from semray.settings import Settings
 
 
@@ -28,7 +29,6 @@ def source_statistics(plan: Node) -> PlanStatistics:
 def run_actuals(plan: Node, settings: Settings, result: Any) -> dict[str, Any]:
     """What each semantic operator of a finished run paid (a cascade's tiers summed) and the rows
     each operator passed on, by operator path; the root gets the rows returned."""
-    from semray.pipeline.lower_semantic import operator_key
     from semray.planner.capabilities import keeps_every_row
     from semray.planner.explain_estimates import Actual, actuals_by_path
     from semray.transactions import show_run

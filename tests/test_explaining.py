@@ -10,7 +10,7 @@ import pytest
 
 import semray
 from semray.explaining import run_actuals
-from semray.pipeline.lower_semantic import operator_key
+from semray.operators.keys import operator_key
 from semray.planner.paths import operator_paths
 from semray.settings import Settings
 

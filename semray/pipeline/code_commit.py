@@ -37,8 +37,8 @@ from semray.errors import CodeGenerationUnavailableError
 from semray.log import get_logger
 from semray.operators import Limit, Node, plan_to_json, transform, walk
 from semray.operators.code import SemCode
+from semray.operators.keys import operator_key
 from semray.pipeline.code_generation import Ask, GeneratedCode, generate_code
-from semray.pipeline.lower_semantic import operator_key
 from semray.pipeline.metering import paid_for
 from semray.serving.config import ServingConfig
 from semray.settings import Settings

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from semray.errors import FailedRowsError
 from semray.operators import Node, walk
+from semray.operators.keys import operator_key
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.semantic import SemanticStage
 from semray.transactions import FailureCount, OperatorProgress, RowFailures
@@ -137,8 +138,6 @@ class FailedRows:
 
 def operator_labels(plan: Node, stages: Stage) -> dict[str, tuple[str, str]]:
     """Operator key of each model-calling stage -> (its operator's label, unit of what it asks)."""
-    from semray.pipeline.lower_semantic import operator_key
-
     nodes = {operator_key(node): node for node in walk(plan)}
     labels: dict[str, tuple[str, str]] = {}
 

@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from semray.cost_model.bounds import agreement_lower_bound, decide, look_confidence, looks_for
+from semray.operators.keys import operator_key
 from semray.operators.schema import right_names
 from semray.operators.semantic import SemJoin
-from semray.pipeline.lower_semantic import operator_key
 from semray.pipeline.lower_set_ops import factor_task, side_columns
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.prompts.operators import row_request

@@ -43,11 +43,11 @@ import pyarrow as pa
 from semray.cost_model.cardinality import row_bound
 from semray.log import get_logger
 from semray.operators import Node
+from semray.operators.keys import operator_key
 from semray.operators.schema import ROW_ID
 from semray.operators.semantic import SemJoin
 from semray.pipeline.code_commit import Lookup
 from semray.pipeline.join_factor_check import Ask, Row, Verification, verify_factorization
-from semray.pipeline.lower_semantic import operator_key
 from semray.pipeline.lower_set_ops import side_columns
 from semray.pipeline.metering import paid_for
 from semray.planner.capabilities import rebuild

@@ -12,12 +12,12 @@ from semray.cost_model.cardinality import row_bound
 from semray.errors import LoweringError
 from semray.operators.base import Node
 from semray.operators.expressions import DIALECT
+from semray.operators.keys import operator_key
 from semray.operators.relational import Aggregate, Distinct, Filter, Join, Limit, Project, Scan, Sort, Union
 from semray.operators.safe_sql import isolated_connection
 from semray.operators.schema import ROW_ID, quote
 from semray.pipeline.fuse import fuse_batch_sql
 from semray.pipeline.limit_rounds import first_round_rows, runs_in_rounds
-from semray.pipeline.lower_semantic import operator_key
 from semray.pipeline.sizing import LIMIT_GROWTH, fits_one_task, limit_chain, limit_first_rows
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.relational import (

@@ -7,11 +7,10 @@ columns it adds (``output_types``) and its tier (``resolved_tier``) on
 
 from __future__ import annotations
 
-import hashlib
-
 from semray.cost_model.statistics import statistics_key
 from semray.errors import LoweringError
 from semray.operators.base import Node
+from semray.operators.keys import operator_key
 from semray.operators.plan import ROW_SEMANTIC
 from semray.operators.semantic import AUTO_TIER, Semantic, is_row_semantic
 from semray.pipeline.sizing import semantic_batch_rows
@@ -21,11 +20,6 @@ from semray.settings import Settings
 
 DEFAULT_TIER = AUTO_TIER
 """What ``tier="auto"`` runs on until the cascade router chooses per row."""
-
-
-def operator_key(node: Node) -> str:
-    """Identifies an operator and its whole input, so committed rows are reused only for it."""
-    return hashlib.sha256(node.model_dump_json().encode()).hexdigest()[:24]
 
 
 def semantic_task(node: Node) -> SemanticTask:

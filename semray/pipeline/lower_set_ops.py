@@ -21,10 +21,10 @@ from collections.abc import Callable
 
 from semray.cost_model.cardinality import row_bound
 from semray.operators.base import Node
+from semray.operators.keys import operator_key
 from semray.operators.schema import ROW_ID, quote, right_names
 from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
 from semray.operators.templates import split_side, template_columns
-from semray.pipeline.lower_semantic import operator_key
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.relational import BroadcastJoinStage
 from semray.pipeline.stages.semantic import SemanticStage, SemanticTask

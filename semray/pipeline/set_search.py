@@ -33,9 +33,9 @@ from semray.cost_model.catalog_cost import catalogued_documents
 from semray.errors import LoweringError
 from semray.log import get_logger
 from semray.operators.base import Node
+from semray.operators.keys import operator_key
 from semray.operators.relational import CatalogPin
 from semray.operators.semantic import SemSearch
-from semray.pipeline.lower_semantic import operator_key
 from semray.pipeline.set_join import vectors_of
 from semray.pipeline.stages.set_ops import VECTOR, CatalogSearchStage, SearchStage
 from semray.serving.deployments import TierHandles

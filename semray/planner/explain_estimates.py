@@ -42,9 +42,8 @@ def actuals_by_path(
     """Per-path actuals from a run's usage keyed by the engine's operator key.
 
     ``usage_by_operator`` values need ``calls``, ``tokens_in``, ``tokens_out`` and ``dollars``
-    (the run's ``LLMUsage``); ``operator_key`` is the engine's key function
-    (``semray.pipeline.lower_semantic.operator_key``), passed in so the planner does not
-    import the pipeline.
+    (the run's ``LLMUsage``); ``operator_key`` is the key function those are keyed by
+    (the run journal's: ``semray.operators.keys.operator_key``).
     """
     found: dict[str, Actual] = {}
     for path, node in operator_paths(plan).items():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 import semray
+from semray.operators.keys import operator_key
 from semray.pipeline.fuse import nest
 from semray.pipeline.lower import lower
-from semray.pipeline.lower_semantic import operator_key
 from semray.pipeline.stages.base import render_stages
 from semray.pipeline.stages.relational import BatchSqlStage, ReadStage
 from semray.settings import Settings
