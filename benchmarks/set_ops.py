@@ -142,7 +142,7 @@ def quality(found: set[tuple[int, int]], truth: set[tuple[int, int]]) -> dict[st
 def blocking_recall_of(table: pa.Table, truth: set[tuple[int, int]]) -> tuple[float | None, int]:
     """Blocking recall of the candidates the blocked join keeps (same model, same block size)."""
     from semray.pipeline.lower_set_ops import block_size
-    from semray.pipeline.set_join import blocking_recall, nearest
+    from semray.pipeline.workers.blocking import blocking_recall, nearest
     from semray.serving.backends.embedder import SentenceEmbedder
     from semray.serving.config import ServingConfig
 
@@ -324,7 +324,7 @@ def run_aggregates(args: argparse.Namespace, medical: pa.Table, settings: Any, f
 
 def run_topk(args: argparse.Namespace, medical: pa.Table, figures: dict[str, Any]) -> None:
     """The comparator on the simulator in-process: the prompts the operator sends, no Ray."""
-    from semray.pipeline.set_topk import partial_quicksort
+    from semray.pipeline.workers.top_k import partial_quicksort
     from semray.serving.prompts.set_ops import comparison_request, plain_question
     from semray.serving.simulator import Simulator
 

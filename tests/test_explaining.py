@@ -34,7 +34,7 @@ def test_nothing_counted_gives_no_actual_rows() -> None:
 
 
 def test_a_batch_counted_twice_counts_once(tmp_path: Path) -> None:
-    from semray.pipeline.row_counts import count_rows, new_execution, take_counts
+    from semray.pipeline.workers.row_counts import count_rows, new_execution, take_counts
 
     counts, other = new_execution(tmp_path), new_execution(tmp_path)
     batch = pa.table({"_rowid": ["a", "b", "c"]})

@@ -39,7 +39,7 @@ from semray.operators import Limit, Node, plan_to_json, transform, walk
 from semray.operators.code import SemCode
 from semray.operators.keys import operator_key
 from semray.pipeline.code_generation import Ask, GeneratedCode, generate_code
-from semray.pipeline.metering import paid_for
+from semray.pipeline.workers.metering import paid_for
 from semray.serving.config import ServingConfig
 from semray.settings import Settings
 from semray.transactions import BatchLedger, fingerprint, list_runs, open_run

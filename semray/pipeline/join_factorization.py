@@ -49,7 +49,7 @@ from semray.operators.semantic import SemJoin
 from semray.pipeline.code_commit import Lookup
 from semray.pipeline.join_factor_check import Ask, Row, Verification, verify_factorization
 from semray.pipeline.lower_set_ops import side_columns
-from semray.pipeline.metering import paid_for
+from semray.pipeline.workers.metering import paid_for
 from semray.planner.capabilities import rebuild
 from semray.planner.join_factors import Factorization, detect_factorization, find_factorization
 from semray.planner.paths import operator_paths, rewrite_at_paths

@@ -346,8 +346,7 @@ LOWERINGS: dict[type[Node], Callable[[Node, Settings], Stage]] = {
 
 def _register_semantic() -> None:
     from semray.operators.code import SemCode
-    from semray.pipeline.code_stage import lower_code
-    from semray.pipeline.lower_semantic import SEMANTIC_LOWERINGS
+    from semray.pipeline.lower_semantic import SEMANTIC_LOWERINGS, lower_code
     from semray.pipeline.lower_set_ops import SET_LOWERINGS
 
     LOWERINGS.update(SEMANTIC_LOWERINGS)

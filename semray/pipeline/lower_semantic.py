@@ -10,12 +10,15 @@ from __future__ import annotations
 from semray.cost_model.statistics import statistics_key
 from semray.errors import LoweringError
 from semray.operators.base import Node
+from semray.operators.code import SemCode
 from semray.operators.keys import operator_key
 from semray.operators.plan import ROW_SEMANTIC
 from semray.operators.semantic import AUTO_TIER, Semantic, is_row_semantic
 from semray.pipeline.sizing import semantic_batch_rows
 from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.code import CodeStage
 from semray.pipeline.stages.semantic import CascadeStage, SemanticStage, SemanticTask
+from semray.sandbox import Limits
 from semray.settings import Settings
 
 DEFAULT_TIER = AUTO_TIER
@@ -75,3 +78,30 @@ def lower_row_semantic(node: Node, settings: Settings) -> Stage:
 
 
 SEMANTIC_LOWERINGS = dict.fromkeys(ROW_SEMANTIC, lower_row_semantic)
+
+
+CODE_BATCH_ROWS = 1024
+"""Rows per sandbox call: one pipe round trip per batch, cheap next to the function's work."""
+
+
+def lower_code(node: Node, settings: Settings) -> Stage:
+    from semray.pipeline.lower import lower
+
+    assert isinstance(node, SemCode)
+    if node.code is None or node.code_sha256 is None:
+        raise LoweringError(
+            f"SemCode {node.instruction!r} has no code yet; run the query (the large tier writes the function "
+            "at plan time), call Query.with_code(), or supply code=..."
+        )
+    limits = Limits(node.limits.cpu_s, node.limits.memory_mb, node.limits.wall_s)
+    return CodeStage(
+        code=node.code,
+        code_sha256=node.code_sha256,
+        columns=node.inputs,
+        outputs=node.output_types(),
+        limits=limits,
+        batch_rows=min(CODE_BATCH_ROWS, max(settings.batch_size, 1)),
+        actors=max(1, settings.semantic_actors),
+        instruction=node.instruction,
+        inputs=(lower(node.input, settings),),
+    )

@@ -19,16 +19,28 @@ import math
 import string
 from collections.abc import Callable
 
+from semray.catalog.catalogued_rows import CatalogRoute
 from semray.cost_model.cardinality import row_bound
+from semray.cost_model.catalog_cost import catalogued_documents
+from semray.log import get_logger
 from semray.operators.base import Node
 from semray.operators.keys import operator_key
+from semray.operators.relational import CatalogPin
 from semray.operators.schema import ROW_ID, quote, right_names
 from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
 from semray.operators.templates import split_side, template_columns
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.relational import BroadcastJoinStage
 from semray.pipeline.stages.semantic import SemanticStage, SemanticTask
-from semray.pipeline.stages.set_ops import VECTOR, AggStage, BlockStage, EmbedStage, SearchStage, TopKStage
+from semray.pipeline.stages.set_ops import (
+    VECTOR,
+    AggStage,
+    BlockStage,
+    CatalogSearchStage,
+    EmbedStage,
+    SearchStage,
+    TopKStage,
+)
 from semray.serving.prompts.set_ops import (
     FACTOR_SCALE,
     pair_template,
@@ -38,6 +50,8 @@ from semray.serving.prompts.set_ops import (
 )
 from semray.settings import Settings
 from semray.tasks import TaskKind
+
+log = get_logger(__name__)
 
 NESTED_MAX_PAIRS = 20_000
 """``implementation="auto"``: pairs (estimated) up to which every pair is judged."""
@@ -260,7 +274,6 @@ def lower_sem_agg(node: Node, settings: Settings) -> Stage:
 
 def lower_sem_search(node: Node, settings: Settings) -> Stage:
     from semray.pipeline.lower import lower
-    from semray.pipeline.set_search import lower_catalog_search
 
     assert isinstance(node, SemSearch)
     routed = lower_catalog_search(node, settings)
@@ -280,6 +293,48 @@ def lower_sem_search(node: Node, settings: Settings) -> Stage:
         index_root=settings.state_path / "indexes",
         input_columns=_typed(node.input, *(((VECTOR, "FLOAT[]"),) if embedded else ())),
         inputs=(upstream,),
+    )
+
+
+def catalog_route(node: SemSearch) -> tuple[CatalogPin, CatalogRoute] | None:
+    """Where ``node``'s input rows are in the catalog, or None when it must build a run-scoped index.
+
+    The input must reach a Scan pinned to a documents dataset through operators that only drop rows
+    (``drops_rows_only``: filters, semantic filters, semi joins; and limits) and projections, with the searched
+    column being the documents' ``text`` and some column holding their ``document_id``, both unchanged
+    (``cost_model.catalog_cost.catalogued_documents``, which prices the same shape as one query embedding).
+    """
+    found = catalogued_documents(node)
+    if found is None:
+        return None
+    pin, key_column = found
+    return pin, CatalogRoute(dataset=pin.dataset, key_column=key_column)
+
+
+def lower_catalog_search(node: Node, settings: Settings) -> CatalogSearchStage | None:
+    """The catalog-ranked stage of a SemSearch over catalogued documents, or None to lower it as usual.
+
+    ``lower_set_ops.lower_sem_search`` asks this first; None keeps the run-scoped index.
+    """
+    from semray.pipeline.lower import lower
+
+    if not isinstance(node, SemSearch) or (found := catalog_route(node)) is None:
+        return None
+    pin, route = found
+    log.debug("sem_search_routed_to_catalog", dataset=pin.dataset, version=pin.version, key=route.key_column)
+    return CatalogSearchStage(
+        column=node.column,
+        query=node.query,
+        k=node.k,
+        mode=node.mode,
+        output=node.output,
+        operator_key=hashlib.sha256(f"{operator_key(node)}:catalog-search".encode()).hexdigest()[:24],
+        index_root=settings.state_path / "indexes",
+        input_columns=tuple((column.name, column.type) for column in node.input.output_schema.columns),
+        pin=pin,
+        route=route,
+        catalog_path=settings.catalog_path,
+        inputs=(lower(node.input, settings),),
     )
 
 

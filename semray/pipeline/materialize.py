@@ -19,10 +19,7 @@ from ray.data.datasource import Datasource, ReadTask
 from ray.exceptions import RayError, RayTaskError
 
 from semray.errors import ExecutionError, LoweringError, SemrayError, SourceError
-from semray.pipeline.batch_sql import empty_table, run_sql
 from semray.pipeline.limit_rounds import limited_rows
-from semray.pipeline.metering import named_udf, operator_name
-from semray.pipeline.row_counts import RowCounts, count_rows, new_execution, take_counts
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.relational import (
     PARTITION,
@@ -38,7 +35,10 @@ from semray.pipeline.stages.relational import (
     UnionStage,
 )
 from semray.pipeline.stages.semantic import ROUND_STAGES, CascadeStage, SemanticStage
-from semray.pipeline.udfs import SemanticBatchUDF
+from semray.pipeline.workers.batch_sql import empty_table, run_sql
+from semray.pipeline.workers.metering import named_udf, operator_name
+from semray.pipeline.workers.row_counts import RowCounts, count_rows, new_execution, take_counts
+from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
 from semray.serving.deployments import TierHandles
 from semray.sources import open_source
 from semray.transactions import BatchLedger
@@ -500,8 +500,8 @@ def build_semantic(stage: Stage, context: ExecutionContext) -> rd.Dataset:
 
 def build_code(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     """SemCode: an actor pool, each actor feeding batches to its own sandbox process (CPU only)."""
-    from semray.pipeline.code_stage import CodeBatchUDF
     from semray.pipeline.stages.code import CodeStage
+    from semray.pipeline.workers.code_batches import CodeBatchUDF
 
     assert isinstance(stage, CodeStage)
     upstream = materialize(stage.inputs[0], context)

@@ -59,10 +59,10 @@ from semray.operators.relational import Project, Scan
 from semray.operators.schema import ROW_ID
 from semray.operators.semantic import SemanticNode, is_row_semantic
 from semray.operators.templates import template_columns
-from semray.pipeline.cascade import PROXY, PROXY_LABEL, ProxyUDF
 from semray.pipeline.lower_semantic import semantic_task
 from semray.pipeline.stages.semantic import estimation_key
-from semray.pipeline.udfs import CONFIDENCE, ERROR, KEEP, SemanticBatchUDF
+from semray.pipeline.workers.cascade_tiers import PROXY, PROXY_LABEL, ProxyUDF
+from semray.pipeline.workers.semantic_batches import CONFIDENCE, ERROR, KEEP, SemanticBatchUDF
 from semray.settings import Settings
 from semray.tasks import TaskKind
 from semray.transactions import BatchLedger, LLMUsage

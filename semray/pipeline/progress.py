@@ -31,7 +31,7 @@ from typing import Any, Protocol, Self
 from semray.cluster import metrics
 from semray.log import get_logger
 from semray.pipeline.budget import budget_stop
-from semray.pipeline.metering import CommitMeter
+from semray.pipeline.workers.metering import CommitMeter
 from semray.transactions import LLMUsage, TransactionError, read_journal
 from semray.transactions.durability import is_locked
 from semray.transactions.journal import JOURNAL_NAME

@@ -40,13 +40,13 @@ from semray.log import get_logger
 from semray.operators.base import Node
 from semray.pipeline import materialize
 from semray.pipeline.budget import Forecast, check_forecast, forecast, in_flight_batches
-from semray.pipeline.failed_rows import FailedRows, check_failed_rows, failed_rows, operator_labels
 from semray.pipeline.journaled import CancellableLedger, Job, job_to_resume, model_tiers
 from semray.pipeline.lower import lower
 from semray.pipeline.measure_run import MeasuredRun, Planning, measure_plan, seed_of
-from semray.pipeline.metering import operator_tags
 from semray.pipeline.progress import LogReporter, ProgressReporter, RunWatcher
 from semray.pipeline.stages.base import render_stages
+from semray.pipeline.workers.failed_rows import FailedRows, check_failed_rows, failed_rows, operator_labels
+from semray.pipeline.workers.metering import operator_tags
 from semray.serving.config import ServingConfig
 from semray.serving.deployments import TierHandles, start_tiers
 from semray.settings import Settings

@@ -19,15 +19,15 @@ import ray.data as rd
 
 from semray.errors import LoweringError
 from semray.log import get_logger
-from semray.pipeline.batch_sql import empty_table
-from semray.pipeline.metering import named_udf, operator_name
-from semray.pipeline.set_agg import aggregate_rows
-from semray.pipeline.set_join import candidate_pairs
-from semray.pipeline.set_search import search_rows
-from semray.pipeline.set_topk import rank_rows
-from semray.pipeline.set_udfs import EmbedBatchUDF
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.set_ops import AggStage, BlockStage, CatalogSearchStage, EmbedStage, SearchStage, TopKStage
+from semray.pipeline.workers.aggregate import aggregate_rows
+from semray.pipeline.workers.batch_sql import empty_table
+from semray.pipeline.workers.blocking import candidate_pairs
+from semray.pipeline.workers.embed_batches import EmbedBatchUDF
+from semray.pipeline.workers.metering import named_udf, operator_name
+from semray.pipeline.workers.search import search_rows
+from semray.pipeline.workers.top_k import rank_rows
 from semray.serving.deployments import TierHandles
 from semray.transactions import BatchLedger
 

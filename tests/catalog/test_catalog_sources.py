@@ -24,9 +24,10 @@ from semray.catalog.store import Catalog
 from semray.errors import CatalogError, SearchError
 from semray.operators import Scan, SemSearch, plan_from_json, plan_json_schema, plan_to_json
 from semray.operators.relational import DOCUMENT_KEY, DOCUMENT_TEXT, CatalogPin
-from semray.pipeline.set_search import catalog_route, lower_catalog_search, search_rows
+from semray.pipeline.lower_set_ops import catalog_route, lower_catalog_search
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.set_ops import CatalogSearchStage, EmbedStage
+from semray.pipeline.workers.search import search_rows
 from semray.readers import read_catalog, read_parquet
 from semray.serving.config import Prices
 from semray.serving.profiles import resolve_serving

@@ -14,8 +14,8 @@ from semray.catalog.catalogued_rows import CatalogRoute, search_catalogued_rows
 from semray.catalog.search import create_segment_indexes
 from semray.catalog.tables import segments_schema
 from semray.errors import SearchError
-from semray.pipeline.set_search import CatalogSearch, search_rows
 from semray.pipeline.stages.set_ops import SearchStage
+from semray.pipeline.workers.search import CatalogSearch, search_rows
 
 DIMENSION = 4
 DOCUMENTS = {

@@ -438,7 +438,7 @@ def test_an_endpoint_error_inside_rays_task_error_keeps_its_fields() -> None:
 
 
 def test_a_run_failed_by_any_row_error_says_what_to_do_about_it() -> None:
-    from semray.pipeline.failed_rows import ADVICE, OperatorFailures, first_row_failed, too_many_failed
+    from semray.pipeline.workers.failed_rows import ADVICE, OperatorFailures, first_row_failed, too_many_failed
     from semray.transactions import FailureCount
 
     without = []

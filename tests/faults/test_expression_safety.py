@@ -19,7 +19,7 @@ import semray
 from semray.errors import ExpressionError, PlanError, SemrayError, SourceError, UnsafeExpressionError
 from semray.operators.safe_sql import check_safe_expression, isolated_connection
 from semray.operators.serialize import plan_from_json
-from semray.pipeline.batch_sql import run_sql
+from semray.pipeline.workers.batch_sql import run_sql
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,10 +12,10 @@ import pytest
 from semray.cluster import metrics
 from semray.operators import SourceSpec
 from semray.pipeline.journaled import CancellableLedger
-from semray.pipeline.metering import CommitMeter, operator_tags
 from semray.pipeline.progress import JournalTail
 from semray.pipeline.stages.relational import ReadStage
 from semray.pipeline.stages.semantic import CascadeStage, SemanticStage, SemanticTask
+from semray.pipeline.workers.metering import CommitMeter, operator_tags
 from semray.settings import Settings
 from semray.transactions import LLMUsage, RowFailures, begin_run, resume_run
 

@@ -12,7 +12,9 @@ import pytest
 
 import semray
 from semray.errors import ExecutionError, FailedRowsError, SemrayError, SourceError
-from semray.pipeline.failed_rows import (
+from semray.pipeline.journaled import Job
+from semray.pipeline.run import Result
+from semray.pipeline.workers.failed_rows import (
     FailedRows,
     OperatorFailures,
     check_failed_rows,
@@ -20,8 +22,6 @@ from semray.pipeline.failed_rows import (
     operator_labels,
     row_failures,
 )
-from semray.pipeline.journaled import Job
-from semray.pipeline.run import Result
 from semray.settings import Settings
 from semray.transactions import FailureCount, LLMUsage, OperatorProgress, open_run
 
@@ -169,7 +169,7 @@ def test_another_error_is_named_by_its_innermost_cause_not_by_rays_retry_note() 
 
 
 def test_set_operators_commit_their_failed_questions(tmp_path: Path) -> None:
-    from semray.pipeline.set_asking import JournaledAsker
+    from semray.pipeline.workers.journaled_questions import JournaledAsker
     from semray.serving.contract import ModelRequest, ModelResponse, error_response
 
     class Tiers:

@@ -33,7 +33,7 @@ from semray.pipeline.measure_run import (
     measure_chain,
 )
 from semray.pipeline.stages.semantic import estimation_key
-from semray.pipeline.udfs import SemanticBatchUDF
+from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
 from semray.planner import optimize
 from semray.serving.config import ServingConfig
 from semray.serving.contract import ModelRequest, ModelResponse, Usage

@@ -17,7 +17,7 @@ import pytest
 
 from semray.errors import ExecutionError
 from semray.pipeline.stages.semantic import SemanticTask
-from semray.pipeline.udfs import SemanticBatchUDF
+from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
 from semray.serving.contract import ModelRequest, ModelResponse, Usage, error_response
 from semray.settings import Settings
 from semray.transactions import BatchLedger, Run, open_run

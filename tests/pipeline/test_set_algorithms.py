@@ -20,14 +20,14 @@ import semray
 from semray.catalog.search_index import SearchIndex
 from semray.operators.semantic import SemJoin
 from semray.pipeline.lower import lower
-from semray.pipeline.set_agg import AggregationTrace, aggregate_group, pack, record_budget
-from semray.pipeline.set_asking import JournaledAsker
-from semray.pipeline.set_join import blocking_recall, candidate_pairs, nearest
-from semray.pipeline.set_topk import partial_quicksort
 from semray.pipeline.stages.base import render_stages
 from semray.pipeline.stages.relational import BroadcastJoinStage
 from semray.pipeline.stages.semantic import SemanticStage
 from semray.pipeline.stages.set_ops import VECTOR, BlockStage, EmbedStage
+from semray.pipeline.workers.aggregate import AggregationTrace, aggregate_group, pack, record_budget
+from semray.pipeline.workers.blocking import blocking_recall, candidate_pairs, nearest
+from semray.pipeline.workers.journaled_questions import JournaledAsker
+from semray.pipeline.workers.top_k import partial_quicksort
 from semray.serving.contract import ModelRequest, ModelResponse, Usage
 from semray.serving.prompts.set_ops import pair_template, side_template
 from semray.serving.simulator import ModelProfile, Simulator, SimulatorConfig, TaskSpec

@@ -17,9 +17,9 @@ import pyarrow as pa
 import pytest
 
 from semray.cli_runs import render_detail
-from semray.pipeline.set_asking import JournaledAsker
 from semray.pipeline.stages.semantic import SemanticTask
-from semray.pipeline.udfs import SemanticBatchUDF
+from semray.pipeline.workers.journaled_questions import JournaledAsker
+from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
 from semray.serving.contract import ModelRequest, ModelResponse, Usage
 from semray.settings import Settings
 from semray.transactions import (

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from semray.operators.schema import ROW_ID
-from semray.pipeline.batch_sql import empty_table
-from semray.pipeline.metering import operator_name
-from semray.pipeline.set_asking import JournaledAsker
 from semray.pipeline.stages.set_ops import AggStage
+from semray.pipeline.workers.batch_sql import empty_table
+from semray.pipeline.workers.journaled_questions import JournaledAsker
+from semray.pipeline.workers.metering import operator_name
 from semray.serving.deployments import TierHandles
 from semray.serving.prompts.render import render_prompt
 from semray.serving.prompts.set_ops import AGG_MAX_TOKENS, aggregate_request, combine_request, leaf_overhead

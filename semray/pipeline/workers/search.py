@@ -15,7 +15,6 @@ the run indexes them.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,18 +28,12 @@ from semray.catalog.catalogued_rows import (
     search_catalogued_rows,
 )
 from semray.catalog.search_index import SearchIndex
-from semray.cost_model.catalog_cost import catalogued_documents
 from semray.errors import LoweringError
 from semray.log import get_logger
-from semray.operators.base import Node
-from semray.operators.keys import operator_key
-from semray.operators.relational import CatalogPin
-from semray.operators.semantic import SemSearch
-from semray.pipeline.set_join import vectors_of
 from semray.pipeline.stages.set_ops import VECTOR, CatalogSearchStage, SearchStage
+from semray.pipeline.workers.blocking import vectors_of
 from semray.serving.deployments import TierHandles
 from semray.serving.simulator.tokens import TokenCounter
-from semray.settings import Settings
 from semray.transactions import BatchLedger, LLMUsage, batch_key
 
 log = get_logger(__name__)
@@ -55,48 +48,6 @@ class CatalogSearch:
 
     segments: Any
     route: CatalogRoute
-
-
-def catalog_route(node: SemSearch) -> tuple[CatalogPin, CatalogRoute] | None:
-    """Where ``node``'s input rows are in the catalog, or None when it must build a run-scoped index.
-
-    The input must reach a Scan pinned to a documents dataset through operators that only drop rows
-    (``drops_rows_only``: filters, semantic filters, semi joins; and limits) and projections, with the searched
-    column being the documents' ``text`` and some column holding their ``document_id``, both unchanged
-    (``cost_model.catalog_cost.catalogued_documents``, which prices the same shape as one query embedding).
-    """
-    found = catalogued_documents(node)
-    if found is None:
-        return None
-    pin, key_column = found
-    return pin, CatalogRoute(dataset=pin.dataset, key_column=key_column)
-
-
-def lower_catalog_search(node: Node, settings: Settings) -> CatalogSearchStage | None:
-    """The catalog-ranked stage of a SemSearch over catalogued documents, or None to lower it as usual.
-
-    ``lower_set_ops.lower_sem_search`` asks this first; None keeps the run-scoped index.
-    """
-    from semray.pipeline.lower import lower
-
-    if not isinstance(node, SemSearch) or (found := catalog_route(node)) is None:
-        return None
-    pin, route = found
-    log.debug("sem_search_routed_to_catalog", dataset=pin.dataset, version=pin.version, key=route.key_column)
-    return CatalogSearchStage(
-        column=node.column,
-        query=node.query,
-        k=node.k,
-        mode=node.mode,
-        output=node.output,
-        operator_key=hashlib.sha256(f"{operator_key(node)}:catalog-search".encode()).hexdigest()[:24],
-        index_root=settings.state_path / "indexes",
-        input_columns=tuple((column.name, column.type) for column in node.input.output_schema.columns),
-        pin=pin,
-        route=route,
-        catalog_path=settings.catalog_path,
-        inputs=(lower(node.input, settings),),
-    )
 
 
 def search_rows(

@@ -21,9 +21,9 @@ import numpy as np
 import pyarrow as pa
 
 from semray.operators.schema import ROW_ID
-from semray.pipeline.metering import operator_name
-from semray.pipeline.set_asking import JournaledAsker
 from semray.pipeline.stages.set_ops import VECTOR, TopKStage
+from semray.pipeline.workers.journaled_questions import JournaledAsker
+from semray.pipeline.workers.metering import operator_name
 from semray.serving.deployments import TierHandles
 from semray.serving.prompts.render import render_prompt
 from semray.serving.prompts.set_ops import comparison_request

@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from semray.log import get_logger
 from semray.operators.schema import ROW_ID
-from semray.pipeline.failed_rows import row_failures
-from semray.pipeline.metering import OperatorMeter, usage_of
+from semray.pipeline.workers.failed_rows import row_failures
+from semray.pipeline.workers.metering import OperatorMeter, usage_of
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.deployments import TierHandles
 from semray.transactions import BatchLedger, LLMUsage, batch_key

@@ -1,0 +1,169 @@
+"""The per-batch steps of a cascade, one per tier (``CascadeStage``; docs/cascade.md).
+
+``ProxyUDF`` adds each row's embedding proxy (a filter's similarity to the instruction, or the
+nearest label and its confidence); ``SmallUDF`` asks the small tier about the rows the embedding
+tier does not decide; ``FinalUDF`` gives each row the answer of the tier the route says decides it
+and asks the large tier for the rest. ``pipeline/ray/cascade.py`` runs them on actor pools over a
+whole input, ``cascade_rounds.CascadeRounds`` on the driver one round of rows at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from semray.cost_model import cascade_routes as router
+from semray.operators.schema import ROW_ID
+from semray.operators.templates import template_columns
+from semray.pipeline.stages.semantic import SemanticTask
+from semray.pipeline.workers.semantic_batches import CONFIDENCE, ERROR, KEEP, TIER, SemanticBatchUDF
+from semray.serving.deployments import TierHandles
+from semray.tasks import TaskKind
+
+PROXY = "__proxy"
+PROXY_LABEL = "__proxy_label"
+SMALL_PREFIX = "__small."
+SMALL_CONFIDENCE = SMALL_PREFIX + CONFIDENCE
+SMALL_KEY = "__small_key"
+
+
+def on_tier(task: SemanticTask, tier: str) -> SemanticTask:
+    """``task`` asked of ``tier``."""
+    return dataclasses.replace(task, tier=tier)
+
+
+def answer_keys(answers: pa.Table, task: SemanticTask) -> list[str | None]:
+    """Comparable text of each answer (None for a failed row): "true"/"false", a label, a score."""
+    errors = answers.column(ERROR).to_pylist()
+    if task.kind == TaskKind.FILTER:
+        values: list[Any] = answers.column(KEEP).to_pylist()
+        texts = [None if value is None else ("true" if value else "false") for value in values]
+    else:
+        ((name, _),) = task.outputs
+        texts = [None if value is None else str(value) for value in answers.column(name).to_pylist()]
+    return [None if error is not None else text for text, error in zip(texts, errors, strict=True)]
+
+
+class ProxyUDF:
+    """Adds the embedding proxy of each row: a filter's score, or a label index and its confidence."""
+
+    def __init__(
+        self, task: SemanticTask, tiers: TierHandles, instruction: np.ndarray, labels: np.ndarray | None
+    ) -> None:
+        self.task = task
+        self.tiers = tiers
+        self.instruction = instruction
+        self.labels = labels
+        self.columns = template_columns(task.instruction, "cascade")
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        n = batch.num_rows
+        if n == 0 or self.task.kind == TaskKind.SCORE:
+            return batch.append_column(PROXY, pa.array(np.zeros(n))).append_column(
+                PROXY_LABEL, pa.array(np.full(n, -1))
+            )
+        rows = batch.select(list(self.columns)).to_pylist()
+        texts = [" ".join("" if row[column] is None else str(row[column]) for column in self.columns) for row in rows]
+        vectors = self.tiers.embed(texts)
+        if self.labels is not None:
+            label, confidence = router.classify_proxy(vectors, self.labels)
+        else:
+            confidence, label = router.filter_proxy(vectors, self.instruction), np.full(n, -1)
+        return batch.append_column(PROXY, pa.array(confidence, pa.float64())).append_column(
+            PROXY_LABEL, pa.array(label, pa.int64())
+        )
+
+
+class SmallUDF:
+    """Asks the small tier about the rows the embedding tier does not decide; adds its answers."""
+
+    def __init__(self, small: SemanticBatchUDF, route: router.Route) -> None:
+        self.small = small
+        self.route = route
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        proxy = batch.column(PROXY).to_numpy()
+        asked = ~self.route.embedding_decides(proxy)
+        schema = self.small.answers_schema()
+        answers = self.small.answers(user_columns(batch).filter(pa.array(asked)))
+        position = {row_id: index for index, row_id in enumerate(answers.column(ROW_ID).to_pylist())}
+        order = pa.array([position.get(row_id) for row_id in batch.column(ROW_ID).to_pylist()], pa.int64())
+        aligned = answers.take(order)  # null index -> null row for rows not asked
+        result = batch
+        for field in schema:
+            if field.name != ROW_ID:
+                result = result.append_column(
+                    pa.field(SMALL_PREFIX + field.name, field.type), aligned.column(field.name)
+                )
+        keys = answer_keys(aligned, self.small.task)
+        return result.append_column(SMALL_KEY, pa.array(keys, pa.string()))
+
+
+class FinalUDF:
+    """Gives each row the answer of the tier that decides it; asks the large tier for the rest."""
+
+    def __init__(self, large: SemanticBatchUDF, route: router.Route, sample: frozenset[str]) -> None:
+        self.large = large
+        self.route = route
+        self.sample = sample
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        user = user_columns(batch)
+        if batch.num_rows == 0:
+            return self.large.apply(user, self.large.answers_schema().empty_table())
+        proxy = batch.column(PROXY).to_numpy()
+        small_confidence = (
+            batch.column(SMALL_CONFIDENCE).fill_null(router.NOT_ASKED).to_numpy()
+            if SMALL_CONFIDENCE in batch.column_names
+            else np.full(batch.num_rows, router.NOT_ASKED)
+        )
+        decided_by = self.route.tiers(proxy, small_confidence)
+        in_sample = np.array([row_id in self.sample for row_id in batch.column(ROW_ID).to_pylist()])
+        decided_by[in_sample] = router.LARGE
+        parts = [
+            self._embedding(batch.filter(pa.array(decided_by == router.EMBEDDING))),
+            self._small(batch.filter(pa.array(decided_by == router.SMALL))),
+            self.large.answers(user.filter(pa.array(decided_by == router.LARGE))),
+        ]
+        output = self.large.apply(user, pa.concat_tables(parts))
+        self.large.meter.on_tier("cascade").decided(
+            {name: int(np.sum(decided_by == code)) for code, name in enumerate(router.TIER_NAMES)}
+        )
+        return output
+
+    def _embedding(self, rows: pa.Table) -> pa.Table:
+        schema = self.large.answers_schema()
+        n = rows.num_rows
+        proxy = rows.column(PROXY).to_numpy() if n else np.zeros(0)
+        columns: dict[str, Any] = {
+            ROW_ID: rows.column(ROW_ID).cast(pa.string()) if n else pa.array([], pa.string()),
+            ERROR: pa.nulls(n, pa.string()),
+            TIER: pa.array(["embedding"] * n, pa.string()),
+            CONFIDENCE: pa.array(proxy, pa.float64()),
+        }
+        task = self.large.task
+        if task.kind == TaskKind.FILTER:
+            columns[KEEP] = pa.array(self.route.embedding_answer(proxy), pa.bool_())
+        else:
+            ((name, _),) = task.outputs
+            labels = rows.column(PROXY_LABEL).to_pylist() if n else []
+            columns[name] = pa.array([task.choices[label] for label in labels], pa.string())
+        return pa.table(columns).select(schema.names).cast(schema)
+
+    def _small(self, rows: pa.Table) -> pa.Table:
+        schema = self.large.answers_schema()
+        if rows.num_rows == 0:  # also when the route never asked the small tier (no such columns)
+            return schema.empty_table()
+        columns = {ROW_ID: rows.column(ROW_ID).cast(pa.string())}
+        for field in schema:
+            if field.name != ROW_ID:
+                columns[field.name] = rows.column(SMALL_PREFIX + field.name)
+        return pa.table(columns).select(schema.names).cast(schema)
+
+
+def user_columns(batch: pa.Table) -> pa.Table:
+    """``batch`` without the cascade's own columns (``__proxy``, ``__small.*``, ...)."""
+    return batch.select([name for name in batch.column_names if not name.startswith("__")])
