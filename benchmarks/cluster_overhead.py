@@ -72,7 +72,7 @@ def _measure(shape: str, settings: Any, table: pa.Table, serving: Any, repeats: 
     from ray.data import ActorPoolStrategy
 
     import semray
-    from semray.pipeline.sizing import semantic_batch_rows
+    from semray.pipeline.lowering.sizing import semantic_batch_rows
     from semray.serving.deployments import start_tiers
 
     handles = start_tiers(serving, settings, ("large",))

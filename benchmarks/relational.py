@@ -239,7 +239,7 @@ def evaluate_locally(query: Any) -> int:
     This is the work semray's pipeline does, minus Ray (scheduling, object store, transfer).
     Stages other than read, per-batch SQL and gather/partitioned SQL are not supported.
     """
-    from semray.pipeline.lower import lower
+    from semray.pipeline.lowering.driver import lower
     from semray.pipeline.stages import base, relational
     from semray.pipeline.stages.relational import PARTITION
     from semray.pipeline.workers.batch_sql import run_sql

@@ -141,7 +141,7 @@ def quality(found: set[tuple[int, int]], truth: set[tuple[int, int]]) -> dict[st
 
 def blocking_recall_of(table: pa.Table, truth: set[tuple[int, int]]) -> tuple[float | None, int]:
     """Blocking recall of the candidates the blocked join keeps (same model, same block size)."""
-    from semray.pipeline.lower_set_ops import block_size
+    from semray.pipeline.lowering.set_ops import block_size
     from semray.pipeline.workers.blocking import blocking_recall, nearest
     from semray.serving.backends.embedder import SentenceEmbedder
     from semray.serving.config import ServingConfig

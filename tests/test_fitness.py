@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from semray.operators import OPERATORS
-from semray.pipeline.lower import LOWERINGS
+from semray.pipeline.lowering.driver import LOWERINGS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "semray"
 NOT_YET_EXECUTABLE: set[type] = set()

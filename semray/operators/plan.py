@@ -24,9 +24,13 @@ from semray.operators.semantic import (
 RELATIONAL = (Scan, Filter, Project, Join, Aggregate, Union, Sort, Limit, Distinct)
 SEMANTIC = (SemFilter, SemMap, SemExtract, SemClassify, SemJoin, SemTopK, SemAgg, SemSearch, SemCode)
 OPERATORS = RELATIONAL + SEMANTIC
-ROW_SEMANTIC: tuple[type[Node], ...] = tuple(
-    node for node in SEMANTIC if issubclass(node, Semantic) and node.row_wise and node.calls_llm
-)
+
+
+def _row_semantic(operators: tuple[type[Node], ...]) -> tuple[type[Semantic], ...]:
+    return tuple(node for node in operators if issubclass(node, Semantic) and node.row_wise and node.calls_llm)
+
+
+ROW_SEMANTIC = _row_semantic(SEMANTIC)
 """The semantic operators that ask a language model about each row on its own (``is_row_semantic``):
 SemFilter, SemMap, SemExtract, SemClassify. Lowering and the cost model take them from here."""
 

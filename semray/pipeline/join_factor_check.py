@@ -32,7 +32,7 @@ from semray.cost_model.bounds import agreement_lower_bound, decide, look_confide
 from semray.operators.keys import operator_key
 from semray.operators.schema import right_names
 from semray.operators.semantic import SemJoin
-from semray.pipeline.lower_set_ops import factor_task, side_columns
+from semray.pipeline.lowering.set_ops import factor_task, side_columns
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.prompts.operators import row_request
 from semray.serving.prompts.set_ops import pair_template

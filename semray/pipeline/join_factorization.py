@@ -48,7 +48,7 @@ from semray.operators.schema import ROW_ID
 from semray.operators.semantic import SemJoin
 from semray.pipeline.code_commit import Lookup
 from semray.pipeline.join_factor_check import Ask, Row, Verification, verify_factorization
-from semray.pipeline.lower_set_ops import side_columns
+from semray.pipeline.lowering.set_ops import side_columns
 from semray.pipeline.workers.metering import paid_for
 from semray.planner.capabilities import rebuild
 from semray.planner.join_factors import Factorization, detect_factorization, find_factorization

@@ -31,7 +31,7 @@ from semray.pipeline.join_factorization import (
     factor_candidates,
     not_worth_trying,
 )
-from semray.pipeline.lower_set_ops import side_columns
+from semray.pipeline.lowering.set_ops import side_columns
 from semray.planner.join_factors import detect_factorization, find_factorization
 from semray.serving.config import ServingConfig
 from semray.settings import Settings

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from semray.operators import Node, Scan, plan_to_json, walk
 from semray.operators.serialize import plan_from_dict, plan_from_json
-from semray.pipeline.lower import lower
+from semray.pipeline.lowering.driver import lower
 from semray.pipeline.stages.base import Stage, render_stages
 from semray.pipeline.stages.semantic import CascadeStage, SemanticStage
 from semray.pipeline.stages.set_ops import CatalogSearchStage

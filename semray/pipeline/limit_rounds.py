@@ -20,67 +20,10 @@ from collections.abc import Callable, Iterator, Sequence
 import pyarrow as pa
 
 from semray.log import get_logger
-from semray.operators.base import Node
-from semray.operators.relational import Filter, Limit, Project
-from semray.operators.semantic import Semantic, SemJoin, is_row_semantic
-from semray.pipeline.stages.base import Stage
-from semray.pipeline.stages.semantic import ROUND_STAGES, SemanticStage
-from semray.tasks import TaskKind
 
 log = get_logger(__name__)
 
 Step = Callable[[pa.Table], pa.Table]
-
-def first_round_rows(limit: Limit) -> int | None:
-    """Input rows (or a join's pairs) the first round trip under ``limit`` covers: about
-    ``(count + offset) / selectivity`` of what lies directly under it; None when that holds no
-    semantic operator the rounds can run (the LIMIT lowers to a plain ``LimitStage``).
-
-    What lies under the LIMIT: row-wise semantic operators (cascaded ones too), relational filters
-    and projections between them, perhaps ending in a SemJoin judged pair by pair (nested or
-    blocked; a factorized join's calls are per side, not per pair). Lowering sees no measured
-    statistics, so it takes the defaults of ``cost_model/cardinality.py``: a semantic filter keeps
-    ``UNMEASURED_SELECTIVITY`` (0.5), a relational filter ``DEFAULT_FILTER_SELECTIVITY`` (1/3), a
-    join ``SEMANTIC_JOIN_SELECTIVITY`` (0.1) of its pairs; later rounds correct the estimate with
-    the selectivity they see (`next_round`). Examples: ``sem_filter(a).sem_filter(b).limit(5)``
-    asks 5 / (0.5 x 0.5) = 20 rows first, ``sem_join(...).limit(5)`` 50 pairs.
-    """
-    from semray.cost_model.cardinality import (
-        DEFAULT_FILTER_SELECTIVITY,
-        SEMANTIC_JOIN_SELECTIVITY,
-        UNMEASURED_SELECTIVITY,
-    )
-
-    selectivity, semantic = 1.0, 0
-    node: Node = limit.input
-    while True:
-        if is_row_semantic(node):
-            semantic += 1
-            if isinstance(node, Semantic) and node.task_kind() == TaskKind.FILTER:
-                selectivity *= UNMEASURED_SELECTIVITY.value
-        elif isinstance(node, Filter):
-            selectivity *= DEFAULT_FILTER_SELECTIVITY.value
-        elif isinstance(node, SemJoin) and node.implementation != "factorized":
-            semantic += 1
-            selectivity *= SEMANTIC_JOIN_SELECTIVITY.value
-            break
-        elif not isinstance(node, Project):
-            break
-        node = node.children[0]
-    if not semantic:
-        return None
-    return max(1, math.ceil((limit.count + limit.offset) / selectivity))
-
-
-def runs_in_rounds(stage: Stage) -> bool:
-    """Whether ``stage`` (a LIMIT's input, lowered) starts with a chain of `ROUND_STAGES` that
-    asks a model: what ``GrowingLimitStage`` runs on the driver."""
-    semantic = False
-    while type(stage) in ROUND_STAGES:
-        semantic = semantic or isinstance(stage, SemanticStage)
-        stage = stage.inputs[0]
-    return semantic
-
 
 def next_round(last: int, drawn: int, passed: int, wanted: int, growth: int, max_rows: int) -> int:
     """Rows of the next round trip after ``drawn`` input rows gave ``passed`` of ``wanted``:

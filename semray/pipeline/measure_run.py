@@ -59,7 +59,7 @@ from semray.operators.relational import Project, Scan
 from semray.operators.schema import ROW_ID
 from semray.operators.semantic import SemanticNode, is_row_semantic
 from semray.operators.templates import template_columns
-from semray.pipeline.lower_semantic import semantic_task
+from semray.pipeline.lowering.semantic import semantic_task
 from semray.pipeline.stages.semantic import estimation_key
 from semray.pipeline.workers.cascade_tiers import PROXY, PROXY_LABEL, ProxyUDF
 from semray.pipeline.workers.semantic_batches import CONFIDENCE, ERROR, KEEP, SemanticBatchUDF
@@ -262,7 +262,7 @@ def _priority(seed: int, row_id: str) -> int:
 def read_presample(node: Node, settings: Settings, size: int, seed: int) -> Presample:
     """Run the relational plan ``node`` through the engine and keep a uniform pre-sample of it."""
     from semray.pipeline import materialize
-    from semray.pipeline.lower import lower
+    from semray.pipeline.lowering.driver import lower
 
     schema = node.output_schema.to_arrow()
     batches = materialize.iter_batches(lower(node, settings), schema, settings.batch_size)

@@ -41,7 +41,7 @@ from semray.operators.base import Node
 from semray.pipeline import materialize
 from semray.pipeline.budget import Forecast, check_forecast, forecast, in_flight_batches
 from semray.pipeline.journaled import CancellableLedger, Job, job_to_resume, model_tiers
-from semray.pipeline.lower import lower
+from semray.pipeline.lowering.driver import lower
 from semray.pipeline.measure_run import MeasuredRun, Planning, measure_plan, seed_of
 from semray.pipeline.progress import LogReporter, ProgressReporter, RunWatcher
 from semray.pipeline.stages.base import render_stages

@@ -24,7 +24,8 @@ from semray.catalog.store import Catalog
 from semray.errors import CatalogError, SearchError
 from semray.operators import Scan, SemSearch, plan_from_json, plan_json_schema, plan_to_json
 from semray.operators.relational import DOCUMENT_KEY, DOCUMENT_TEXT, CatalogPin
-from semray.pipeline.lower_set_ops import catalog_route, lower_catalog_search
+from semray.pipeline.lowering.driver import lower
+from semray.pipeline.lowering.set_ops import catalog_route
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.set_ops import CatalogSearchStage, EmbedStage
 from semray.pipeline.workers.search import search_rows
@@ -144,7 +145,7 @@ def test_sem_search_over_catalogued_documents_embeds_only_the_query(
         .select("text", "title", doc="document_id")
         .sem_search("text", "apple", k=2, mode="hybrid")
     )
-    stage = lower_catalog_search(query.plan, settings)
+    stage = lower(query.plan, settings)
     assert isinstance(stage, CatalogSearchStage)
     assert (stage.route.dataset, stage.route.key_column, stage.pin.version) == ("notes", "doc", 2)
     assert not any(isinstance(below, EmbedStage) for below in _stages(stage))
@@ -167,7 +168,7 @@ def test_the_query_embedding_is_journaled_in_the_runs_usage_and_not_paid_again(
 ) -> None:
     settings, _ = catalogued
     query = read_catalog("notes", settings).select("text", doc="document_id").sem_search("text", "apple pie", k=2)
-    stage = lower_catalog_search(query.plan, settings)
+    stage = lower(query.plan, settings)
     assert isinstance(stage, CatalogSearchStage)
     scan = read_catalog("notes", settings).plan
     assert isinstance(scan, Scan) and scan.source.path is not None
@@ -202,15 +203,15 @@ def test_other_inputs_keep_the_run_scoped_index(catalogued: tuple[Settings, Path
         notes.select("text").sem_search("text", "apple", k=2),  # no document ids to map rows to
     ):
         assert isinstance(query.plan, SemSearch)
-        assert catalog_route(query.plan) is None and lower_catalog_search(query.plan, settings) is None
+        assert catalog_route(query.plan) is None and not isinstance(lower(query.plan, settings), CatalogSearchStage)
     # A LIMIT keeps some documents unchanged: the catalog ranks those, so only the query is embedded.
     limited = notes.limit(2).sem_search("text", "apple", k=2).plan
     assert isinstance(limited, SemSearch)
-    assert isinstance(lower_catalog_search(limited, settings), CatalogSearchStage)
+    assert isinstance(lower(limited, settings), CatalogSearchStage)
     csv = read_catalog("prices", settings).select(text="item", document_id="item")
     search = csv.sem_search("text", "pen", k=1).plan
     assert isinstance(search, SemSearch) and catalog_route(search) is None  # a CSV dataset has no segments
-    assert lower_catalog_search(scan, settings) is None  # not a SemSearch
+    assert not isinstance(lower(scan, settings), CatalogSearchStage)  # not a SemSearch
 
 
 def test_the_documents_scan_has_the_columns_the_route_reads() -> None:
@@ -242,8 +243,8 @@ def test_pinned_segments_refuse_a_catalog_that_is_not_the_planned_one(
 def test_a_query_vector_of_another_model_is_refused(catalogued: tuple[Settings, Path], tmp_path: Path) -> None:
     settings, _ = catalogued
     query = read_catalog("notes", settings).sem_search("text", "apple", k=1, mode="vector")
-    stage = lower_catalog_search(query.plan, settings)
-    assert stage is not None
+    stage = lower(query.plan, settings)
+    assert isinstance(stage, CatalogSearchStage)
     scan = read_catalog("notes", settings).plan
     assert isinstance(scan, Scan) and scan.source.path is not None
 

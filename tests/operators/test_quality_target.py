@@ -82,7 +82,7 @@ def test_targets_survive_json_and_floats_mean_accuracy() -> None:
 
 def test_a_target_its_labels_cannot_certify_runs_on_the_large_tier_with_a_warning() -> None:
     from semray.operators.base import quality_warnings
-    from semray.pipeline.lower_semantic import semantic_task
+    from semray.pipeline.lowering.semantic import semantic_task
 
     target = QualityTarget(level=0.999)
     assert not target.certifiable and target.labels_to_certify() == 2703
@@ -144,7 +144,7 @@ def test_an_asked_cascade_its_labels_cannot_certify_runs_and_is_priced_on_the_la
     from semray.cost_model.plan_cost import estimate_plan
     from semray.cost_model.prices import TierProfile
     from semray.cost_model.statistics import PlanStatistics
-    from semray.pipeline.lower_semantic import semantic_task
+    from semray.pipeline.lowering.semantic import semantic_task
 
     node = SemFilter(input=SCAN, instruction="{review} is positive", tier="cascade", quality=QualityTarget(level=0.999))
     assert node.cascades() is None and node.resolved_tier() == "large"

@@ -17,7 +17,8 @@ from semray.operators import Node
 from semray.operators.semantic import SemJoin
 from semray.pipeline.join_factor_check import Ask, agreement_lower_bound
 from semray.pipeline.join_factorization import choose_factorization, parse_proposal
-from semray.pipeline.lower_set_ops import factor_task, lower_factorized_join
+from semray.pipeline.lowering.driver import lower
+from semray.pipeline.lowering.set_ops import factor_task
 from semray.pipeline.stages.relational import BroadcastJoinStage
 from semray.pipeline.stages.semantic import SemanticStage
 from semray.serving.backends.simulated import SimulatedBackend
@@ -277,7 +278,7 @@ def test_a_small_right_side_becomes_the_labels_left_rows_are_classified_into() -
     decision = choose_factorization(join, one.ask, rows, propose=False, row_counts=many)
     chosen = decision.plan
     assert isinstance(chosen, SemJoin) and chosen.right_labels and chosen.labels == SENTIMENTS
-    stage = lower_factorized_join(chosen, Settings())
+    stage = lower(chosen, Settings())
     assert isinstance(stage, BroadcastJoinStage) and isinstance(stage.inputs[0], SemanticStage)
     assert not isinstance(stage.inputs[1], SemanticStage)  # the right side is not asked: n calls
     # A left row about two categories at once: one label per row cannot express it.

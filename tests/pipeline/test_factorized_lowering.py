@@ -12,7 +12,8 @@ import pytest
 from semray import from_arrow
 from semray.errors import SemrayError
 from semray.operators.semantic import SemJoin
-from semray.pipeline.lower_set_ops import FACTOR_KEY, factor_condition, factor_task, lower_factorized_join
+from semray.pipeline.lowering.driver import lower
+from semray.pipeline.lowering.set_ops import FACTOR_KEY, factor_condition, factor_task
 from semray.pipeline.stages.relational import BroadcastJoinStage
 from semray.pipeline.stages.semantic import SemanticStage
 from semray.settings import Settings
@@ -41,7 +42,7 @@ def test_each_side_is_asked_by_the_relation_and_labels(
     fields: dict[str, object], kind: TaskKind, key_type: str
 ) -> None:
     node = join(**fields)
-    stage = lower_factorized_join(node, Settings())
+    stage = lower(node, Settings())
     assert isinstance(stage, BroadcastJoinStage)
     assert [s.task.kind for s in stage.inputs if isinstance(s, SemanticStage)] == [kind, kind]
     assert (FACTOR_KEY, key_type) in stage.right_columns
@@ -52,7 +53,7 @@ def test_each_side_is_asked_by_the_relation_and_labels(
 
 def test_the_right_values_as_labels_ask_only_the_left_side() -> None:
     node = join(right_labels=True, labels=("u", "v"))
-    stage = lower_factorized_join(node, Settings())
+    stage = lower(node, Settings())
     assert isinstance(stage, BroadcastJoinStage) and isinstance(stage.inputs[0], SemanticStage)
     assert not isinstance(stage.inputs[1], SemanticStage)
     assert stage.inputs[0].task.choices == ("u", "v") and 'r."b"' in stage.sql

@@ -6,8 +6,8 @@ import pyarrow as pa
 
 import semray
 from semray.operators.keys import operator_key
-from semray.pipeline.fuse import nest
-from semray.pipeline.lower import lower
+from semray.pipeline.lowering.driver import lower
+from semray.pipeline.lowering.fuse import nest
 from semray.pipeline.stages.base import render_stages
 from semray.pipeline.stages.relational import BatchSqlStage, ReadStage
 from semray.settings import Settings

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from semray.operators.semantic import QualityTarget
-from semray.pipeline.lower import lower
+from semray.pipeline.lowering.driver import lower
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.relational import BroadcastJoinStage, GrowingLimitStage, LimitStage
 from semray.pipeline.stages.semantic import CascadeStage, SemanticStage

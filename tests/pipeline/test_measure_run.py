@@ -23,7 +23,7 @@ from semray.cost_model.statistics import statistics_key
 from semray.operators import Filter, Scan, Schema, SemClassify, SemFilter, SemMap, SourceSpec
 from semray.operators.base import Node, walk
 from semray.operators.semantic import Semantic
-from semray.pipeline.lower_semantic import semantic_task
+from semray.pipeline.lowering.semantic import semantic_task
 from semray.pipeline.measure_run import (
     MeasureOptions,
     Presample,

@@ -19,7 +19,7 @@ import pytest
 import semray
 from semray.catalog.search_index import SearchIndex
 from semray.operators.semantic import SemJoin
-from semray.pipeline.lower import lower
+from semray.pipeline.lowering.driver import lower
 from semray.pipeline.stages.base import render_stages
 from semray.pipeline.stages.relational import BroadcastJoinStage
 from semray.pipeline.stages.semantic import SemanticStage

@@ -18,7 +18,7 @@ import pytest
 
 import semray
 from semray.api import Query
-from semray.pipeline import lower_set_ops
+from semray.pipeline.lowering import set_ops as lower_set_ops
 from semray.serving.config import ServingConfig
 from semray.serving.simulator.config import ModelProfile, SimulatorConfig, TaskSpec
 from semray.settings import Settings

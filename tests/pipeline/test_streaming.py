@@ -10,7 +10,7 @@ import pytest
 import ray
 
 import semray
-from semray.pipeline.lower import lower
+from semray.pipeline.lowering.driver import lower
 from semray.pipeline.materialize import materialize
 from semray.settings import Settings
 

@@ -21,7 +21,7 @@ from semray.cost_model.quality import cascade_quality
 from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
 from semray.operators import Node, Scan, Schema, SemClassify, SemExtract, SemFilter, SemMap, SourceSpec, walk
 from semray.operators.semantic import QualityTarget
-from semray.pipeline.lower import lower
+from semray.pipeline.lowering.driver import lower
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.semantic import CascadeStage, SemanticStage
 from semray.planner import optimize_plan

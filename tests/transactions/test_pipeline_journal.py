@@ -78,7 +78,7 @@ def test_operator_keys_are_the_same_in_another_process(reviews: Path, settings: 
     script = (
         "import json, sys\n"
         "from semray.api import load_plan\n"
-        "from semray.pipeline.lower import lower\n"
+        "from semray.pipeline.lowering.driver import lower\n"
         "from semray.settings import Settings\n"
         "from semray.pipeline.stages.semantic import SemanticStage\n"
         "stage, keys = lower(load_plan(sys.argv[1]).plan, Settings()), []\n"

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import math
 import string
-from collections.abc import Callable
 
 from semray.catalog.catalogued_rows import CatalogRoute
 from semray.cost_model.cardinality import row_bound
@@ -29,6 +28,7 @@ from semray.operators.relational import CatalogPin
 from semray.operators.schema import ROW_ID, quote, right_names
 from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
 from semray.operators.templates import split_side, template_columns
+from semray.pipeline.lowering.registry import Inputs, Lowering
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.relational import BroadcastJoinStage
 from semray.pipeline.stages.semantic import SemanticStage, SemanticTask
@@ -123,38 +123,31 @@ def _verify(node: SemJoin, pairs: Stage, settings: Settings) -> Stage:
     )
 
 
-def _embed(node: Node, template: str, settings: Settings, role: str) -> EmbedStage:
-    from semray.pipeline.lower import lower
-
+def _embed(side: Node, upstream: Stage, template: str, role: str) -> EmbedStage:
+    """``upstream`` (``side`` lowered) with each row's embedding of ``template`` added."""
     return EmbedStage(
         task=SemanticTask(kind=TaskKind.MAP, instruction=template, tier="embedding"),
-        operator_key=_key(node, role),
+        operator_key=_key(side, role),
         batch_rows=EMBED_BATCH_ROWS,
         actors=EMBED_ACTORS,
-        inputs=(lower(node, settings),),
+        inputs=(upstream,),
     )
 
 
-def lower_nested_join(node: SemJoin, settings: Settings) -> Stage:
-    from semray.pipeline.lower import lower
-
-    pairs = BroadcastJoinStage(
-        sql=_pair_sql(node, "TRUE"),
-        right_columns=_typed(node.right),
-        inputs=(lower(node.left, settings), lower(node.right, settings)),
-    )
+def lower_nested_join(node: SemJoin, left: Stage, right: Stage, settings: Settings) -> Stage:
+    pairs = BroadcastJoinStage(sql=_pair_sql(node, "TRUE"), right_columns=_typed(node.right), inputs=(left, right))
     return _verify(node, pairs, settings)
 
 
-def lower_blocked_join(node: SemJoin, settings: Settings) -> Stage:
-    left = _embed(node.left, _record_template(side_columns(node, "l")), settings, "embed-left")
-    right = _embed(node.right, _record_template(side_columns(node, "r")), settings, "embed-right")
+def lower_blocked_join(node: SemJoin, left: Stage, right: Stage, settings: Settings) -> Stage:
+    left_embedded = _embed(node.left, left, _record_template(side_columns(node, "l")), "embed-left")
+    right_embedded = _embed(node.right, right, _record_template(side_columns(node, "r")), "embed-right")
     blocked = BlockStage(
         per_row=block_size(row_bound(node.right)),
         left_names=node.left.output_schema.names,
         right_names=tuple(_renames(node).items()),
         right_columns=_typed(node.right, (VECTOR, "FLOAT[]")),
-        inputs=(left, right),
+        inputs=(left_embedded, right_embedded),
     )
     return _verify(node, blocked, settings)
 
@@ -189,16 +182,14 @@ def factor_condition(relation: str, left: str = f"l.{FACTOR_KEY}", right: str = 
     return f"lower(trim({left})) {relation} lower(trim({right}))"
 
 
-def lower_factorized_join(node: SemJoin, settings: Settings) -> Stage:
-    from semray.pipeline.lower import lower
-
-    def keyed(side: str, child: Node) -> Stage:
+def lower_factorized_join(node: SemJoin, left: Stage, right: Stage, settings: Settings) -> Stage:
+    def keyed(side: str, upstream: Stage) -> Stage:
         return SemanticStage(
             task=factor_task(node, side),
             operator_key=_key(node, f"factor-{side}"),
             batch_rows=settings.semantic_batch_size,
             actors=1,
-            inputs=(lower(child, settings),),
+            inputs=(upstream,),
         )
 
     if node.right_labels:  # the right rows are the labels: only the left side is asked (n calls)
@@ -206,28 +197,28 @@ def lower_factorized_join(node: SemJoin, settings: Settings) -> Stage:
         return BroadcastJoinStage(
             sql=_pair_sql(node, factor_condition("=", right=f"r.{quote(column)}")),
             right_columns=_typed(node.right),
-            inputs=(keyed("l", node.left), lower(node.right, settings)),
+            inputs=(keyed("l", left), right),
         )
     key_type = "DOUBLE" if node.relation in ("<", ">") else "VARCHAR"
     return BroadcastJoinStage(
         sql=_pair_sql(node, factor_condition(node.relation)),
         right_columns=_typed(node.right, (FACTOR_KEY, key_type)),
-        inputs=(keyed("l", node.left), keyed("r", node.right)),
+        inputs=(keyed("l", left), keyed("r", right)),
     )
 
 
-def lower_sem_join(node: Node, settings: Settings) -> Stage:
-    assert isinstance(node, SemJoin)
+def lower_sem_join(node: SemJoin, inputs: Inputs, settings: Settings) -> Stage:
+    left, right = inputs
     implementation = node.implementation
     if implementation == "auto":
-        left, right = row_bound(node.left), row_bound(node.right)
-        small = left is not None and right is not None and left * right <= NESTED_MAX_PAIRS
+        left_rows, right_rows = row_bound(node.left), row_bound(node.right)
+        small = left_rows is not None and right_rows is not None and left_rows * right_rows <= NESTED_MAX_PAIRS
         implementation = "nested" if small else "blocked"
     if implementation == "nested":
-        return lower_nested_join(node, settings)
+        return lower_nested_join(node, left, right, settings)
     if implementation == "blocked":
-        return lower_blocked_join(node, settings)
-    return lower_factorized_join(node, settings)
+        return lower_blocked_join(node, left, right, settings)
+    return lower_factorized_join(node, left, right, settings)
 
 
 def _template_of(instruction: str) -> str:
@@ -235,8 +226,8 @@ def _template_of(instruction: str) -> str:
     return _record_template(list(dict.fromkeys(columns)))
 
 
-def lower_sem_topk(node: Node, settings: Settings) -> Stage:
-    assert isinstance(node, SemTopK)
+def lower_sem_topk(node: SemTopK, inputs: Inputs, settings: Settings) -> Stage:
+    (upstream,) = inputs
     template = _template_of(node.instruction)
     return TopKStage(
         task=SemanticTask(kind=TaskKind.FILTER, instruction=node.instruction, tier=node.resolved_tier()),
@@ -249,14 +240,11 @@ def lower_sem_topk(node: Node, settings: Settings) -> Stage:
         record_template=template,
         prefilter=max(4 * node.k, 32),
         input_columns=_typed(node.input, (VECTOR, "FLOAT[]")),
-        inputs=(_embed(node.input, template, settings, "embed"),),
+        inputs=(_embed(node.input, upstream, template, "embed"),),
     )
 
 
-def lower_sem_agg(node: Node, settings: Settings) -> Stage:
-    from semray.pipeline.lower import lower
-
-    assert isinstance(node, SemAgg)
+def lower_sem_agg(node: SemAgg, inputs: Inputs, settings: Settings) -> Stage:
     return AggStage(
         task=SemanticTask(kind=TaskKind.MAP, instruction=node.instruction, tier=node.resolved_tier()),
         operator_key=_key(node, "agg"),
@@ -268,21 +256,18 @@ def lower_sem_agg(node: Node, settings: Settings) -> Stage:
         record_template=_template_of(node.instruction),
         context_tokens=AGG_CONTEXT_TOKENS,
         input_columns=_typed(node.input),
-        inputs=(lower(node.input, settings),),
+        inputs=inputs,
     )
 
 
-def lower_sem_search(node: Node, settings: Settings) -> Stage:
-    from semray.pipeline.lower import lower
-
-    assert isinstance(node, SemSearch)
-    routed = lower_catalog_search(node, settings)
-    if routed is not None:
-        return routed
+def lower_sem_search(node: SemSearch, inputs: Inputs, settings: Settings) -> Stage:
+    """The k best rows: ranked by the catalog's segments when the input is catalogued documents
+    (``catalog_route``), else by a run-scoped index of the rows, embedded unless the search is full text."""
+    (upstream,) = inputs
+    found = catalog_route(node)
+    if found is not None:
+        return _catalog_search(node, upstream, settings, *found)
     embedded = node.mode != "fts"
-    upstream = (
-        _embed(node.input, "{" + node.column + "}", settings, "embed") if embedded else lower(node.input, settings)
-    )
     return SearchStage(
         column=node.column,
         query=node.query,
@@ -292,7 +277,7 @@ def lower_sem_search(node: Node, settings: Settings) -> Stage:
         operator_key=_key(node, "search"),
         index_root=settings.state_path / "indexes",
         input_columns=_typed(node.input, *(((VECTOR, "FLOAT[]"),) if embedded else ())),
-        inputs=(upstream,),
+        inputs=(_embed(node.input, upstream, "{" + node.column + "}", "embed") if embedded else upstream,),
     )
 
 
@@ -311,16 +296,10 @@ def catalog_route(node: SemSearch) -> tuple[CatalogPin, CatalogRoute] | None:
     return pin, CatalogRoute(dataset=pin.dataset, key_column=key_column)
 
 
-def lower_catalog_search(node: Node, settings: Settings) -> CatalogSearchStage | None:
-    """The catalog-ranked stage of a SemSearch over catalogued documents, or None to lower it as usual.
-
-    ``lower_set_ops.lower_sem_search`` asks this first; None keeps the run-scoped index.
-    """
-    from semray.pipeline.lower import lower
-
-    if not isinstance(node, SemSearch) or (found := catalog_route(node)) is None:
-        return None
-    pin, route = found
+def _catalog_search(
+    node: SemSearch, upstream: Stage, settings: Settings, pin: CatalogPin, route: CatalogRoute
+) -> CatalogSearchStage:
+    """The catalog-ranked stage of a SemSearch over catalogued documents: its input is not embedded."""
     log.debug("sem_search_routed_to_catalog", dataset=pin.dataset, version=pin.version, key=route.key_column)
     return CatalogSearchStage(
         column=node.column,
@@ -334,13 +313,13 @@ def lower_catalog_search(node: Node, settings: Settings) -> CatalogSearchStage |
         pin=pin,
         route=route,
         catalog_path=settings.catalog_path,
-        inputs=(lower(node.input, settings),),
+        inputs=(upstream,),
     )
 
 
-SET_LOWERINGS: dict[type[Node], Callable[[Node, Settings], Stage]] = {
-    SemJoin: lower_sem_join,
-    SemTopK: lower_sem_topk,
-    SemAgg: lower_sem_agg,
-    SemSearch: lower_sem_search,
-}
+SET_LOWERINGS = (
+    Lowering(SemJoin, lower_sem_join),
+    Lowering(SemTopK, lower_sem_topk),
+    Lowering(SemAgg, lower_sem_agg),
+    Lowering(SemSearch, lower_sem_search),
+)

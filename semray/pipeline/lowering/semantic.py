@@ -1,7 +1,7 @@
-"""Lowering of the row-wise semantic operators to actor-pool stages.
+"""Lowering of the row-wise semantic operators to actor-pool stages, and of SemCode.
 
-One function for all of them: an operator declares what it asks each row (``question``), the
-columns it adds (``output_types``) and its tier (``resolved_tier``) on
+One function for all the row-wise ones: an operator declares what it asks each row (``question``),
+the columns it adds (``output_types``) and its tier (``resolved_tier``) on
 ``semray.operators.semantic.SemanticNode``, so a new row-wise operator needs nothing here.
 """
 
@@ -13,16 +13,14 @@ from semray.operators.base import Node
 from semray.operators.code import SemCode
 from semray.operators.keys import operator_key
 from semray.operators.plan import ROW_SEMANTIC
-from semray.operators.semantic import AUTO_TIER, Semantic, is_row_semantic
-from semray.pipeline.sizing import semantic_batch_rows
+from semray.operators.semantic import Semantic, is_row_semantic
+from semray.pipeline.lowering.registry import Inputs, Lowering
+from semray.pipeline.lowering.sizing import semantic_batch_rows
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.code import CodeStage
 from semray.pipeline.stages.semantic import CascadeStage, SemanticStage, SemanticTask
 from semray.sandbox import Limits
 from semray.settings import Settings
-
-DEFAULT_TIER = AUTO_TIER
-"""What ``tier="auto"`` runs on until the cascade router chooses per row."""
 
 
 def semantic_task(node: Node) -> SemanticTask:
@@ -47,17 +45,19 @@ def semantic_task(node: Node) -> SemanticTask:
     )
 
 
-def semantic_stage(node: Semantic, task: SemanticTask, settings: Settings) -> Stage:
-    from semray.pipeline.lower import lower
-
+def lower_row_semantic(node: Semantic, inputs: Inputs, settings: Settings) -> Stage:
+    """An actor pool asking ``node``'s question of each row, or a cascade of tiers when it has a
+    certifiable quality target."""
+    task = semantic_task(node)
+    batch_rows = semantic_batch_rows(node.input, settings)
     target = node.cascades()
     if target is not None:
         return CascadeStage(
             task=task,
             operator_key=operator_key(node),
-            batch_rows=semantic_batch_rows(node.input, settings),
+            batch_rows=batch_rows,
             actors=settings.semantic_actors,
-            inputs=(lower(node.input, settings),),
+            inputs=inputs,
             metric=target.metric,
             level=target.level,
             delta=target.delta,
@@ -66,28 +66,18 @@ def semantic_stage(node: Semantic, task: SemanticTask, settings: Settings) -> St
     return SemanticStage(
         task=task,
         operator_key=operator_key(node),
-        batch_rows=semantic_batch_rows(node.input, settings),
+        batch_rows=batch_rows,
         actors=settings.semantic_actors,
-        inputs=(lower(node.input, settings),),
+        inputs=inputs,
     )
-
-
-def lower_row_semantic(node: Node, settings: Settings) -> Stage:
-    assert isinstance(node, Semantic)
-    return semantic_stage(node, semantic_task(node), settings)
-
-
-SEMANTIC_LOWERINGS = dict.fromkeys(ROW_SEMANTIC, lower_row_semantic)
 
 
 CODE_BATCH_ROWS = 1024
 """Rows per sandbox call: one pipe round trip per batch, cheap next to the function's work."""
 
 
-def lower_code(node: Node, settings: Settings) -> Stage:
-    from semray.pipeline.lower import lower
-
-    assert isinstance(node, SemCode)
+def lower_code(node: SemCode, inputs: Inputs, settings: Settings) -> Stage:
+    """SemCode: its committed function over each batch, in a sandboxed process per actor."""
     if node.code is None or node.code_sha256 is None:
         raise LoweringError(
             f"SemCode {node.instruction!r} has no code yet; run the query (the large tier writes the function "
@@ -103,5 +93,9 @@ def lower_code(node: Node, settings: Settings) -> Stage:
         batch_rows=min(CODE_BATCH_ROWS, max(settings.batch_size, 1)),
         actors=max(1, settings.semantic_actors),
         instruction=node.instruction,
-        inputs=(lower(node.input, settings),),
+        inputs=inputs,
     )
+
+
+ROW_SEMANTIC_LOWERINGS = tuple(Lowering(operator, lower_row_semantic) for operator in ROW_SEMANTIC)
+CODE_LOWERING = Lowering(SemCode, lower_code)

@@ -1,24 +1,33 @@
-"""Lowering: logical operators -> physical stages, one small function per operator."""
+"""Lowering of the relational operators: one function per operator, given its inputs lowered.
+
+Filter and Project are per-batch SQL; a Join broadcasts a small right side or hash-joins large
+ones; Aggregate, Distinct and Sort gather a small input into one task or shuffle a large one
+(``sizing.fits_one_task``); a LIMIT over a chain of semantic operators runs in round trips that
+grow (``GrowingLimitStage``), its input lowered with small model batches (``limit_inputs``).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 import sqlglot
 from sqlglot import exp
 
 from semray.cost_model.cardinality import row_bound
-from semray.errors import LoweringError
 from semray.operators.base import Node
 from semray.operators.expressions import DIALECT
-from semray.operators.keys import operator_key
 from semray.operators.relational import Aggregate, Distinct, Filter, Join, Limit, Project, Scan, Sort, Union
 from semray.operators.safe_sql import isolated_connection
 from semray.operators.schema import ROW_ID, quote
-from semray.pipeline.fuse import fuse_batch_sql
-from semray.pipeline.limit_rounds import first_round_rows, runs_in_rounds
-from semray.pipeline.sizing import LIMIT_GROWTH, fits_one_task, limit_chain, limit_first_rows
+from semray.pipeline.lowering.registry import InputPlan, Inputs, Lowering
+from semray.pipeline.lowering.sizing import (
+    LIMIT_GROWTH,
+    first_round_rows,
+    fits_one_task,
+    limit_chain,
+    limit_first_rows,
+    runs_in_rounds,
+)
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.relational import (
     PARTITION,
@@ -34,63 +43,42 @@ from semray.pipeline.stages.relational import (
     UnionStage,
 )
 from semray.pipeline.stages.set_ops import TopKStage
-from semray.planner.capabilities import keeps_every_row
 from semray.settings import Settings
 
 RIGHT_ROW_ID = "_rowid_r"
 JOIN_KEY = "_jk"
 
 
-def lower(node: Node, settings: Settings) -> Stage:
-    """The physical plan of a logical plan; raises LoweringError for unsupported operators."""
-    handler = LOWERINGS.get(type(node))
-    if handler is None:
-        raise LoweringError(
-            f"{type(node).__name__} has no physical implementation yet; "
-            "semantic operators run once their execution lands (see docs/architecture.md)"
-        )
-    stage = fuse_batch_sql(handler(node, settings))
-    if keeps_every_row(node) or isinstance(node, Limit):
-        # EXPLAIN derives their rows from their input's (a step after a limit would let the
-        # stream below it run on after the limit is reached).
-        return stage
-    # Tagged: the pipeline counts the rows this stage passes on as the operator's actual rows.
-    return dataclasses.replace(stage, operators=(*stage.operators, operator_key(node)))
-
-
-def lower_scan(node: Node, settings: Settings) -> Stage:
-    assert isinstance(node, Scan)
+def lower_scan(node: Scan, inputs: Inputs, settings: Settings) -> Stage:
     return ReadStage(source=node.source, columns=node.columns, batch_rows=settings.batch_size)
 
 
-def lower_filter(node: Node, settings: Settings) -> Stage:
-    assert isinstance(node, Filter)
+def lower_filter(node: Filter, inputs: Inputs, settings: Settings) -> Stage:
     return BatchSqlStage(
         sql=f"SELECT * FROM batch WHERE ({node.predicate})",
         reason="filter",
-        inputs=(lower(node.input, settings),),
+        inputs=inputs,
     )
 
 
-def lower_project(node: Node, settings: Settings) -> Stage:
-    assert isinstance(node, Project)
+def lower_project(node: Project, inputs: Inputs, settings: Settings) -> Stage:
     items = ", ".join(f"({item.expr}) AS {quote(item.name)}" for item in node.exprs)
     return BatchSqlStage(
         sql=f"SELECT {ROW_ID}, {items} FROM batch",
         reason="project",
         keeps_rows=True,
-        inputs=(lower(node.input, settings),),
+        inputs=inputs,
     )
 
 
-def lower_join(node: Node, settings: Settings) -> Stage:
-    assert isinstance(node, Join)
+def lower_join(node: Join, inputs: Inputs, settings: Settings) -> Stage:
+    left, right = inputs
     if fits_one_task(node.right, settings.gather_rows):
-        return _broadcast_join(node, settings)
-    return _hash_join(node, settings)
+        return _broadcast_join(node, left, right)
+    return _hash_join(node, left, right, settings)
 
 
-def _broadcast_join(node: Join, settings: Settings) -> Stage:
+def _broadcast_join(node: Join, left: Stage, right: Stage) -> Stage:
     """Small right side: gather it once, join every left batch to it in DuckDB."""
     renames = node.right_names
     left_columns = [f"l.{quote(name)}" for name in node.left.output_schema.names if name != ROW_ID]
@@ -106,11 +94,11 @@ def _broadcast_join(node: Join, settings: Settings) -> Stage:
     return BroadcastJoinStage(
         sql=sql,
         right_columns=tuple((c.name, c.type) for c in right_schema.columns),
-        inputs=(lower(node.left, settings), lower(node.right, settings)),
+        inputs=(left, right),
     )
 
 
-def _hash_join(node: Join, settings: Settings) -> Stage:
+def _hash_join(node: Join, left: Stage, right: Stage, settings: Settings) -> Stage:
     """Both sides large: Ray Data's hash join on copies of the keys."""
     renames = node.right_names
     keys, residual = node.keys
@@ -126,17 +114,17 @@ def _hash_join(node: Join, settings: Settings) -> Stage:
         f"CAST({quote(b)} AS {t}) AS {k}" for (_, b), t, k in zip(keys, key_types, join_keys, strict=True)
     )
     right_items = "".join(f", {quote(old)} AS {quote(new)}" for old, new in renames.items())
-    left = BatchSqlStage(
+    left_keyed = BatchSqlStage(
         sql=f"SELECT *, {left_copies} FROM batch",
         reason="join: left keys",
         keeps_rows=True,
-        inputs=(lower(node.left, settings),),
+        inputs=(left,),
     )
-    right = BatchSqlStage(
+    right_keyed = BatchSqlStage(
         sql=f"SELECT {ROW_ID} AS {RIGHT_ROW_ID}{right_items}, {right_copies} FROM batch",
         reason="join: rename right side, keys",
         keeps_rows=True,
-        inputs=(lower(node.right, settings),),
+        inputs=(right,),
     )
     kinds = {"inner": "inner", "left": "left_outer", "semi": "left_semi", "anti": "left_anti"}
     join = JoinStage(
@@ -144,7 +132,7 @@ def _hash_join(node: Join, settings: Settings) -> Stage:
         left_keys=join_keys,
         right_keys=join_keys,
         num_partitions=partitions(node, settings),
-        inputs=(left, right),
+        inputs=(left_keyed, right_keyed),
     )
     left_columns = [quote(name) for name in left_schema.names if name != ROW_ID]
     if node.kind in ("semi", "anti"):
@@ -197,8 +185,7 @@ def _resolve_join_columns(predicate: str, node: Join) -> str:
     return sqlglot.parse_one(predicate, read=DIALECT).transform(rename).sql(dialect=DIALECT)
 
 
-def lower_aggregate(node: Node, settings: Settings) -> Stage:
-    assert isinstance(node, Aggregate)
+def lower_aggregate(node: Aggregate, inputs: Inputs, settings: Settings) -> Stage:
     keys = [quote(key) for key in node.keys]
     needed = sorted(node.columns_read())
     aggs = ", ".join(f"({item.expr}) AS {quote(item.name)}" for item in node.aggs)
@@ -209,19 +196,19 @@ def lower_aggregate(node: Node, settings: Settings) -> Stage:
         sql = f"SELECT {select} FROM batch GROUP BY {', '.join(keys)}"
     else:
         sql = f"SELECT 'all' AS {ROW_ID}, {aggs} FROM batch"
-    return _partitioned(node, settings, tuple(node.keys), tuple(needed), sql, "aggregate")
+    return _partitioned(node, inputs, settings, tuple(node.keys), tuple(needed), sql, "aggregate")
 
 
-def lower_distinct(node: Node, settings: Settings) -> Stage:
-    assert isinstance(node, Distinct)
+def lower_distinct(node: Distinct, inputs: Inputs, settings: Settings) -> Stage:
     columns = [name for name in node.input.output_schema.names if name != ROW_ID]
     quoted = ", ".join(quote(name) for name in columns)
     sql = f"SELECT min({ROW_ID}) AS {ROW_ID}, {quoted} FROM batch GROUP BY {quoted}"
-    return _partitioned(node, settings, tuple(columns), (ROW_ID, *columns), sql, "distinct")
+    return _partitioned(node, inputs, settings, tuple(columns), (ROW_ID, *columns), sql, "distinct")
 
 
 def _partitioned(
     node: Aggregate | Distinct,
+    inputs: Inputs,
     settings: Settings,
     keys: tuple[str, ...],
     needed: tuple[str, ...],
@@ -231,7 +218,7 @@ def _partitioned(
     schema = node.input.output_schema
     typed = tuple((name, schema.type_of(name)) for name in needed)
     columns = ", ".join(quote(name) for name in needed) or "1 AS _unused"
-    upstream = lower(node.input, settings)
+    (upstream,) = inputs
     if not keys or fits_one_task(node.input, settings.gather_rows):
         prepare = BatchSqlStage(
             sql=f"SELECT {columns} FROM batch", reason=f"{reason}: columns", keeps_rows=True, inputs=(upstream,)
@@ -252,11 +239,10 @@ def _partitioned(
     )
 
 
-def lower_sort(node: Node, settings: Settings) -> Stage:
-    assert isinstance(node, Sort)
+def lower_sort(node: Sort, inputs: Inputs, settings: Settings) -> Stage:
     schema = node.input.output_schema
     names = schema.names
-    upstream = lower(node.input, settings)
+    (upstream,) = inputs
     if fits_one_task(node.input, settings.gather_rows):
         order = ", ".join(
             f"{quote(k.column)} {'DESC' if k.descending else 'ASC'} NULLS {'FIRST' if k.nulls_first else 'LAST'}"
@@ -284,15 +270,19 @@ def lower_sort(node: Node, settings: Settings) -> Stage:
     return BatchSqlStage(sql=f"SELECT {keep} FROM batch", reason="sort: drop helpers", keeps_rows=True, inputs=(sort,))
 
 
-def lower_limit(node: Node, settings: Settings) -> Stage:
-    assert isinstance(node, Limit)
-    # Small model batches below a LIMIT: it stops the stream after a few of them.
+def limit_inputs(node: Limit, settings: Settings) -> InputPlan:
+    """What a LIMIT lowers as its input: ``node.input`` with small model batches (it stops the stream
+    after a few of them), and with a cascade the LIMIT needs no more rows of than its calibration
+    would label on the large tier (``sizing.limit_chain``); a larger LIMIT keeps the cascade, to
+    calibrate on the first round."""
     small_batches = settings.model_copy(update={"semantic_batch_max": settings.semantic_batch_size})
+    on_large = first_round_rows(node) is not None and limit_first_rows(node) is not None
+    return ((limit_chain(node) if on_large else node.input, small_batches),)
+
+
+def lower_limit(node: Limit, inputs: Inputs, settings: Settings) -> Stage:
+    (upstream,) = inputs
     first_rows = first_round_rows(node)
-    # A cascade the LIMIT needs no more rows of than its calibration would label runs on the large
-    # tier (sizing.limit_chain); a larger LIMIT keeps it, to calibrate on the first round.
-    below = limit_chain(node) if first_rows is not None and limit_first_rows(node) is not None else node.input
-    upstream = lower(below, small_batches)
     if first_rows is None or not runs_in_rounds(upstream):
         return LimitStage(count=node.count, offset=node.offset, inputs=(_ranked_only(upstream, node),))
     # A semantic chain right under the LIMIT: round trips that grow from about LIMIT / selectivity
@@ -316,42 +306,28 @@ def _ranked_only(stage: Stage, limit: Limit) -> Stage:
     return dataclasses.replace(stage, k=wanted)
 
 
-def lower_union(node: Node, settings: Settings) -> Stage:
-    assert isinstance(node, Union)
+def lower_union(node: Union, inputs: Inputs, settings: Settings) -> Stage:
     columns = ", ".join(quote(name) for name in node.output_schema.names if name != ROW_ID)
     branches = tuple(
         BatchSqlStage(
             sql=f"SELECT 'u{position}:' || {ROW_ID} AS {ROW_ID}" + (f", {columns}" if columns else "") + " FROM batch",
             reason="union: branch row ids",
             keeps_rows=True,
-            inputs=(lower(child, settings),),
+            inputs=(branch,),
         )
-        for position, child in enumerate(node.inputs)
+        for position, branch in enumerate(inputs)
     )
     return UnionStage(inputs=branches)
 
 
-LOWERINGS: dict[type[Node], Callable[[Node, Settings], Stage]] = {
-    Scan: lower_scan,
-    Filter: lower_filter,
-    Project: lower_project,
-    Join: lower_join,
-    Aggregate: lower_aggregate,
-    Distinct: lower_distinct,
-    Sort: lower_sort,
-    Limit: lower_limit,
-    Union: lower_union,
-}
-
-
-def _register_semantic() -> None:
-    from semray.operators.code import SemCode
-    from semray.pipeline.lower_semantic import SEMANTIC_LOWERINGS, lower_code
-    from semray.pipeline.lower_set_ops import SET_LOWERINGS
-
-    LOWERINGS.update(SEMANTIC_LOWERINGS)
-    LOWERINGS.update(SET_LOWERINGS)
-    LOWERINGS[SemCode] = lower_code
-
-
-_register_semantic()
+RELATIONAL_LOWERINGS = (
+    Lowering(Scan, lower_scan),
+    Lowering(Filter, lower_filter),
+    Lowering(Project, lower_project),
+    Lowering(Join, lower_join),
+    Lowering(Aggregate, lower_aggregate),
+    Lowering(Distinct, lower_distinct),
+    Lowering(Sort, lower_sort),
+    Lowering(Limit, lower_limit, inputs=limit_inputs),
+    Lowering(Union, lower_union),
+)
