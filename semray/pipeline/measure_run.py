@@ -261,8 +261,8 @@ def _priority(seed: int, row_id: str) -> int:
 
 def read_presample(node: Node, settings: Settings, size: int, seed: int) -> Presample:
     """Run the relational plan ``node`` through the engine and keep a uniform pre-sample of it."""
-    from semray.pipeline import materialize
     from semray.pipeline.lowering.driver import lower
+    from semray.pipeline.ray import materialize
 
     schema = node.output_schema.to_arrow()
     batches = materialize.iter_batches(lower(node, settings), schema, settings.batch_size)

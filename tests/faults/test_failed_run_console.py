@@ -78,7 +78,7 @@ def test_ray_datas_narration_of_a_semray_error_stays_off_the_console(
 
     with pytest.raises(type(error)):
         execute()
-    # semray.pipeline.materialize, once imported, drops a RayTaskError's stack from the log altogether.
+    # semray.pipeline.ray.failures, once imported, drops a RayTaskError's stack from the log altogether.
     assert logged or isinstance(error, RayTaskError), "Ray Data logs the failure"
     console = HiddenRecordFilter()
     assert not [record.getMessage()[:80] for record in logged if console.filter(record)]

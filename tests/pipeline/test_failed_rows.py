@@ -134,7 +134,7 @@ RETRY_NOTE = (
 
 
 def reraised(error: BaseException) -> BaseException:
-    from semray.pipeline.materialize import reported_failures
+    from semray.pipeline.ray.failures import reported_failures
 
     with pytest.raises(BaseException) as caught, reported_failures():
         raise error

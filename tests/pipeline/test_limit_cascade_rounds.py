@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from semray.pipeline.limit_rounds import limited_rows
 from semray.pipeline.stages.semantic import CascadeStage, SemanticTask
 from semray.pipeline.workers.cascade_rounds import CascadeRounds
+from semray.pipeline.workers.limit_rounds import limited_rows
 from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
 from semray.serving.contract import ModelRequest, ModelResponse, Usage
 from semray.settings import Settings

@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 
 import semray
 from semray.operators.semantic import QualityTarget
-from semray.pipeline.limit_rounds import limited_rows, next_round
 from semray.pipeline.lowering.driver import lower
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.relational import GrowingLimitStage, LimitStage
 from semray.pipeline.stages.semantic import SemanticStage
+from semray.pipeline.workers.limit_rounds import limited_rows, next_round
 from semray.settings import Settings
 
 

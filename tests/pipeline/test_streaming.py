@@ -11,7 +11,7 @@ import ray
 
 import semray
 from semray.pipeline.lowering.driver import lower
-from semray.pipeline.materialize import materialize
+from semray.pipeline.ray.materialize import materialize
 from semray.settings import Settings
 
 pytestmark = pytest.mark.ray

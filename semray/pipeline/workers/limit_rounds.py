@@ -6,10 +6,11 @@ the second worked. Here the driver asks one round at a time, through the whole c
 as soon as enough rows passed, so the calls are about ``LIMIT / selectivity`` plus the overshoot
 of the last round (at most its own size, which doubles from a first round sized for the LIMIT).
 
-The chain may hold cascades (``cascade.CascadeRounds``: the first round is their calibration
-population, later rounds are routed row by row) and end in a pair join's verification (its pairs
-come in rounds from the join stage below). `first_round_rows` and `runs_in_rounds` are what
-lowering asks (``lower.lower_limit``).
+The chain may hold cascades (``cascade_rounds.CascadeRounds``: the first round is their
+calibration population, later rounds are routed row by row) and end in a pair join's verification
+(its pairs come in rounds from the join stage below). Lowering sizes the first round
+(``lowering/sizing.first_round_rows``); ``pipeline/ray/limit_rounds.py`` builds the steps and runs
+``limited_rows`` over the stream under the chain.
 """
 
 from __future__ import annotations

@@ -10,8 +10,7 @@ from __future__ import annotations
 import functools
 import shutil
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import ray
@@ -19,6 +18,8 @@ import ray.data as rd
 
 from semray.errors import LoweringError
 from semray.log import get_logger
+from semray.pipeline.ray.failures import reported_failures
+from semray.pipeline.ray.materialize import Builder, ExecutionContext, materialize
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.set_ops import AggStage, BlockStage, CatalogSearchStage, EmbedStage, SearchStage, TopKStage
 from semray.pipeline.workers.aggregate import aggregate_rows
@@ -30,9 +31,6 @@ from semray.pipeline.workers.search import search_rows
 from semray.pipeline.workers.top_k import rank_rows
 from semray.serving.deployments import TierHandles
 from semray.transactions import BatchLedger
-
-if TYPE_CHECKING:
-    from semray.pipeline.materialize import ExecutionContext
 
 log = get_logger(__name__)
 TASK_CPUS = 0.25
@@ -47,8 +45,6 @@ def _tiers(context: ExecutionContext, stage: Stage) -> TierHandles:
 
 def _gather(stage: Stage, columns: tuple[tuple[str, str], ...], context: ExecutionContext) -> Any:
     """Run the upstream pipeline and concatenate its rows in one task; an ObjectRef of a table."""
-    from semray.pipeline.materialize import materialize, reported_failures
-
     with reported_failures():
         refs = materialize(stage, context).to_arrow_refs()
     return _concat.remote(columns, *refs)
@@ -63,10 +59,7 @@ def _concat(columns: tuple[tuple[str, str], ...], *tables: pa.Table) -> pa.Table
     return pa.concat_tables(parts, promote_options="default")
 
 
-def build_embed(stage: Stage, context: ExecutionContext) -> rd.Dataset:
-    from semray.pipeline.materialize import materialize
-
-    assert isinstance(stage, EmbedStage)
+def build_embed(stage: EmbedStage, context: ExecutionContext) -> rd.Dataset:
     upstream = materialize(stage.inputs[0], context)
     return upstream.map_batches(
         named_udf(EmbedBatchUDF, operator_name(stage.task, "Embed")),
@@ -78,10 +71,7 @@ def build_embed(stage: Stage, context: ExecutionContext) -> rd.Dataset:
     )
 
 
-def build_block(stage: Stage, context: ExecutionContext) -> rd.Dataset:
-    from semray.pipeline.materialize import materialize
-
-    assert isinstance(stage, BlockStage)
+def build_block(stage: BlockStage, context: ExecutionContext) -> rd.Dataset:
     left, right = stage.inputs
     right_table = _gather(right, stage.right_columns, context)
     return materialize(left, context).map_batches(
@@ -127,32 +117,29 @@ def _search(table: pa.Table, stage: SearchStage, tiers: TierHandles | None, ledg
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def build_topk(stage: Stage, context: ExecutionContext) -> rd.Dataset:
-    assert isinstance(stage, TopKStage)
+def build_topk(stage: TopKStage, context: ExecutionContext) -> rd.Dataset:
     table = _gather(stage.inputs[0], stage.input_columns, context)
     result = _rank.remote(table, stage, _tiers(context, stage), context.ledger)
     return rd.from_arrow_refs([result])  # type: ignore[list-item]
 
 
-def build_agg(stage: Stage, context: ExecutionContext) -> rd.Dataset:
-    assert isinstance(stage, AggStage)
+def build_agg(stage: AggStage, context: ExecutionContext) -> rd.Dataset:
     table = _gather(stage.inputs[0], stage.input_columns, context)
     result = _aggregate.remote(table, stage, _tiers(context, stage), context.ledger)
     return rd.from_arrow_refs([result])  # type: ignore[list-item]
 
 
-def build_search(stage: Stage, context: ExecutionContext) -> rd.Dataset:
-    assert isinstance(stage, SearchStage)
+def build_search(stage: SearchStage, context: ExecutionContext) -> rd.Dataset:
     table = _gather(stage.inputs[0], stage.input_columns, context)
     result = _search.remote(table, stage, context.tiers, context.ledger)
     return rd.from_arrow_refs([result])  # type: ignore[list-item]
 
 
-SET_BUILDERS: dict[type[Stage], Callable[[Stage, ExecutionContext], rd.Dataset]] = {
-    EmbedStage: build_embed,
-    BlockStage: build_block,
-    TopKStage: build_topk,
-    AggStage: build_agg,
-    SearchStage: build_search,
-    CatalogSearchStage: build_search,
-}
+SET_BUILDERS = (
+    Builder(EmbedStage, build_embed),
+    Builder(BlockStage, build_block),
+    Builder(TopKStage, build_topk),
+    Builder(AggStage, build_agg),
+    Builder(SearchStage, build_search),
+    Builder(CatalogSearchStage, build_search),
+)

@@ -23,7 +23,7 @@ ones row by row, so the small and large tiers see little more than the rows the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +34,7 @@ import ray.data as rd
 from semray.cost_model import cascade_routes as router
 from semray.errors import LoweringError
 from semray.operators.schema import ROW_ID
-from semray.pipeline.stages.base import Stage
+from semray.pipeline.ray.materialize import Builder, ExecutionContext, materialize
 from semray.pipeline.stages.semantic import CascadeStage
 from semray.pipeline.workers.cascade_calibration import (
     calibrate_embedding,
@@ -58,16 +58,8 @@ from semray.pipeline.workers.metering import named_udf, operator_name
 from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
 from semray.tasks import TaskKind
 
-if TYPE_CHECKING:
-    from semray.pipeline.materialize import ExecutionContext
 
-
-def build_cascade(stage: Stage, context: ExecutionContext) -> rd.Dataset:
-    # Imported here: materialize registers this builder on import, and Ray workers import
-    # this module first when they unpickle the UDF classes below.
-    from semray.pipeline.materialize import materialize
-
-    assert isinstance(stage, CascadeStage)
+def build_cascade(stage: CascadeStage, context: ExecutionContext) -> rd.Dataset:
     if context.tiers is None:
         raise LoweringError("a cascade needs model tiers; run it through semray.pipeline.run")
     tiers = context.tiers
@@ -149,11 +141,13 @@ def _rows(dataset: rd.Dataset, row_ids: list[str]) -> pa.Table:
     return _collect(dataset.map_batches(keep, batch_format="pyarrow"))
 
 
-def cascade_rounds(stage: Stage, context: ExecutionContext) -> CascadeRounds:
+def cascade_rounds(stage: CascadeStage, context: ExecutionContext) -> CascadeRounds:
     """A cascade stage as a step of the round trips under a LIMIT (``GrowingLimitStage``)."""
-    assert isinstance(stage, CascadeStage)
     if context.tiers is None:
         raise LoweringError("a cascade needs model tiers; run it through semray.pipeline.run")
     return CascadeRounds(
         stage, context.tiers, context.ledger, row_counts=context.row_counts, counted_as=stage.operators
     )
+
+
+CASCADE_BUILDERS = (Builder(CascadeStage, build_cascade),)

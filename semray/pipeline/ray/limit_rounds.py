@@ -1,0 +1,77 @@
+"""Ray Data builder of a LIMIT over a chain of semantic steps (``GrowingLimitStage``): the chain's
+stages become steps the driver runs in round trips (``workers/limit_rounds.limited_rows``) over the
+stream of what lies under the chain, which stops once the rounds are done."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+import ray.data as rd
+
+from semray.errors import LoweringError
+from semray.pipeline.ray.cascade import cascade_rounds
+from semray.pipeline.ray.failures import reported_failures
+from semray.pipeline.ray.materialize import Builder, ExecutionContext, materialize
+from semray.pipeline.stages.base import Stage
+from semray.pipeline.stages.relational import BatchSqlStage, GrowingLimitStage
+from semray.pipeline.stages.semantic import ROUND_STAGES, CascadeStage, SemanticStage
+from semray.pipeline.workers.batch_sql import run_sql
+from semray.pipeline.workers.limit_rounds import limited_rows
+from semray.pipeline.workers.row_counts import count_rows
+from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
+
+
+def build_growing_limit(stage: GrowingLimitStage, context: ExecutionContext) -> rd.Dataset:
+    """Run the semantic chain under the LIMIT on the driver in growing round trips (see
+    ``workers/limit_rounds.py``); what lies under the chain streams, and stops once the rounds are done."""
+    steps: list[Callable[[pa.Table], pa.Table]] = []
+    below = stage.inputs[0]
+    while type(below) in ROUND_STAGES:
+        steps.append(_driver_step(below, context))
+        below = below.inputs[0]
+    steps.reverse()
+    wanted = stage.count + stage.offset
+    with reported_failures():
+        batches = materialize(below, context).iter_batches(batch_size=None, batch_format="pyarrow")
+        try:
+            outputs = limited_rows(iter(batches), steps, wanted, stage.first_rows, stage.growth, stage.max_rows)
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()  # stops the stream under the chain
+    if not outputs:
+        return rd.from_arrow(pa.table({}))
+    table = pa.concat_tables(outputs, promote_options="default")
+    return rd.from_arrow(table.slice(stage.offset, stage.count))
+
+
+def _driver_step(stage: Stage, context: ExecutionContext) -> Callable[[pa.Table], pa.Table]:
+    """One stage of a chain under a ``GrowingLimitStage`` as a function of a batch, counting the
+    rows of its operators as ``materialize`` would."""
+    if type(stage) is CascadeStage:
+        return cascade_rounds(stage, context)
+    if isinstance(stage, SemanticStage):
+        if context.tiers is None:
+            raise LoweringError("a semantic stage needs model tiers; run it through semray.pipeline.run")
+        return SemanticBatchUDF(
+            stage.task,
+            stage.operator_key,
+            context.tiers,
+            context.ledger,
+            row_counts=context.row_counts,
+            counted_as=stage.operators,
+        )
+    assert isinstance(stage, BatchSqlStage)
+    sql, counts, operators = stage.sql, context.row_counts, stage.operators
+
+    def step(batch: pa.Table) -> pa.Table:
+        output = run_sql(batch, sql)
+        if counts is not None and operators:
+            count_rows(output, counts, operators)
+        return output
+
+    return step
+
+
+LIMIT_ROUND_BUILDERS = (Builder(GrowingLimitStage, build_growing_limit),)
