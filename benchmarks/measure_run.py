@@ -101,7 +101,7 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
     import semray
     from semray.cluster.connect import connect, shutdown
     from semray.cost_model.policies import MinCost
-    from semray.pipeline.measure_run import MeasureOptions
+    from semray.pipeline.runs.measure_in_run import MeasureOptions
     from semray.settings import Settings
 
     table, diagnoses = _medical(args.rows)

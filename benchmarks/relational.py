@@ -268,7 +268,7 @@ def child_main(args: argparse.Namespace) -> int:
         if args.child == "semray":
             # semray imports lazily; load what a query needs (Ray, Ray Data) so this is counted.
             import semray.cluster.connect
-            import semray.pipeline.run  # noqa: F401
+            import semray.pipeline.runs.execute  # noqa: F401
         elif args.child == "duckdb":
             import duckdb  # noqa: F401
         else:

@@ -309,7 +309,7 @@ class RecordedWriter:
 
 
 def _correct(table: pa.Table, labels: pa.Table, fields: dict[str, str], kinds: dict[str, str]) -> float:
-    from semray.pipeline.code_generation import compare_value
+    from semray.pipeline.runs.plan_time.code_generation import compare_value
 
     got = {row["_rowid"]: row for row in table.to_pylist()}
     right = 0
@@ -324,8 +324,8 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
     import semray
     from semray.cluster.connect import connect, shutdown
     from semray.operators import Limit, parse_fields
-    from semray.pipeline.code_choice import CodeChoice, choose_code
-    from semray.pipeline.run import collect
+    from semray.pipeline.runs.execute import collect
+    from semray.pipeline.runs.plan_time.code_choice import CodeChoice, choose_code
     from semray.query import Query
     from semray.serving.config import ServingConfig, TierConfig
     from semray.serving.deployments import start_tiers, stop_tiers

@@ -216,8 +216,8 @@ def run_factorization(args: argparse.Namespace, medical: pa.Table, settings: Any
     """Self-joins in free-form wording: the plan as it runs without the choice (before), and after
     ``choose_factorization_for_run`` (its verification calls counted separately)."""
     import semray
-    from semray.pipeline.join_factorization import FactorizationChoice
-    from semray.pipeline.join_factorization_run import choose_factorization_for_run
+    from semray.pipeline.runs.plan_time.join_factorization import FactorizationChoice
+    from semray.pipeline.runs.plan_time.join_factorization_run import choose_factorization_for_run
     from semray.query import Query
     from semray.serving.config import ServingConfig, TierConfig
 

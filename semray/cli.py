@@ -227,7 +227,7 @@ def _policy(text: str) -> Any:
 
 def _planning(args: argparse.Namespace) -> dict[str, Any]:
     """``policy`` and ``measure`` keywords for Query.execute/collect/write_parquet."""
-    from semray.pipeline.measure_run import MeasureOptions
+    from semray.pipeline.runs.measure_in_run import MeasureOptions
 
     measure = MeasureOptions(budget=args.measure) if args.measure is not None else False
     return {"policy": args.policy, "measure": measure}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from semray.pipeline.progress import LogReporter, ProgressReporter, RunProgress, format_seconds
+from semray.pipeline.runs.progress import LogReporter, ProgressReporter, RunProgress, format_seconds
 from semray.settings import Settings
 
 

@@ -125,7 +125,7 @@ def show_command(args: argparse.Namespace, settings: Settings) -> int:
 
 def resume_command(args: argparse.Namespace, settings: Settings) -> int:
     from semray.output import render
-    from semray.pipeline.run import Written, resume
+    from semray.pipeline.runs.execute import Written, resume
 
     _refuse_ask(args.run_id, settings)
     if args.max_cost is not None:
@@ -151,7 +151,7 @@ def watch_command(args: argparse.Namespace, settings: Settings) -> int:
     """Follow a run's journal until the run ends; its end state is the exit code (``WATCH_EXIT_CODES``)."""
     import time
 
-    from semray.pipeline.progress import JournalTail, LogReporter, ProgressClock
+    from semray.pipeline.runs.progress import JournalTail, LogReporter, ProgressClock
     from semray.transactions import show_run
     from semray.transactions.registry import run_dir
 

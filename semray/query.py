@@ -133,7 +133,7 @@ class Query:
         run now, journaled as one run (``semray/pipeline/code_choice.py``). On a simulated large
         tier, which cannot write code, the query is returned unchanged.
         """
-        from semray.pipeline.code_choice import CodeChoice, choose_code_for_run
+        from semray.pipeline.runs.plan_time.code_choice import CodeChoice, choose_code_for_run
 
         choice = CodeChoice(target, sample_rows, max_rows, confidence)
         decision = choose_code_for_run(self._plan, self.settings, self._tiers(), choice)
@@ -163,8 +163,8 @@ class Query:
         """
         if target is None:
             return Query(self._plan, self.settings.model_copy(update={"join_factorization": None}), self._serving)
-        from semray.pipeline.join_factorization import FactorizationChoice
-        from semray.pipeline.join_factorization_run import choose_factorization_for_run
+        from semray.pipeline.runs.plan_time.join_factorization import FactorizationChoice
+        from semray.pipeline.runs.plan_time.join_factorization_run import choose_factorization_for_run
         from semray.planner.rules.factorize_semantic_joins import factorize_semantic_joins
 
         choice = FactorizationChoice(target, confidence, sample_rows, sample_pairs, max_pairs, right_labels_max)
@@ -419,7 +419,7 @@ class Query:
     def with_code(self) -> Query:
         """This query with a validated function in every SemCode that has none: the large tier writes
         each one now (one journaled run), so ``to_json()`` saves the plan with its code."""
-        from semray.pipeline.code_commit import commit_code, pending_code
+        from semray.pipeline.runs.plan_time.code_commit import commit_code, pending_code
 
         if not pending_code(self._plan):
             return self
@@ -465,7 +465,7 @@ class Query:
         operator passed on and the calls, tokens and dollars of each semantic operator beside the
         estimates."""
         from semray.cost_model.plan_cost import estimate_plan
-        from semray.pipeline.run import explain_physical
+        from semray.pipeline.runs.execute import explain_physical
         from semray.planner.explain_estimates import render_estimates
 
         ran = getattr(result, "plan", None)  # a measured run chose its plan itself
@@ -524,8 +524,8 @@ class Query:
         dollars: ``q.with_settings(q.settings.model_copy(update={"max_cost": 2.0})).execute()``
         (``semray.pipeline.budget``).
         """
-        from semray.pipeline.code_commit import pending_code
-        from semray.pipeline.run import execute
+        from semray.pipeline.runs.execute import execute
+        from semray.pipeline.runs.plan_time.code_commit import pending_code
 
         if pending_code(self._plan):
             return self.with_code().execute(optimize, policy=policy, measure=measure, progress=progress)
@@ -548,8 +548,8 @@ class Query:
         row_ids: bool = False,
     ) -> Iterator[pa.Table]:
         """Stream results as Arrow tables without holding them all in memory (options as `collect`)."""
-        from semray.pipeline.code_commit import pending_code
-        from semray.pipeline.run import iter_batches
+        from semray.pipeline.runs.execute import iter_batches
+        from semray.pipeline.runs.plan_time.code_commit import pending_code
 
         if pending_code(self._plan):
             return self.with_code().iter_batches(batch_rows, optimize, policy=policy, measure=measure)
@@ -568,8 +568,8 @@ class Query:
     ) -> Any:
         """`write_parquet`, returning the ``Written`` (rows, run id, version, usage, failed rows);
         ``progress`` as in `execute`."""
-        from semray.pipeline.code_commit import pending_code
-        from semray.pipeline.run import publish_parquet
+        from semray.pipeline.runs.execute import publish_parquet
+        from semray.pipeline.runs.plan_time.code_commit import pending_code
 
         if pending_code(self._plan):
             return self.with_code().publish_parquet(path, optimize, policy=policy, measure=measure, progress=progress)
@@ -595,7 +595,7 @@ class Query:
         if measure is False:
             return None
         from semray.cost_model.policies import MinCost
-        from semray.pipeline.measure_run import MeasureOptions, Planning
+        from semray.pipeline.runs.measure_in_run import MeasureOptions, Planning
         from semray.planner import optimize
 
         chosen = policy if policy is not None else MinCost()

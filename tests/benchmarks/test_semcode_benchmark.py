@@ -8,7 +8,7 @@ import pytest
 from benchmarks.semcode import LABELS, TASKS, Task, _table
 from semray.operators import parse_fields
 from semray.operators.code import check_code
-from semray.pipeline.code_generation import compare_value
+from semray.pipeline.runs.plan_time.code_generation import compare_value
 from semray.sandbox import Limits, SandboxWorker
 
 

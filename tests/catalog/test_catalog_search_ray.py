@@ -22,8 +22,8 @@ from ray import cloudpickle
 from semray.api import Query, read_catalog, read_parquet
 from semray.catalog.ingest import add_server, refresh
 from semray.operators import Scan, plan_from_json, plan_to_json
-from semray.pipeline import run
-from semray.pipeline.journaled import Job
+from semray.pipeline.runs import execute as run
+from semray.pipeline.runs.resume_record import Job
 from semray.serving.deployments import TierHandles
 from semray.settings import Settings
 

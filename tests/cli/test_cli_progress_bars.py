@@ -7,7 +7,7 @@ from ray.data import DataContext
 
 from semray.cli_progress import BarReporter, reporter_for
 from semray.cluster import connect
-from semray.pipeline.progress import LogReporter
+from semray.pipeline.runs.progress import LogReporter
 from semray.settings import Settings
 
 

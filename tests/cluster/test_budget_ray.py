@@ -24,9 +24,9 @@ from semray.api import Query, read_csv
 from semray.demo import corpus
 from semray.demo.models import file_serving
 from semray.operators.base import Node
-from semray.pipeline.budget import forecast
-from semray.pipeline.journaled import Job
-from semray.pipeline.run import Written, publish_parquet, resume
+from semray.pipeline.runs.budget import forecast
+from semray.pipeline.runs.execute import Written, publish_parquet, resume
+from semray.pipeline.runs.resume_record import Job
 from semray.serving.config import ServingConfig
 from semray.serving.simulator.config import ModelProfile
 from semray.settings import Settings

@@ -142,8 +142,8 @@ def test_what_only_the_actors_count_is_never_more_than_they_did(finished: Any) -
 def test_ray_data_names_the_operator_after_the_plan(
     reviews: Any, ray_settings: Settings, config: ServingConfig
 ) -> None:
-    from semray.pipeline.journaled import Job
     from semray.pipeline.ray import materialize
+    from semray.pipeline.runs.resume_record import Job
     from semray.serving.deployments import start_tiers
 
     query = reviews.sem_filter(INSTRUCTION, tier="large")

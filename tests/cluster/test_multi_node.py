@@ -69,7 +69,7 @@ def test_killing_a_worker_node_loses_and_repeats_nothing(workdir: Path, monkeypa
     from ray.util.state import list_actors
 
     from semray.cluster.connect import ray_temp_dir
-    from semray.pipeline.run import publish_parquet
+    from semray.pipeline.runs.execute import publish_parquet
 
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     # ray.cluster_utils writes the head's address to $RAY_TMPDIR/ray/ray_current_cluster whatever

@@ -128,7 +128,7 @@ def test_the_result_of_a_run_carries_the_warning(tmp_path, monkeypatch) -> None:
     import pyarrow as pa
 
     import semray
-    import semray.pipeline.run as run_module
+    import semray.pipeline.runs.execute as run_module
 
     csv = tmp_path / "r.csv"
     csv.write_text("review\ngood\n", encoding="utf-8")

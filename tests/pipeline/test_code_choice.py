@@ -16,7 +16,7 @@ from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Limit, Node, Scan, Schema, SourceSpec
 from semray.operators.code import SemCode
 from semray.operators.semantic import ExtractField, SemExtract
-from semray.pipeline.code_choice import CodeChoice, choose_code, choose_code_for_run
+from semray.pipeline.runs.plan_time.code_choice import CodeChoice, choose_code, choose_code_for_run
 from semray.planner.explain_estimates import render_estimates
 from semray.planner.rules.prefer_validated_code import trial_key
 from semray.serving.config import ServingConfig

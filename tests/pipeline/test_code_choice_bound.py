@@ -18,7 +18,7 @@ from semray.cost_model.prices import profiles_from_serving
 from semray.operators import Node, Scan, Schema, SourceSpec
 from semray.operators.code import SemCode
 from semray.operators.semantic import ExtractField, SemExtract
-from semray.pipeline.code_choice import CodeChoice, choose_code
+from semray.pipeline.runs.plan_time.code_choice import CodeChoice, choose_code
 from semray.serving.config import ServingConfig
 from semray.serving.contract import ModelRequest, ModelResponse, Usage
 from semray.serving.prompts.code import CODE_SYSTEM
@@ -144,7 +144,7 @@ def test_every_round_is_journaled_priced_and_reused(tmp_path: Path) -> None:
 
 
 def test_the_draft_is_priced_for_the_rounds() -> None:
-    from semray.pipeline.code_choice import price_alternatives
+    from semray.pipeline.runs.plan_time.code_choice import price_alternatives
 
     one_round = price_alternatives(extraction(), CodeChoice(max_rows=20), PROFILES)
     rounds = price_alternatives(extraction(), CodeChoice(max_rows=200), PROFILES)

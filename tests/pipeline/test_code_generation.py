@@ -18,8 +18,8 @@ from semray.errors import CodeGenerationUnavailableError, CodeValidationError
 from semray.operators import Scan, Schema, SourceSpec
 from semray.operators.code import CodeExample, SemCode
 from semray.operators.semantic import ExtractField
-from semray.pipeline.code_commit import CODE_BATCH, check_can_write_code, commit_with
-from semray.pipeline.code_generation import generate_code
+from semray.pipeline.runs.plan_time.code_commit import CODE_BATCH, check_can_write_code, commit_with
+from semray.pipeline.runs.plan_time.code_generation import generate_code
 from semray.serving.backends.openai import OpenAIBackend
 from semray.serving.config import ServingConfig, TierConfig
 from semray.serving.contract import ModelRequest, ModelResponse

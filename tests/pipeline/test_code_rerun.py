@@ -13,8 +13,13 @@ from test_code_choice import GOOD, SAMPLE, StandIn, extraction
 from semray.operators import plan_to_json
 from semray.operators.code import SemCode
 from semray.operators.semantic import ExtractField
-from semray.pipeline.code_choice import CodeChoice, choice_run_identity, choose_code, choose_code_for_run
-from semray.pipeline.code_commit import code_run_identity, commit_code, commit_with
+from semray.pipeline.runs.plan_time.code_choice import (
+    CodeChoice,
+    choice_run_identity,
+    choose_code,
+    choose_code_for_run,
+)
+from semray.pipeline.runs.plan_time.code_commit import code_run_identity, commit_code, commit_with
 from semray.serving.config import Prices, ServingConfig, TierConfig
 from semray.settings import Settings
 from semray.transactions import begin_run
@@ -73,6 +78,6 @@ def test_a_failed_run_is_not_taken_as_committed(tmp_path: Path) -> None:
     settings = Settings(state_dir=tmp_path)
     run = finished_run(settings, code_run_identity(pending(), REAL), pending())
     run.finish("failed")
-    from semray.pipeline.code_commit import succeeded_lookup
+    from semray.pipeline.runs.plan_time.code_commit import succeeded_lookup
 
     assert succeeded_lookup(settings, code_run_identity(pending(), REAL)) is None

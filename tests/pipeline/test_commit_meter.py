@@ -11,8 +11,8 @@ import pytest
 
 from semray.cluster import metrics
 from semray.operators import SourceSpec
-from semray.pipeline.journaled import CancellableLedger
-from semray.pipeline.progress import JournalTail
+from semray.pipeline.runs.progress import JournalTail
+from semray.pipeline.runs.resume_record import CancellableLedger
 from semray.pipeline.stages.relational import ReadStage
 from semray.pipeline.stages.semantic import CascadeStage, SemanticStage, SemanticTask
 from semray.pipeline.workers.metering import CommitMeter, operator_tags

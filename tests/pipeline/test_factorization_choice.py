@@ -15,10 +15,10 @@ import pytest
 from semray import from_arrow
 from semray.operators import Node
 from semray.operators.semantic import SemJoin
-from semray.pipeline.join_factor_check import Ask, agreement_lower_bound
-from semray.pipeline.join_factorization import choose_factorization, parse_proposal
 from semray.pipeline.lowering.driver import lower
 from semray.pipeline.lowering.set_ops import factor_task
+from semray.pipeline.runs.plan_time.join_factor_check import Ask, agreement_lower_bound
+from semray.pipeline.runs.plan_time.join_factorization import choose_factorization, parse_proposal
 from semray.pipeline.stages.relational import BroadcastJoinStage
 from semray.pipeline.stages.semantic import SemanticStage
 from semray.serving.backends.simulated import SimulatedBackend
@@ -310,7 +310,7 @@ def test_the_bound_needs_enough_agreeing_pairs(agreeing: int, pairs: int, kept: 
 
 
 def test_for_a_run_a_join_without_a_candidate_opens_no_run_and_starts_no_tier(tmp_path: Path) -> None:
-    from semray.pipeline.join_factorization_run import choose_factorization_for_run
+    from semray.pipeline.runs.plan_time.join_factorization_run import choose_factorization_for_run
     from semray.serving.config import ServingConfig
 
     wide = from_arrow(pa.table({"text": [f"text {i}" for i in range(40)]}), "wide").plan

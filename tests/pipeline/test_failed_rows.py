@@ -12,8 +12,8 @@ import pytest
 
 import semray
 from semray.errors import ExecutionError, FailedRowsError, SemrayError, SourceError
-from semray.pipeline.journaled import Job
-from semray.pipeline.run import Result
+from semray.pipeline.runs.execute import Result
+from semray.pipeline.runs.resume_record import Job
 from semray.pipeline.workers.failed_rows import (
     FailedRows,
     OperatorFailures,

@@ -24,7 +24,7 @@ from semray.operators import Filter, Scan, Schema, SemClassify, SemFilter, SemMa
 from semray.operators.base import Node, walk
 from semray.operators.semantic import Semantic
 from semray.pipeline.lowering.semantic import semantic_task
-from semray.pipeline.measure_run import (
+from semray.pipeline.runs.measure_in_run import (
     MeasureOptions,
     Presample,
     answer_values,

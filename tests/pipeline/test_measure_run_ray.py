@@ -20,7 +20,7 @@ from semray.demo.corpus import generate
 from semray.demo.models import demo_serving
 from semray.operators import walk
 from semray.operators.semantic import Semantic
-from semray.pipeline.measure_run import MeasureOptions
+from semray.pipeline.runs.measure_in_run import MeasureOptions
 from semray.pipeline.stages.semantic import estimation_key
 from semray.serving.simulator.config import ModelProfile
 from semray.settings import Settings

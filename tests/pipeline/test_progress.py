@@ -10,9 +10,16 @@ import pyarrow as pa
 import pytest
 
 from semray.operators import SourceSpec
-from semray.pipeline.budget import BudgetError, Forecast, budget_stop, check_forecast, in_flight_batches
-from semray.pipeline.journaled import CancellableLedger
-from semray.pipeline.progress import JournalTail, LogReporter, ProgressClock, RunProgress, RunWatcher, format_seconds
+from semray.pipeline.runs.budget import BudgetError, Forecast, budget_stop, check_forecast, in_flight_batches
+from semray.pipeline.runs.progress import (
+    JournalTail,
+    LogReporter,
+    ProgressClock,
+    RunProgress,
+    RunWatcher,
+    format_seconds,
+)
+from semray.pipeline.runs.resume_record import CancellableLedger
 from semray.pipeline.stages.relational import ReadStage
 from semray.pipeline.stages.semantic import SemanticStage, SemanticTask
 from semray.settings import Settings

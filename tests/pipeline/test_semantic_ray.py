@@ -28,7 +28,7 @@ import semray
 from semray.api import Query
 from semray.errors import ExecutionError
 from semray.operators.semantic import SemClassify, SemFilter, SemMap
-from semray.pipeline.run import Result
+from semray.pipeline.runs.execute import Result
 from semray.serving.config import ServingConfig
 from semray.serving.simulator.config import ModelProfile, SimulatorConfig, TaskSpec
 from semray.settings import Settings

@@ -286,7 +286,7 @@ def test_search_index_modes(tmp_path: Path) -> None:
 
 def test_agg_prompt_budget_follows_the_tiers_context_length() -> None:
     from semray.api import from_arrow
-    from semray.pipeline.journaled import Job
+    from semray.pipeline.runs.resume_record import Job
     from semray.pipeline.stages.set_ops import AggStage
     from semray.serving.config import ServingConfig
     from semray.serving.simulator.config import ModelProfile, SimulatorConfig

@@ -14,7 +14,7 @@ from semray.errors import CodeValidationError, SandboxOutputError, SandboxViolat
 from semray.operators import Scan, Schema, SourceSpec
 from semray.operators.code import CodeExample, SemCode
 from semray.operators.semantic import ExtractField
-from semray.pipeline.code_commit import commit_with, pending_code
+from semray.pipeline.runs.plan_time.code_commit import commit_with, pending_code
 from semray.serving.contract import ModelRequest, ModelResponse, Usage
 from semray.settings import Settings
 from semray.transactions import begin_run

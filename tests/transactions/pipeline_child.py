@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
         return int(args.command(args, settings))
     if mode == "resume-when-free":
         return resume_when_free(settings, argv[2] if len(argv) > 2 else None)
-    from semray.pipeline.run import publish_parquet
+    from semray.pipeline.runs.execute import publish_parquet
 
     data, outputs = Path(argv[2]), [Path(path) for path in argv[3:]]
     plan = query(data, settings)
@@ -89,7 +89,7 @@ def resume_when_free(settings: Settings, run_id: str | None) -> int:
     ``semray.pipeline.run.resume``, what ``semray runs resume`` executes; a resume that still
     finds the lock held is tried again.
     """
-    from semray.pipeline.run import Written, resume
+    from semray.pipeline.runs.execute import Written, resume
     from semray.transactions import RunInUseError
     from semray.transactions.durability import is_locked
     from semray.transactions.registry import DRIVER_LOCK, run_dir

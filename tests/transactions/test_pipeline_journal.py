@@ -14,7 +14,7 @@ import pytest
 from semray.api import Query, from_arrow, read_csv
 from semray.demo import corpus
 from semray.demo.models import demo_serving
-from semray.pipeline.journaled import Job, job_to_resume
+from semray.pipeline.runs.resume_record import Job, job_to_resume
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.semantic import SemanticStage
 from semray.serving.config import ServingConfig, TierConfig

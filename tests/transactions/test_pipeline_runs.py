@@ -16,7 +16,7 @@ import pytest
 from semray.api import Query, read_csv
 from semray.demo import corpus
 from semray.errors import ExecutionError
-from semray.pipeline.run import Written, publish_parquet, resume
+from semray.pipeline.runs.execute import Written, publish_parquet, resume
 from semray.settings import Settings
 from semray.transactions import (
     RunCancelledError,

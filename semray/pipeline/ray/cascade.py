@@ -61,7 +61,7 @@ from semray.tasks import TaskKind
 
 def build_cascade(stage: CascadeStage, context: ExecutionContext) -> rd.Dataset:
     if context.tiers is None:
-        raise LoweringError("a cascade needs model tiers; run it through semray.pipeline.run")
+        raise LoweringError("a cascade needs model tiers; run it through semray.pipeline.runs.execute")
     tiers = context.tiers
     task = stage.task
     target = cascade_target(stage)
@@ -144,7 +144,7 @@ def _rows(dataset: rd.Dataset, row_ids: list[str]) -> pa.Table:
 def cascade_rounds(stage: CascadeStage, context: ExecutionContext) -> CascadeRounds:
     """A cascade stage as a step of the round trips under a LIMIT (``GrowingLimitStage``)."""
     if context.tiers is None:
-        raise LoweringError("a cascade needs model tiers; run it through semray.pipeline.run")
+        raise LoweringError("a cascade needs model tiers; run it through semray.pipeline.runs.execute")
     return CascadeRounds(
         stage, context.tiers, context.ledger, row_counts=context.row_counts, counted_as=stage.operators
     )

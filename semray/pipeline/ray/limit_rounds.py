@@ -53,7 +53,7 @@ def _driver_step(stage: Stage, context: ExecutionContext) -> Callable[[pa.Table]
         return cascade_rounds(stage, context)
     if isinstance(stage, SemanticStage):
         if context.tiers is None:
-            raise LoweringError("a semantic stage needs model tiers; run it through semray.pipeline.run")
+            raise LoweringError("a semantic stage needs model tiers; run it through semray.pipeline.runs.execute")
         return SemanticBatchUDF(
             stage.task,
             stage.operator_key,

@@ -16,7 +16,7 @@ from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
 
 def build_semantic(stage: SemanticStage, context: ExecutionContext) -> rd.Dataset:
     if context.tiers is None:
-        raise LoweringError("a semantic stage needs model tiers; run it through semray.pipeline.run")
+        raise LoweringError("a semantic stage needs model tiers; run it through semray.pipeline.runs.execute")
     # Blocks of one semantic batch each: every actor gets work, and a LIMIT downstream
     # stops the model calls after a few batches instead of after a whole read block.
     upstream = materialize(stage.inputs[0], context).repartition(target_num_rows_per_block=stage.batch_rows)

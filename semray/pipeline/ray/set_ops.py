@@ -39,7 +39,7 @@ TASK_CPUS = 0.25
 
 def _tiers(context: ExecutionContext, stage: Stage) -> TierHandles:
     if context.tiers is None:
-        raise LoweringError(f"{type(stage).__name__} needs model tiers; run it through semray.pipeline.run")
+        raise LoweringError(f"{type(stage).__name__} needs model tiers; run it through semray.pipeline.runs.execute")
     return context.tiers
 
 

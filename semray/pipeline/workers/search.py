@@ -92,7 +92,9 @@ def embedded_query(stage: SearchStage, tiers: TierHandles | None, ledger: BatchL
     if stage.mode == "fts":
         return None
     if tiers is None:
-        raise LoweringError(f"{stage.mode} search needs the embedding tier; run it through semray.pipeline.run")
+        raise LoweringError(
+            f"{stage.mode} search needs the embedding tier; run it through semray.pipeline.runs.execute"
+        )
     key = batch_key(stage.operator_key, [QUERY_BATCH])
     known = ledger.lookup(stage.operator_key, key) if ledger is not None else None
     if known is not None and known.num_rows:

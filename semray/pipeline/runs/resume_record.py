@@ -159,7 +159,7 @@ def _with_journaled_serving(job: Job, detail: RunDetail) -> Job:
         raise RunStateError(
             f"run {detail.run_id}'s serving configuration cannot be rebuilt from its journal ({error.error_count()} "
             "problem(s), e.g. simulator datasets given as in-memory tables); resume it from Python with "
-            "semray.pipeline.run.resume(settings, run_id, serving=...)"
+            "semray.pipeline.runs.execute.resume(settings, run_id, serving=...)"
         ) from None
     return Job.prepare(job.plan, job.settings, serving)
 

@@ -20,9 +20,10 @@ from semray.cost_model.cardinality import row_bound
 from semray.log import get_logger
 from semray.operators import Limit, Node, plan_to_json
 from semray.operators.semantic import SemJoin
-from semray.pipeline.code_commit import reads_memory, succeeded_lookup
-from semray.pipeline.join_factor_check import Ask
-from semray.pipeline.join_factorization import (
+from semray.pipeline.lowering.set_ops import side_columns
+from semray.pipeline.runs.plan_time.code_commit import reads_memory, succeeded_lookup
+from semray.pipeline.runs.plan_time.join_factor_check import Ask
+from semray.pipeline.runs.plan_time.join_factorization import (
     DEFAULT_CHOICE,
     PROPOSAL_TIER,
     FactorDecision,
@@ -31,7 +32,6 @@ from semray.pipeline.join_factorization import (
     factor_candidates,
     not_worth_trying,
 )
-from semray.pipeline.lowering.set_ops import side_columns
 from semray.planner.join_factors import detect_factorization, find_factorization
 from semray.serving.config import ServingConfig
 from semray.settings import Settings
@@ -60,7 +60,7 @@ def choose_factorization_for_run(
     earlier = None if reads_memory(document) else succeeded_lookup(settings, identity)
 
     def sample(side: Node, rows: int) -> pa.Table:
-        from semray.pipeline.run import collect
+        from semray.pipeline.runs.execute import collect
 
         return collect(Limit(input=side, count=rows), settings, serving)
 

@@ -30,7 +30,7 @@ from typing import Any, Protocol, Self
 
 from semray.cluster import metrics
 from semray.log import get_logger
-from semray.pipeline.budget import budget_stop
+from semray.pipeline.runs.budget import budget_stop
 from semray.pipeline.workers.metering import CommitMeter
 from semray.transactions import LLMUsage, TransactionError, read_journal
 from semray.transactions.durability import is_locked

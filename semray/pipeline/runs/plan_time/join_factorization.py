@@ -46,9 +46,9 @@ from semray.operators import Node
 from semray.operators.keys import operator_key
 from semray.operators.schema import ROW_ID
 from semray.operators.semantic import SemJoin
-from semray.pipeline.code_commit import Lookup
-from semray.pipeline.join_factor_check import Ask, Row, Verification, verify_factorization
 from semray.pipeline.lowering.set_ops import side_columns
+from semray.pipeline.runs.plan_time.code_commit import Lookup
+from semray.pipeline.runs.plan_time.join_factor_check import Ask, Row, Verification, verify_factorization
 from semray.pipeline.workers.metering import paid_for
 from semray.planner.capabilities import rebuild
 from semray.planner.join_factors import Factorization, detect_factorization, find_factorization

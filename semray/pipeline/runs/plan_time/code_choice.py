@@ -53,8 +53,22 @@ from semray.operators.base import transform
 from semray.operators.code import SemCode
 from semray.operators.keys import operator_key
 from semray.operators.semantic import SemExtract, SemMap
-from semray.pipeline.code_commit import CODE_TIER, Lookup, code_run, reads_memory, sample_input, succeeded_lookup
-from semray.pipeline.code_generation import Ask, GeneratedCode, count_agreement, model_answers, run_code, try_code
+from semray.pipeline.runs.plan_time.code_commit import (
+    CODE_TIER,
+    Lookup,
+    code_run,
+    reads_memory,
+    sample_input,
+    succeeded_lookup,
+)
+from semray.pipeline.runs.plan_time.code_generation import (
+    Ask,
+    GeneratedCode,
+    count_agreement,
+    model_answers,
+    run_code,
+    try_code,
+)
 from semray.pipeline.workers.metering import paid_for
 from semray.planner.costing import cost_model_estimator, operator_cost
 from semray.planner.paths import operator_paths, rewrite_at_paths

@@ -38,12 +38,12 @@ from semray.cost_model.statistics import PlanStatistics
 from semray.errors import LoweringError, SemrayError
 from semray.log import get_logger
 from semray.operators.base import Node
-from semray.pipeline.budget import Forecast, check_forecast, forecast, in_flight_batches
-from semray.pipeline.journaled import CancellableLedger, Job, job_to_resume, model_tiers
 from semray.pipeline.lowering.driver import lower
-from semray.pipeline.measure_run import MeasuredRun, Planning, measure_plan, seed_of
-from semray.pipeline.progress import LogReporter, ProgressReporter, RunWatcher
 from semray.pipeline.ray import materialize
+from semray.pipeline.runs.budget import Forecast, check_forecast, forecast, in_flight_batches
+from semray.pipeline.runs.measure_in_run import MeasuredRun, Planning, measure_plan, seed_of
+from semray.pipeline.runs.progress import LogReporter, ProgressReporter, RunWatcher
+from semray.pipeline.runs.resume_record import CancellableLedger, Job, job_to_resume, model_tiers
 from semray.pipeline.stages.base import render_stages
 from semray.pipeline.workers.failed_rows import FailedRows, check_failed_rows, failed_rows, operator_labels
 from semray.pipeline.workers.metering import operator_tags

@@ -38,7 +38,7 @@ from semray.log import get_logger
 from semray.operators import Limit, Node, plan_to_json, transform, walk
 from semray.operators.code import SemCode
 from semray.operators.keys import operator_key
-from semray.pipeline.code_generation import Ask, GeneratedCode, generate_code
+from semray.pipeline.runs.plan_time.code_generation import Ask, GeneratedCode, generate_code
 from semray.pipeline.workers.metering import paid_for
 from semray.serving.config import ServingConfig
 from semray.settings import Settings
@@ -219,7 +219,7 @@ def _check_user(
 ) -> SemCode:
     """``node`` with its user function validated (``checked_rows`` and ``agreement`` set), journaled
     under ``code_check:<operator key>`` when there is a ledger; raises ``CodeValidationError``."""
-    from semray.pipeline.code_generation import check_user_code, model_answers
+    from semray.pipeline.runs.plan_time.code_generation import check_user_code, model_answers
 
     key = _key(node)
     found = _journaled(key, ledger, earlier)
@@ -280,7 +280,7 @@ def check_can_write_code(plan: Node, serving: ServingConfig) -> None:
 
 def sample_input(node: SemCode, settings: Settings, serving: ServingConfig | None) -> pa.Table:
     """The first ``max_sample_rows`` (else ``sample_rows``) rows of the operator's input (a query of its own)."""
-    from semray.pipeline.run import collect
+    from semray.pipeline.runs.execute import collect
 
     return collect(Limit(input=node.input, count=node.max_sample_rows or node.sample_rows), settings, serving)
 
