@@ -23,7 +23,7 @@ from semray.cost_model.policies import MinCost
 from semray.cost_model.prices import TierProfile
 from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
 from semray.operators import Node, Scan, Schema, SemClassify, SemFilter, SemMap, SourceSpec, walk
-from semray.planner.costing import cost_model_estimator
+from semray.planner.cost_estimator import cost_model_estimator
 from semray.planner.model_selection import (
     CASCADE,
     LADDER,

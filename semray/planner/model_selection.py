@@ -46,7 +46,7 @@ stays on the top tier and a warning is logged.
 Operators with a pinned tier keep it, and so do cascades the user asked for (``tier="cascade"``,
 or ``auto`` with a quality target): they are priced as cascades at their own target.
 
-The cost of a plan is `costing.operator_cost` (dollars, GPU-seconds as tie-breaker); quality is
+The cost of a plan is `cost_estimator.operator_cost` (dollars, GPU-seconds as tie-breaker); quality is
 the cost model's plan quality bound.
 
 >>> select_models(plan, estimator, MinCost(quality=0.9)).tiers  # doctest: +SKIP
@@ -70,7 +70,7 @@ from semray.cost_model.quality import cascade_quality
 from semray.operators.base import Node
 from semray.operators.semantic import QualityTarget, SemanticNode
 from semray.planner.capabilities import rebuild
-from semray.planner.costing import Estimator, operator_cost
+from semray.planner.cost_estimator import Estimator, operator_cost
 from semray.planner.paths import operator_paths, rewrite_at_paths
 
 CASCADE = "cascade"

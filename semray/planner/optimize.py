@@ -26,7 +26,7 @@ from semray.cost_model.estimates import PlanEstimate
 from semray.cost_model.policies import MinCost, Policy
 from semray.cost_model.statistics import statistics_key
 from semray.operators.base import Node
-from semray.planner.costing import Estimator, cost_model_estimator
+from semray.planner.cost_estimator import Estimator, cost_model_estimator
 from semray.planner.join_order import order_joins
 from semray.planner.model_selection import CASCADE, LADDER, Selection, apply_tiers, select_models
 from semray.planner.rules import RULES, Rule, RuleContext, apply_rules

@@ -25,7 +25,7 @@ from semray.pipeline.lowering.driver import lower
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.semantic import CascadeStage, SemanticStage
 from semray.planner import optimize_plan
-from semray.planner.costing import cost_model_estimator
+from semray.planner.cost_estimator import cost_model_estimator
 from semray.planner.explain_estimates import render_estimates
 from semray.planner.model_selection import (
     LADDER,

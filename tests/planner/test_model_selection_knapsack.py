@@ -18,7 +18,7 @@ from semray.cost_model.policies import MinCost as CostModelMinCost
 from semray.cost_model.prices import TierProfile
 from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Node, SemMap
-from semray.planner.costing import cost_model_estimator
+from semray.planner.cost_estimator import cost_model_estimator
 from semray.planner.model_selection import (
     CASCADE,
     LADDER,

@@ -70,7 +70,7 @@ from semray.pipeline.runs.plan_time.code_generation import (
     try_code,
 )
 from semray.pipeline.workers.metering import paid_for
-from semray.planner.costing import cost_model_estimator, operator_cost
+from semray.planner.cost_estimator import cost_model_estimator, operator_cost
 from semray.planner.paths import operator_paths, rewrite_at_paths
 from semray.planner.rules.prefer_validated_code import (
     CodeRuleContext,
@@ -89,7 +89,7 @@ from semray.transactions import BatchLedger
 log = get_logger(__name__)
 
 GPU_SECOND_COST = 1e-5
-"""``planner.costing.operator_cost``'s weight of a GPU-second (self-hosted tiers cost no dollars)."""
+"""``planner.cost_estimator.operator_cost``'s weight of a GPU-second (self-hosted tiers cost no dollars)."""
 TRIAL_BATCH = "trial"
 """The ledger's batch key of a journaled trial (one per candidate)."""
 _TRIAL_SCHEMA = pa.schema(
