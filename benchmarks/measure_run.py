@@ -77,9 +77,9 @@ def _tiers(plan: Any) -> list[str]:
 
 def _estimate(plan: Any, statistics: Any, profiles: Any) -> dict[str, Any]:
     """The cost model's dollars for ``plan`` (low, value, high), with each cascade's priced split."""
+    from semray.cost_model.cardinality import source_statistics
     from semray.cost_model.cascade_cost import CascadeEstimate
     from semray.cost_model.plan_cost import estimate_plan
-    from semray.explaining import source_statistics
 
     known = source_statistics(plan) if statistics is None else source_statistics(plan).merged(statistics)
     estimate = estimate_plan(plan, known, profiles)

@@ -7,23 +7,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from semray.cost_model.estimates import Interval
-from semray.cost_model.statistics import PlanStatistics, source_key
-from semray.operators import Limit, Node, Scan, walk
+from semray.operators import Limit, Node, walk
 from semray.operators.keys import operator_key
 from semray.settings import Settings
-
-
-def source_statistics(plan: Node) -> PlanStatistics:
-    """Row counts the sources state cheaply (metadata, not a read): the rest of an estimate uses
-    the cost model's documented defaults until statistics are measured."""
-    from semray.cost_model.cardinality import row_bound
-
-    rows = {}
-    for node in walk(plan):
-        if isinstance(node, Scan) and (count := row_bound(node)) is not None:
-            rows[source_key(node)] = Interval.exact(float(count))
-    return PlanStatistics(source_rows=rows)
 
 
 def run_actuals(plan: Node, settings: Settings, result: Any) -> dict[str, Any]:

@@ -12,8 +12,9 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from semray.cost_model.cardinality import source_statistics
 from semray.errors import PlanError
-from semray.explaining import failure_lines, run_actuals, source_statistics, tier_lines
+from semray.explaining import failure_lines, run_actuals, tier_lines
 from semray.log import get_logger
 from semray.operators import (
     Aggregate,

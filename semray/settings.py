@@ -5,11 +5,31 @@ Build it once at the edge (CLI, ``semray.connect``) and pass it down.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from semray.errors import StateDirError
+
+STATE_DIR_ENV = "SEMRAY_STATE_DIR"
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
+"""``s3://b/x``, and ``s3:/b/x`` (what ``Path("s3://b/x")`` keeps of it)."""
+
+
+def refuse_object_store_uri(value: object) -> None:
+    """Raise ``StateDirError`` for a state folder given as a URI: the state needs a POSIX file system
+    (``cluster/shared_state.py`` says why)."""
+    text = str(value)
+    if isinstance(value, str | Path) and _URI.match(text):
+        raise StateDirError(
+            f"state folder {text!r} is a URI: semray's state (run journals under flock, fsync'd renames, "
+            "hard-linked outputs, the SQLite response cache) needs a POSIX file system, and object stores are not "
+            f"supported. Set {STATE_DIR_ENV} (or --state-dir) to a path every node sees, e.g. an NFS mount or a "
+            "bucket mounted with a POSIX-compliant FUSE driver"
+        )
 
 
 class Settings(BaseSettings):
@@ -177,8 +197,6 @@ class Settings(BaseSettings):
     @field_validator("state_dir", mode="before")
     @classmethod
     def _local_state_dir(cls, value: object) -> object:
-        from semray.cluster.shared_state import refuse_object_store_uri
-
         refuse_object_store_uri(value)
         return value
 

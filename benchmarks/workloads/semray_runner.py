@@ -102,9 +102,9 @@ def _execute(spec: dict[str, Any], query: Any) -> tuple[Any, dict[str, Any]]:
     cascades under ``MinCost(quality=0.9)``. The estimate is made with what the planner knew: the
     sources' row counts, plus the measured statistics for ``optimized`` (defaults elsewhere).
     """
+    from semray.cost_model.cardinality import source_statistics
     from semray.cost_model.plan_cost import estimate_plan
     from semray.cost_model.policies import MinCost
-    from semray.explaining import source_statistics
 
     if spec["config"] == "cascade":
         query = query.with_quality(CASCADE_QUALITY)

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from semray.cluster.connect import auth_hint
-from semray.cluster.shared_state import STATE_DIR_ENV
 from semray.errors import JobError
 from semray.log import get_logger
+from semray.settings import STATE_DIR_ENV
 
 log = get_logger(__name__)
 

@@ -6,7 +6,8 @@ is relative, so inside a job its runs, journals and response cache would land th
 ``semray runs ls`` on the submitting machine would never see them. ``check_state_dir`` refuses
 that unless ``Settings.allow_job_local_state`` says otherwise.
 
-Object-store URIs (``s3://``, ``gs://``, ...) are refused too: the journal appends under
+Object-store URIs (``s3://``, ``gs://``, ...) are refused too, by ``Settings`` itself
+(``settings.refuse_object_store_uri``): the journal appends under
 ``flock``, commits are fsync'd files renamed into place, publishing swaps a hard link or a
 symlink with ``os.replace``, the fence is an fsync'd rename checked under the journal lock, and
 the response cache is SQLite in WAL mode. None of that has an equivalent through pyarrow's
@@ -20,33 +21,18 @@ every node sees (NFS, a mounted volume).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from semray.errors import StateDirError
+from semray.settings import STATE_DIR_ENV
 
 if TYPE_CHECKING:
     from semray.settings import Settings
 
 JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 """Set by Ray's job supervisor in the environment of every submitted job's driver."""
-STATE_DIR_ENV = "SEMRAY_STATE_DIR"
-_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
-"""``s3://b/x``, and ``s3:/b/x`` (what ``Path("s3://b/x")`` keeps of it)."""
-
-
-def refuse_object_store_uri(value: object) -> None:
-    """Raise ``StateDirError`` for a state folder given as a URI (see the module docstring)."""
-    text = str(value)
-    if isinstance(value, str | Path) and _URI.match(text):
-        raise StateDirError(
-            f"state folder {text!r} is a URI: semray's state (run journals under flock, fsync'd renames, "
-            "hard-linked outputs, the SQLite response cache) needs a POSIX file system, and object stores are not "
-            f"supported. Set {STATE_DIR_ENV} (or --state-dir) to a path every node sees, e.g. an NFS mount or a "
-            "bucket mounted with a POSIX-compliant FUSE driver"
-        )
 
 
 def in_ray_job(environ: Mapping[str, str] | None = None) -> bool:

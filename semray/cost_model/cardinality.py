@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from semray.cost_model.estimates import EstimateError, Interval, PlanEstimate
 from semray.cost_model.plan_cost import EstimationContext, operator_paths
 from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
-from semray.operators.base import Node
+from semray.operators.base import Node, walk
 from semray.operators.code import SemCode
 from semray.operators.plan import ROW_SEMANTIC
 from semray.operators.relational import (
@@ -122,6 +122,16 @@ def row_bound(node: Node) -> int | None:
         return None
     return rule_of(node).bound(node, known)
 
+
+
+def source_statistics(plan: Node) -> PlanStatistics:
+    """Row counts the sources state cheaply (metadata, not a read), keyed as ``PlanStatistics.source_rows``:
+    the rest of an estimate uses the cost model's documented defaults until statistics are measured."""
+    rows = {}
+    for node in walk(plan):
+        if isinstance(node, Scan) and (count := row_bound(node)) is not None:
+            rows[source_key(node)] = Interval.exact(float(count))
+    return PlanStatistics(source_rows=rows)
 
 def default_rows(node: Node) -> float:
     """Rows of ``node`` with no statistics: `estimated_rows`' point value by the defaults alone."""

@@ -12,9 +12,9 @@ import pytest
 
 import semray
 from semray.api import Query
+from semray.cost_model.cardinality import source_statistics
 from semray.cost_model.plan_cost import estimate_plan
 from semray.cost_model.prices import profiles_from_serving
-from semray.explaining import source_statistics
 from semray.operators import SemJoin, walk
 from semray.serving.config import ServingConfig
 from semray.serving.simulator.config import ModelProfile, SimulatorConfig, TaskSpec

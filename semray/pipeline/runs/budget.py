@@ -54,9 +54,9 @@ class Forecast:
 
 def forecast(plan: Node, serving: ServingConfig | None) -> Forecast | None:
     """The cost model's estimate of ``plan``'s model calls; None when it cannot estimate the plan."""
+    from semray.cost_model.cardinality import source_statistics
     from semray.cost_model.plan_cost import estimate_plan
     from semray.cost_model.prices import profiles_from_serving
-    from semray.explaining import source_statistics
 
     try:
         estimate = estimate_plan(plan, source_statistics(plan), profiles_from_serving(serving or ServingConfig()))
