@@ -1,7 +1,8 @@
 """Architecture fitness: every operator lowers (or is listed as not yet executable) and has a
-row-count rule; every semantic operator has a SQL function and a rule fixture (or a stated
-reason why not); imports point the way docs/architecture.md ("Layering") says: MAY_IMPORT is
-that table."""
+row-count rule; every semantic operator has a task kind, a prompt template, a cost estimator, a
+lowering, a ``Query`` builder method, a JSON round trip, a SQL function and a rule fixture (or a
+stated reason why not); lowering functions lower nothing themselves; imports point the way
+docs/architecture.md ("Layering") says: MAY_IMPORT is that table."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from semray.operators import OPERATORS
 from semray.pipeline.lowering.driver import LOWERINGS
+from semray.pipeline.lowering.registry import Lowering
 
 PACKAGE = Path(__file__).resolve().parents[1] / "semray"
 NOT_YET_EXECUTABLE: set[type] = set()
@@ -52,9 +54,10 @@ def layers(names: str) -> frozenset[str]:
 
 # The layering of docs/architecture.md ("Layering"), the one place it is written as code: each
 # layer and the layers it may import (its own modules aside). A layer is a subpackage or a
-# top-level module of semray (all ``cli*.py`` are one, ``cli``); ``planner.agents`` is a layer of
-# its own, above the optimizer. ``ray`` stands for Ray itself; ``ray.data`` only the modules in
-# RAY_DATA_MODULES import. Every layer may import the leaves in FOUNDATION.
+# top-level module of semray (all ``cli*.py`` are one, ``cli``); ``planner.agents`` and each
+# subpackage of ``pipeline`` are layers of their own. ``ray`` stands for Ray itself; ``ray.data``
+# only ``pipeline.ray`` and the modules in RAY_DATA_ELSEWHERE import. Every layer may import the
+# leaves in FOUNDATION.
 FOUNDATION = frozenset({"errors", "log", "tasks", "settings", "sql_quoting"})
 MAY_IMPORT: dict[str, frozenset[str]] = {
     "errors": frozenset(),
@@ -74,15 +77,23 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "catalog": layers("operators sources serving transactions cluster ray"),
     "planner": layers("operators cost_model"),
     "planner.agents": layers("operators cost_model planner serving catalog sources transactions"),
-    "pipeline": layers("operators serving sources transactions cluster ray cost_model planner catalog sandbox"),
-    "explaining": layers("operators cost_model planner pipeline serving transactions"),
-    "query": layers("operators sql cost_model planner pipeline serving explaining output catalog"),
+    "pipeline": FOUNDATION,  # the package itself; its subpackages are the layers below
+    "pipeline.stages": layers("operators catalog sandbox"),  # physical plan values: no Ray
+    "pipeline.lowering": layers("pipeline.stages operators cost_model planner catalog serving sandbox"),  # no Ray
+    "pipeline.workers": layers("pipeline.stages operators cost_model catalog serving transactions sandbox cluster"),
+    "pipeline.ray": layers("pipeline.stages pipeline.workers operators cost_model serving sources transactions ray"),
+    "pipeline.runs": layers(
+        "pipeline.stages pipeline.lowering pipeline.workers pipeline.ray operators cost_model planner catalog serving"
+        " sources transactions cluster sandbox"
+    ),
+    "explaining": layers("operators cost_model planner serving transactions"),
+    "query": layers("operators sql cost_model planner pipeline.runs serving explaining output catalog"),
     "readers": layers("operators sources sql catalog query"),
     "asking": layers("operators cost_model planner planner.agents serving catalog query pipeline transactions"),
     "demo": layers("serving query readers"),
     "mcp_server": layers("operators planner planner.agents serving catalog output query readers asking"),
     "cli": layers(
-        "operators cost_model planner planner.agents pipeline serving catalog cluster transactions output"
+        "operators cost_model planner planner.agents pipeline.runs serving catalog cluster transactions output"
         " readers query asking mcp_server demo ray"
     ),
     "api": frozenset({"query", "readers"}),  # the public surface: nothing inside semray imports it
@@ -90,18 +101,14 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 }
 EXCEPTIONS: dict[tuple[str, str], str] = {}
 """Imports the table does not allow, each with its reason: (module under semray/, layer it imports)."""
-RAY_DATA_MODULES = {
-    "pipeline/ray/materialize.py",
-    "pipeline/ray/relational.py",
-    "pipeline/ray/semantic.py",
-    "pipeline/ray/set_ops.py",
-    "pipeline/ray/cascade.py",
-    "pipeline/ray/limit_rounds.py",
-    "cluster/connect.py",  # sets Ray Data's global options once
-    "cluster/release.py",  # an execution callback that kills a failed run's actors (docs/cluster.md, "Budgets")
-    "catalog/document_pipeline.py",  # ingest is not a plan: docs/architecture.md, "The catalog"
+RAY_DATA_LAYER = "pipeline/ray/"
+"""The modules that turn stages into Ray Data pipelines: the ones that import ``ray.data``."""
+RAY_DATA_ELSEWHERE: dict[str, str] = {
+    "cluster/connect.py": "sets Ray Data's global options once, when the process connects",
+    "cluster/release.py": "the execution callback connect registers: kills a failed execution's actors",
+    "catalog/document_pipeline.py": "ingest is not a plan (docs/architecture.md, 'The catalog')",
 }
-"""The modules that import ``ray.data``."""
+"""The modules outside ``pipeline/ray/`` that import ``ray.data``, each with its reason."""
 
 
 def layer_of(module: str) -> str | None:
@@ -164,13 +171,38 @@ def test_every_import_is_allowed_by_the_table() -> None:
     assert not stale, f"exceptions no longer needed: remove {sorted(stale)} from EXCEPTIONS"
 
 
-def test_only_the_execution_modules_import_ray_data() -> None:
+def test_only_the_ray_execution_layer_imports_ray_data() -> None:
     importing = {
         path.relative_to(PACKAGE).as_posix()
         for path in PACKAGE.rglob("*.py")
         if any(name == "ray.data" or name.startswith("ray.data.") for name in imports(path))
     }
-    assert importing == RAY_DATA_MODULES, f"modules importing ray.data: {sorted(importing)}"
+    elsewhere = {module for module in importing if not module.startswith(RAY_DATA_LAYER)}
+    assert elsewhere == set(RAY_DATA_ELSEWHERE), (
+        f"modules outside {RAY_DATA_LAYER} importing ray.data: {sorted(elsewhere)}; build Ray Data pipelines in "
+        f"semray/{RAY_DATA_LAYER} (or list the module in RAY_DATA_ELSEWHERE with the reason)"
+    )
+    assert any(module.startswith(RAY_DATA_LAYER) for module in importing)
+
+
+def test_lowering_functions_lower_nothing_themselves() -> None:
+    """Only the driver lowers (inputs first, then one function per operator type); a lowering
+    function is registered for one type and typed for it, so it never re-narrows its node."""
+    lowering = PACKAGE / "pipeline" / "lowering"
+    for path in sorted(lowering.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if path.name != "driver.py":
+            driver = [name for name in imports(path) if name.startswith("semray.pipeline.lowering.driver")]
+            assert not driver, f"{path.name} imports the driver ({driver}): only the driver lowers"
+        narrowing = [
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assert)
+            and isinstance(node.test, ast.Call)
+            and getattr(node.test.func, "id", None) == "isinstance"
+        ]
+        assert not narrowing, f"{path.name} re-narrows with assert isinstance at lines {narrowing}"
+    assert all(isinstance(entry, Lowering) and entry.operator is operator for operator, entry in LOWERINGS.items())
 
 
 def test_the_sandbox_child_is_self_contained() -> None:
@@ -197,6 +229,65 @@ def test_every_semantic_operator_declares_its_task_and_capabilities() -> None:
             assert isinstance(getattr(operator, capability, None), bool), f"{name}.{capability} is not a bool"
         assert callable(operator.drops_rows_only), f"{name} has no drops_rows_only()"
     assert set(PROMPTS) == set(TaskKind), "every task kind needs a prompt template in serving/prompts/operators.py"
+
+
+def test_every_semantic_operator_has_a_cost_estimator_a_lowering_and_a_builder_method() -> None:
+    from semray.cost_model import code_cost, relational_cost, semantic_cost  # noqa: F401  (they register)
+    from semray.cost_model.plan_cost import ESTIMATORS
+    from semray.operators.plan import SEMANTIC
+
+    names = {op.__name__ for op in SEMANTIC}
+    missing = {
+        "cost estimator (semray/cost_model/semantic_cost.py, ESTIMATORS)": names - {op.__name__ for op in ESTIMATORS},
+        "lowering (semray/pipeline/lowering/, LOWERINGS)": names - {op.__name__ for op in LOWERINGS},
+        "Query builder method (semray/query.py)": names - query_built_operators(),
+    }
+    assert not any(missing.values()), "semantic operators without a " + "; ".join(
+        f"{what}: {sorted(operators)}" for what, operators in missing.items() if operators
+    )
+
+
+def query_built_operators() -> set[str]:
+    """Names of the classes a public method of ``semray.query.Query`` names (the operators it builds)."""
+    tree = ast.parse((PACKAGE / "query.py").read_text(encoding="utf-8"))
+    (query,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Query"]
+    return {
+        name.id
+        for method in query.body
+        if isinstance(method, ast.FunctionDef) and not method.name.startswith("_")
+        for name in ast.walk(method)
+        if isinstance(name, ast.Name)
+    }
+
+
+def test_every_semantic_operator_round_trips_through_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tests/operators/test_serialize.py`` builds one of each operator; each semantic one is a JSON
+    document of the plan schema that reads back as the same node."""
+    import json
+
+    import jsonschema
+
+    from semray.operators import Scan, Schema, SourceSpec, plan_from_json, plan_json_schema, plan_to_json
+    from semray.operators.plan import SEMANTIC
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "operators"))
+    from test_serialize import one_of_each
+
+    columns = (("review_id", "VARCHAR"), ("product", "VARCHAR"), ("rating", "BIGINT"), ("review", "VARCHAR"))
+    reviews = Scan(source=SourceSpec(kind="csv", path="/data/reviews.csv"), source_schema=Schema.of(*columns))
+    products = Scan(
+        source=SourceSpec(kind="csv", path="/data/products.csv"),
+        source_schema=Schema.of(("product", "VARCHAR"), ("category", "VARCHAR"), ("list_price", "DOUBLE")),
+    )
+    examples = {type(node): node for node in one_of_each(reviews, products)}
+    missing = sorted(op.__name__ for op in SEMANTIC if op not in examples)
+    assert not missing, f"no example of {missing} in one_of_each (tests/operators/test_serialize.py): add one"
+    schema = plan_json_schema()
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for operator in SEMANTIC:
+        text = plan_to_json(examples[operator])
+        validator.validate(json.loads(text))
+        assert plan_from_json(text) == examples[operator], f"{operator.__name__} does not round-trip through JSON"
 
 
 def test_every_operator_has_a_row_count_rule() -> None:

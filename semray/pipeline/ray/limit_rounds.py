@@ -62,7 +62,8 @@ def _driver_step(stage: Stage, context: ExecutionContext) -> Callable[[pa.Table]
             row_counts=context.row_counts,
             counted_as=stage.operators,
         )
-    assert isinstance(stage, BatchSqlStage)
+    if not isinstance(stage, BatchSqlStage):
+        raise LoweringError(f"{type(stage).__name__} cannot run in a LIMIT's round trips (ROUND_STAGES)")
     sql, counts, operators = stage.sql, context.row_counts, stage.operators
 
     def step(batch: pa.Table) -> pa.Table:
