@@ -93,7 +93,7 @@ def _measure(shape: str, settings: Any, table: pa.Table, serving: Any, repeats: 
         )
         return int(sum(batch.num_rows for batch in dataset.iter_batches(batch_format="pyarrow", batch_size=None)))
 
-    # The engine sizes its batches from the input (pipeline/sizing.semantic_batch_rows); the plain
+    # The engine sizes its batches from the input (pipeline/lowering/sizing.semantic_batch_rows); the plain
     # baseline runs both at semantic_batch_max and at the engine's own batch size (like for like).
     engine_batch = semantic_batch_rows(semray.from_arrow(inputs, "tickets", settings=settings).plan, settings)
     variants: dict[str, Callable[[], int]] = {

@@ -255,11 +255,11 @@ def _markdown(figures: dict[str, Any]) -> str:
         "Before: the actor pool dispatched several batches before the LIMIT stopped the stream, and "
         "calls in flight at the stop were paid (the endpoint counted them) but missing from the run's "
         "usage. Now the driver runs the chain under the LIMIT in round trips that grow from about "
-        "`k / selectivity` rows (`pipeline/limit_rounds.py`), so nothing is in flight at the stop. A cascade "
+        "`k / selectivity` rows (`pipeline/workers/limit_rounds.py`), so nothing is in flight at the stop. A cascade "
         "whose LIMIT needs fewer rows than its 200 calibration labels runs on the large tier in those round "
         "trips (before: proxies, calibration and the small tier over all rows); under a larger LIMIT it "
         "calibrates on the first round's rows and routes later rounds row by row (`CascadeRounds`, "
-        "`pipeline/cascade.py`; it meets its accuracy target, so a few returned rows may be ones the "
+        "`pipeline/workers/cascade_rounds.py`; it meets its accuracy target, so a few returned rows may be ones the "
         "large tier would not keep). A pair join judges its pairs in those round trips. A factorized join "
         "(each side asked once for the topic) keeps a plain LIMIT over its actor pools: it asks every right "
         "row and every left row dispatched before the stop, at most n + m calls whatever k.",

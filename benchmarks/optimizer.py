@@ -24,7 +24,7 @@ small-tier quality. Tokens are ``len(prompt) / 4``; prices: large $2.50 / $10 pe
 in / out, small $0.15 / $0.60, embedding free (MiniLM on the CPU).
 
 Medical is optimized twice: without the cascade rung (tiers large / small, as before cascades
-could be priced) and with it. A cascade is evaluated the way `semray.pipeline.cascade` runs
+could be priced) and with it. A cascade is evaluated the way `semray.pipeline.ray.cascade` runs
 one, with the router's own functions over the operator's whole input: proxies from
 all-MiniLM-L6-v2 (each symptom text's softmax over "symptoms of <diagnosis>" at temperature
 0.05, cached by ``benchmarks.estimation`` in ``benchmarks/out/estimation``; the classification

@@ -201,7 +201,7 @@ def cascade_inputs(node: Any, rows: Sequence[Mapping[str, Any]], work: Workload)
 
 
 def _cascade(node: Any, rows: list[dict[str, Any]], work: Workload, tally: Tally) -> list[dict[str, Any]]:
-    """Run the router over the whole input, as `semray.pipeline.cascade` does, and answer each row
+    """Run the router over the whole input, as `semray.pipeline.ray.cascade` does, and answer each row
     with the tier that decides it (drawn rows with the large tier's label)."""
     if not rows:
         return []

@@ -8,7 +8,7 @@ Per task, two runs over the same generated table:
 
 * **per-row**: ``sem_extract`` on the simulated large tier (label-driven, ``--error-rate``
   wrong answers, ``--latency-ms`` per call at ``--concurrency``): one model call per row.
-* **code**: the optimizer's code choice (``pipeline/code_choice.py``) prices the alternative,
+* **code**: the optimizer's code choice (``pipeline/runs/plan_time/code_choice.py``) prices the alternative,
   has the large tier write the function and validates it in rounds of ``--sample-rows`` rows
   (up to ``--max-rows``) against the same simulated large tier's per-row answers, keeping it when
   the 95% lower bound on the agreement reaches ``--target`` (``CodeChoice(target=0.9)``); the

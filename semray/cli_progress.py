@@ -1,7 +1,7 @@
 """How the CLI shows a run's progress and cost: a rich progress bar on a terminal, log lines elsewhere.
 
 ``reporter_for(settings)`` is what ``semray sql`` / ``semray run`` / ``semray runs resume`` pass
-to the run (``semray.pipeline.progress.ProgressReporter``); ``semray runs watch ID`` draws the
+to the run (``semray.pipeline.runs.progress.ProgressReporter``); ``semray runs watch ID`` draws the
 same bar from another shell.
 """
 

@@ -131,7 +131,7 @@ class Query:
         Each candidate's function is checked against the model's own answers, in rounds of
         ``sample_rows`` rows up to ``max_rows``, and replaces the per-row operator only when the
         one-sided lower bound (at ``confidence``) on their agreement reaches ``target``; the trials
-        run now, journaled as one run (``semray/pipeline/code_choice.py``). On a simulated large
+        run now, journaled as one run (``semray/pipeline/runs/plan_time/code_choice.py``). On a simulated large
         tier, which cannot write code, the query is returned unchanged.
         """
         from semray.pipeline.runs.plan_time.code_choice import CodeChoice, choose_code_for_run
@@ -154,7 +154,7 @@ class Query:
         (the same, a different or an ordered value; or a right side of at most ``right_labels_max``
         categories) once a check shows it answers as the pairs would: ``q.with_join_factorization(0.95)``.
 
-        The check runs now, as one journaled run (``pipeline/join_factorization_run.py``): pairs drawn
+        The check runs now, as one journaled run (``pipeline/runs/plan_time/join_factorization_run.py``): pairs drawn
         from the first ``sample_rows`` rows of each side, ``sample_pairs`` per look up to ``max_pairs``,
         are asked pairwise and factorized on the join's tier; the rewrite is kept only when the lower
         bound of their agreement at ``confidence`` reaches ``target``, else the join stays pairwise.
@@ -513,17 +513,17 @@ class Query:
         results; see `optimized`); tiers stay as written unless a ``policy`` is given
         (``semray.cost_model.policies.MinCost(quality=0.9)``, ...), which chooses the tiers of
         ``tier="auto"`` operators. ``measure=True`` (or a
-        ``semray.pipeline.measure_run.MeasureOptions``, e.g. ``MeasureOptions(budget=50)``) has
+        ``semray.pipeline.runs.measure_in_run.MeasureOptions``, e.g. ``MeasureOptions(budget=50)``) has
         the run measure its statistics first, on a pre-sample of each semantic operator's input,
         and choose the tiers with them (policy ``MinCost()`` unless given); the labels bought are
         journaled and reused by execution, and ``Result.measured`` says what was measured and
         what it cost: ``q.execute(policy=MinCost(quality=0.9), measure=True)``.
 
-        While a run with model calls runs, ``progress`` (a ``semray.pipeline.progress.ProgressReporter``)
+        While a run with model calls runs, ``progress`` (a ``semray.pipeline.runs.progress.ProgressReporter``)
         gets its progress and cost at every poll of its journal; by default it logs a ``run_progress``
         line every ``Settings.progress_interval_s``. ``Settings.max_cost`` is the run's budget in
         dollars: ``q.with_settings(q.settings.model_copy(update={"max_cost": 2.0})).execute()``
-        (``semray.pipeline.budget``).
+        (``semray.pipeline.runs.budget``).
         """
         from semray.pipeline.runs.execute import execute
         from semray.pipeline.runs.plan_time.code_commit import pending_code

@@ -1,7 +1,7 @@
 """What a semantic operator asks a model of each row: the task kinds, and one question as plain values.
 
 One vocabulary for the plan IR (each semantic node declares its ``question()``), lowering
-(``pipeline.spec.SemanticTask.kind``), the prompts (``serving.prompts.operators`` keys its
+(``pipeline.stages.semantic.SemanticTask.kind``), the prompts (``serving.prompts.operators`` keys its
 templates by kind and builds every row request from a `Question`) and the cost model (which
 counts the tokens of that same request). It lives at the package root, next to ``errors``,
 because both ``operators`` and ``serving`` use it and neither may import the other.

@@ -9,7 +9,7 @@ the embedding tier (``SentenceEmbedder``). ``run_documents`` streams batches thr
 Ray Data (``map_batches`` over ``ActorPoolStrategy`` pools, the default) or, for tiny corpora and
 tests, the same two callables in this process.
 
-This module, with ``pipeline/materialize.py``, builds ray.data pipelines: an ingest is not a
+This module, with ``pipeline/ray/materialize.py``, builds ray.data pipelines: an ingest is not a
 query plan (no operators, no journaled run), so it does not go through plan lowering.
 
 >>> segment_id("enron", "a.txt", (("document", 0),))

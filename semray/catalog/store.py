@@ -236,7 +236,7 @@ class Catalog:
         """``scan(name)`` pinned to this catalog version (``SourceSpec.catalog``): what ``semray.read_catalog`` reads.
 
         A plan over it reads the same data when re-run after later ingests, and SemSearch over a documents
-        dataset ranks by the segments of this version (``semray.pipeline.set_search``).
+        dataset ranks by the segments of this version (``semray.pipeline.workers.search``).
         """
         record = self.dataset(name)
         pin = CatalogPin(

@@ -9,12 +9,12 @@ them and ``docs/cluster.md`` says where to look.
 Who records what:
 
 * the driver, from each batch its attempt committed to the run's journal
-  (``semray.pipeline.metering.CommitMeter``, fed by ``semray.pipeline.progress``): rows in and
+  (``semray.pipeline.workers.metering.CommitMeter``, fed by ``semray.pipeline.runs.progress``): rows in and
   out, model calls, tokens, dollars, failed rows (``DRIVER_COUNTERS``). The driver outlives the
   actor pools, so these reach the metrics agent even for a run of a few seconds;
 * the driver, every poll of the journal: rows done and expected, dollars spent and estimated,
   the budget (the gauges);
-* the semantic actors, once per batch (``semray.pipeline.metering.OperatorMeter``), only what
+* the semantic actors, once per batch (``semray.pipeline.workers.metering.OperatorMeter``), only what
   the journal does not know: model requests (cache hits included), cache hits, model errors, a
   cascade's rows by deciding tier, the batch's model round trip (``ACTOR_COUNTERS``, the
   histogram). A worker exports every ~10 s and Ray Data ends an actor pool with its dataset,

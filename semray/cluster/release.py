@@ -18,7 +18,7 @@ pytest's does, keeps Ray Data's own log record of the task's error, with its tra
 * ``KillActorsOnFailure``, registered on the driver's ``DataContext`` by ``cluster.connect``:
   when an execution fails, it kills the actors its pools held, as Ray Data's own forced
   shutdown does (``ray.kill``), whatever still refers to the executor;
-* ``release_pipeline``, called by ``pipeline.run`` on the way out of a failed run: the error's
+* ``release_pipeline``, called by ``pipeline.runs.execute`` on the way out of a failed run: the error's
   frames let go of the executor and its blocks, and the cycles are collected.
 
 >>> try:
@@ -50,7 +50,7 @@ def release_pipeline(error: BaseException) -> None:
     What a traceback of ``error`` prints stays: the errors it shows (itself, what it was raised
     from, and the errors it was raised while handling unless that context is suppressed) keep
     their tracebacks, and only the frames' local variables go. The errors it does not show (Ray's,
-    which ``materialize.reported_failures`` raises its own error over ``from None``) lose their
+    which ``pipeline/ray/failures.reported_failures`` raises its own error over ``from None``) lose their
     tracebacks: theirs include the frames of Ray Data's executor thread, whose callers' frames
     (not in the traceback, so not cleared) hold the executor. A frame still running (the
     caller's) is left as it is.

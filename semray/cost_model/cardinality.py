@@ -19,8 +19,7 @@ own. The engine reads a rule three ways:
   operator. It is the same reading with nothing measured, so it takes the same defaults.
 
 The defaults, one figure per quantity, all in this module; lowering takes the same ones where
-it needs a selectivity before anything is measured (``pipeline/sizing.py``,
-``pipeline/limit_rounds.py``):
+it needs a selectivity before anything is measured (``pipeline/lowering/sizing.py``):
 
 ==================================  ===========================================  ========================
 quantity                            default when unmeasured                      constant

@@ -2,7 +2,7 @@
 the large tier, the small tier on the rows the embedding tier leaves.
 
 A row-wise operator that can cascade (a SemFilter, a SemClassify, a score SemMap; see
-``Semantic.cascade_target``) priced on the ``"cascade"`` tier runs as `semray.pipeline.cascade`
+``Semantic.cascade_target``) priced on the ``"cascade"`` tier runs as `semray.pipeline.ray.cascade`
 runs it, so over ``N`` input rows with target ``labels`` calibration draws:
 
 * the **embedding** tier embeds every row (``N`` calls, the row's referenced text; scores

@@ -6,7 +6,7 @@ labels), then the small model (its confidence from token logprobs), then the lar
 Thresholds are learned from a calibration sample the large tier labels, drawn over the whole
 input with importance weights from the embedding proxy (`sampling.py`), and chosen
 by the fixed-sequence tests of `thresholds.py`. Everything here is pure numpy: the
-pipeline (`pipeline/cascade.py`) computes the scores, buys the labels and applies the route.
+pipeline (`pipeline/ray/cascade.py`) computes the scores, buys the labels and applies the route.
 It lives in the cost model, beside the sampling and threshold statistics it is made of, so
 that serving need not import the cost model (docs/architecture.md, "Layering").
 

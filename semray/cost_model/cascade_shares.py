@@ -5,7 +5,7 @@ its small stage decide (`semray.cost_model.cascade_cost`). Those shares depend o
 proxies are, which only the route choice itself can tell: `measure_cascade_shares` takes a
 sample pool in which every row has its embedding proxy, the large tier's answer, and the
 small tier's answer and confidence, and, for several calibration seeds, draws the calibration
-sample over the pool exactly as `semray.pipeline.cascade` draws it over a whole input
+sample over the pool exactly as `semray.pipeline.workers.cascade_calibration` draws it over a whole input
 (`semray.cost_model.cascade_routes.draw_calibration`), chooses the embedding and small thresholds with
 `route_embedding` and `route_small`, and counts the rows each tier would decide
 (`Route.tiers`). The value is the mean over seeds, the interval the range.
@@ -14,7 +14,7 @@ The shares are the route's own (the calibration rows are not forced to the large
 cost model prices the labels separately). They hold for the target they were measured at:
 a higher level leaves more rows to the large tier, a lower one fewer.
 
-A `CascadePool` keeps such a pool with the figures measuring bought (`semray.pipeline.measure_run`)
+A `CascadePool` keeps such a pool with the figures measuring bought (`semray.pipeline.runs.measure_in_run`)
 and gives the shares at whatever target the cost model prices (`CascadePool.shares`, memoised per
 target). Its rows come from an importance sample, so each carries a weight (`weights`, the
 Hansen-Hurwitz weight of the row in the sample); `measure_cascade_shares(..., weights=...)`
@@ -124,7 +124,7 @@ def measure_cascade_shares(
 
 def _same(answer: object, reference: object) -> bool:
     """Whether a tier's answer matches the large tier's; a failed answer (None) never does,
-    as in the pipeline's cascade (`semray.pipeline.cascade.answer_keys`)."""
+    as in the pipeline's cascade (`semray.pipeline.workers.cascade_tiers.answer_keys`)."""
     return answer is not None and answer == reference
 
 

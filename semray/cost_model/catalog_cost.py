@@ -4,7 +4,7 @@ A SemSearch whose input is the documents of a catalogued dataset (a Scan that ``
 the planning agents pinned to a documents dataset, ``SourceSpec.catalog``, reached through
 operators that only drop rows (filters, semi joins, a LIMIT) and projections that keep
 ``document_id`` and the searched ``text`` unchanged) lowers to a ``CatalogSearchStage``
-(``semray.pipeline.set_search``): its rows are ranked by the segments the catalog already
+(``semray.pipeline.workers.search``): its rows are ranked by the segments the catalog already
 embedded and indexed. It costs one embedding call of the query (none for a full-text search)
 instead of one per input row. ``catalogued_documents`` (``operators/catalogued.py``) is the one
 definition of that shape: lowering asks it too, so the price and the stage cannot disagree.

@@ -11,7 +11,7 @@
   tokens when measured (an upper figure: a side prompt quotes one cell, a pair two), else the
   prompt with one cell, and the side's answer (a 1-token score when ordered, a label, or a
   free-text value). A checked factorization's verification and proposal calls are paid once, by
-  the choice's own run before the plan runs (``pipeline/join_factorization_run.py``), not here.
+  the choice's own run before the plan runs (``pipeline/runs/plan_time/join_factorization_run.py``), not here.
 * SemTopK: priced as one relevance score per input row; it keeps ``min(k, rows)``.
 * SemAgg: one call per group (1 without keys; ``sqrt(rows)`` in ``[1, rows]`` unless a
   selectivity says groups per row) that quotes every row of its group: input tokens are

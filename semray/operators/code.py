@@ -98,7 +98,7 @@ class SemCode(Unary, SemanticNode):
     sample_rows: int = Field(default=20, ge=1, le=1000, strict=True)
     """Input rows the function is validated on (the first round, when ``max_sample_rows`` is set)."""
     max_sample_rows: int | None = Field(default=None, ge=1, le=1000, strict=True)
-    """With it, agreement is a statistical decision (``pipeline/code_choice.py``): more rounds of
+    """With it, agreement is a statistical decision (``pipeline/runs/plan_time/code_choice.py``): more rounds of
     ``sample_rows`` rows, up to this many, while the bound is undecided; None: one sample."""
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
     """The confidence of ``agreement_bound``."""

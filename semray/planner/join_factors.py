@@ -11,7 +11,7 @@ Two detectors, both pure and syntactic:
   answers ("same X", "different X", "not the same X") are equal-or-not predicates by their form,
   so rule 7 applies them without measuring; the others (ordered, "opposite") leave room for the
   per-row answers to disagree with the pairwise ones (ties on a scale, a neutral middle) and are
-  used only after verification (``pipeline/join_factorization.py``).
+  used only after verification (``pipeline/runs/plan_time/join_factorization.py``).
 * `find_factorization`: one "same X" / "different X" / "differ in X" / "opposite X" phrase in a
   free-form, multi-sentence instruction ("Here are two tickets. Answer yes only if they concern
   the same product."). Always verified before use.

@@ -170,7 +170,7 @@ def request_stop(path: Path, reason: str) -> None:
     """Ask the run in ``path`` to stop between batches, saying why (``stop_reason`` reads it).
 
     What ``cancel_run`` does for a live driver, with a reason of the caller's (a budget reached:
-    ``semray.pipeline.progress``); the run finishes as cancelled with ``reason`` as its message.
+    ``semray.pipeline.runs.progress``); the run finishes as cancelled with ``reason`` as its message.
     """
     write_bytes_atomically(path / CANCEL_MARKER, reason.encode("utf-8") + b"\n")
     log.info("run_stop_requested", run_id=path.name, reason=reason)

@@ -3,7 +3,7 @@
 What stands in for Ray Data here: a ``Pool`` (an actor pool: its actors live while anything refers
 to it) in a reference cycle, held by the frames of the tracebacks of the error that ended the
 pipeline. Ray's own error sits in a suppressed context below semray's, as
-``materialize.reported_failures`` raises it.
+``pipeline/ray/failures.reported_failures`` raises it.
 """
 
 from __future__ import annotations

@@ -264,7 +264,7 @@ def _map_workers() -> list[psutil.Process]:
     workers = []
     for process in psutil.Process(os.getpid()).children(recursive=True):
         try:
-            # Named after the plan operator (pipeline/metering.named_udf): MapWorker(MapBatches(SemFilter[...])).
+            # Named after the plan operator (workers/metering.named_udf): MapWorker(MapBatches(SemFilter[...])).
             if "MapWorker(MapBatches(Sem" in " ".join(process.cmdline()):
                 workers.append(process)
         except psutil.Error:

@@ -8,7 +8,7 @@ rewrite that keeps each operator's template and the values it reads keeps its an
 
 A SemSearch ranks its rows by `search_similarity`, a stand-in for the embedding tier's cosine
 that reads only the query and the searched column. A SemCode runs its supplied function in the
-engine's own sandbox (`semray.sandbox.SandboxWorker`, as ``pipeline/code_stage.py`` does), so its
+engine's own sandbox (`semray.sandbox.SandboxWorker`, as ``pipeline/workers/code_batches.py`` does), so its
 outputs are the engine's, typed as declared; one without code would need a model to write it and
 is refused.
 

@@ -86,7 +86,7 @@ def resume_when_free(settings: Settings, run_id: str | None) -> int:
     """Everything imported, wait for the run's driver to die, then resume it at once.
 
     Polls the driver lock (the kernel frees it the moment the driver is killed) and calls
-    ``semray.pipeline.run.resume``, what ``semray runs resume`` executes; a resume that still
+    ``semray.pipeline.runs.execute.resume``, what ``semray runs resume`` executes; a resume that still
     finds the lock held is tried again.
     """
     from semray.pipeline.runs.execute import Written, resume

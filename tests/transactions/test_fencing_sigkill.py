@@ -6,7 +6,7 @@ committed a few batches, only its driver is SIGKILLed, with the head's raylet an
 first (SIGSTOP) so that nothing reaps its actors: each finishes the batch it holds and tries to
 commit it, as on a node whose Ray is slow to notice a crash. A second
 process, everything imported and waiting on the run's driver lock, resumes the run the
-moment the lock frees, through ``semray.pipeline.run.resume`` (what ``semray runs resume``
+moment the lock frees, through ``semray.pipeline.runs.execute.resume`` (what ``semray runs resume``
 runs), and finishes it.
 
 Checked: in journal order (and by timestamps), no batch of attempt 1 is committed after

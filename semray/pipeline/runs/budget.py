@@ -8,7 +8,7 @@ Two checks, both against dollars for model calls:
   documented defaults where nothing was measured). On a resume, only what is left counts:
   what the run paid so far plus the estimate times the share of rows not yet done.
 * **while it runs** (``budget_stop``, polled by the driver's watcher in
-  ``semray.pipeline.progress``): the cost so far plus what the batches in flight will likely
+  ``semray.pipeline.runs.progress``): the cost so far plus what the batches in flight will likely
   pay (the mean of the paid batches so far, times the actor pools' batches in flight). Once that
   passes the budget the driver asks the run to stop between batches, as ``semray runs cancel``
   does: committed batches stay, the run ends ``cancelled`` with a message saying so, and
@@ -35,7 +35,7 @@ from semray.serving.config import ServingConfig
 log = get_logger(__name__)
 
 IN_FLIGHT_PER_ACTOR = 2
-"""``max_tasks_in_flight_per_actor`` of the semantic actor pools (``materialize.build_semantic``)."""
+"""``max_tasks_in_flight_per_actor`` of the semantic actor pools (``pipeline/ray/semantic.build_semantic``)."""
 
 
 class BudgetError(SemrayError):
@@ -81,7 +81,7 @@ def check_forecast(
     >>> check_forecast(Forecast(100, 0.5, 0.2, 0.9), budget=1.0)
     >>> check_forecast(Forecast(100, 0.5, 0.2, 0.9), budget=0.1)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    semray.pipeline.budget.BudgetError: the plan's estimated cost $0.5000 (interval $0.2000-$0.9000) ... 0.50 ...
+    semray.pipeline.runs.budget.BudgetError: the plan's estimated cost $0.5000 (interval $0.2000-$0.9000) ... 0.50 ...
     """
     if budget is None or expected is None:
         return

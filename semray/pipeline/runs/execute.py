@@ -10,7 +10,7 @@ Which queries journal a run (``semray runs ls`` lists them):
 A purely relational query collected in memory pays nothing and publishes nothing: no run.
 
 Given a ``Planning`` (``Query.execute(policy=..., measure=True)``), a run with models first
-measures its statistics (``semray.pipeline.measure_run``: labels journaled in the run's ledger),
+measures its statistics (``semray.pipeline.runs.measure_in_run``: labels journaled in the run's ledger),
 then lets the optimizer choose the plan with them and executes that plan in the same run; the
 labels bought while measuring are reused, not asked again.
 
@@ -97,7 +97,7 @@ class Result:
     plan: Node | None = None
     """The plan that ran (after the optimizer, when the run chose it from measured statistics)."""
     operator_rows: dict[str, int] = field(default_factory=dict)
-    """Rows each operator passed on in this attempt, by operator key (``lower_semantic.operator_key``);
+    """Rows each operator passed on in this attempt, by operator key (``operators/keys.operator_key``);
     operators that keep every row are not counted (they pass on their input's count)."""
     failures: FailedRows = field(default_factory=FailedRows)
     """Rows each semantic operator asked about and how many got no answer (over all attempts)."""
@@ -169,7 +169,7 @@ def execute(
     With ``planning``, the run measures statistics on ``plan`` first and executes the plan
     ``planning.choose`` makes of them (see the module docstring). ``progress`` shows the run's
     progress and cost while it runs (default: ``run_progress`` log lines, ``Settings.progress_interval_s``);
-    ``Settings.max_cost`` is its budget (``semray.pipeline.budget``).
+    ``Settings.max_cost`` is its budget (``semray.pipeline.runs.budget``).
     """
     plan, planning = _without_models(plan, settings, serving, planning)
     if planning is not None:

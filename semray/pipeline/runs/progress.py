@@ -8,10 +8,10 @@ knows: rows done of the cost model's estimate, model calls, tokens, dollars of t
 
 In the driver a ``RunWatcher`` thread polls every half second while the pipeline runs: it sets
 the run's gauges on the Ray dashboard (``semray.cluster.metrics.record_run``), counts the
-batches its attempt committed per operator (``semray.pipeline.metering.CommitMeter``), hands each poll to
+batches its attempt committed per operator (``semray.pipeline.workers.metering.CommitMeter``), hands each poll to
 a ``ProgressReporter`` (the CLI's progress bar on a terminal, else ``LogReporter``: a
 ``run_progress`` line every ``Settings.progress_interval_s``) and, with a budget, asks the run to
-stop once its projected cost would pass it (``semray.pipeline.budget``).
+stop once its projected cost would pass it (``semray.pipeline.runs.budget``).
 
 >>> RunProgress(run_id="r1", rows_done=500, rows_expected=2000,
 ...     usage=LLMUsage(calls=500, dollars=0.05), dollars_expected=0.2).line(eta_s=90)
@@ -243,7 +243,7 @@ class LogReporter:
         )
 
     def close(self, progress: RunProgress) -> None:
-        del progress  # query_finished (pipeline/run.py) says how it ended
+        del progress  # query_finished (pipeline/runs/execute.py) says how it ended
 
 
 class RunWatcher:

@@ -41,7 +41,7 @@ from semray.transactions import BatchLedger
 
 
 class CascadeRounds:
-    """A cascade under a LIMIT, one round of rows at a time on the driver (`limit_rounds.limited_rows`).
+    """A cascade under a LIMIT, one round of rows at a time on the driver (`workers/limit_rounds.limited_rows`).
 
     The first round's rows (about ``LIMIT / selectivity``) are the population it calibrates on:
     their proxies, an importance-weighted draw of ``labels`` of them that the large tier labels, the

@@ -3,7 +3,7 @@
 Two recorders, so that nothing is counted twice:
 
 * ``CommitMeter``, in the driver: every batch the driver's attempt commits to the journal (read
-  by ``semray.pipeline.progress.RunWatcher``) becomes rows in and out, failed rows, calls,
+  by ``semray.pipeline.runs.progress.RunWatcher``) becomes rows in and out, failed rows, calls,
   tokens and dollars. The driver outlives the actor pools, so these reach the metrics agent
   even when a pool ends within Ray's ~10 s export interval. A batch an actor paid for and
   never committed (killed mid-batch) is not counted; one a resume fenced off

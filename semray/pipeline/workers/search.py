@@ -2,14 +2,14 @@
 
 A SemSearch whose input is the documents of a catalogued dataset (a Scan that ``read_catalog`` pinned,
 ``SourceSpec.catalog``, under filters and projections that keep each row's ``document_id`` and search
-its ``text`` unchanged) lowers to a ``CatalogSearchStage`` (``lower_catalog_search``): no embed stage;
-at run time the rows are ranked by the catalog's segments at the pinned version
+its ``text`` unchanged) lowers to a ``CatalogSearchStage`` (``pipeline/lowering/set_ops.catalog_route``):
+no embed stage; at run time the rows are ranked by the catalog's segments at the pinned version
 (``semray.catalog.catalogued_rows``), so the query is the only text embedded and nothing is indexed.
 Any other input keeps the run-scoped path: an ``EmbedStage`` embeds every row and a LanceDB table of
 the run indexes them.
 
 >>> query = read_catalog("notes").sem_search("text", "fever", k=5)  # doctest: +SKIP
->>> stage = lower_catalog_search(query.plan, settings)  # doctest: +SKIP
+>>> stage = lower(query.plan, settings)  # a CatalogSearchStage  # doctest: +SKIP
 >>> search_rows(table, stage, tiers, run_dir / "indexes" / stage.operator_key)  # doctest: +SKIP
 """
 

@@ -3,10 +3,10 @@
 Each actor holds the tiers' Serve handles and the run's batch ledger. For a batch it
 takes already-committed answers from the ledger (a resumed run never pays twice), then the
 answers this tier gave the same question while the run measured its statistics (journaled
-under ``estimation_key``; see ``semray.pipeline.measure_run``), asks the tier about the
+under ``estimation_key``; see ``semray.pipeline.runs.measure_in_run``), asks the tier about the
 remaining rows in one call, commits those answers, and applies them: a filter keeps rows,
 the other operators add typed columns. The rows that got no answer are committed with the
-batch too, by reason (``semray.pipeline.failed_rows``), so the run counts them per operator.
+batch too, by reason (``semray.pipeline.workers.failed_rows``), so the run counts them per operator.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class SemanticBatchUDF:
         self.row_counts = row_counts
         self.counted_as = counted_as
         self.meter = OperatorMeter.for_task(run_of(ledger), task)
-        """What only the actors know of the operator's calls, to the Ray dashboard (``pipeline/metering.py``)."""
+        """What only the actors know of the operator's calls, to the Ray dashboard (``workers/metering.py``)."""
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         output = self.apply(batch, self.answers(batch))

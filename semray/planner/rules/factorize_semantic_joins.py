@@ -13,7 +13,7 @@ join ``implementation="factorized"`` (with ``relation="<>"`` and the property na
 Forms whose per-row answers may disagree with the pairwise ones (ordered comparisons, whose
 scale has ties; "opposite X", which a neutral value breaks) and free-form wordings are not
 rewritten here: they are factorized only after verification on a sample
-(``pipeline/join_factorization.py``). Anything with a second column per side, a doubt ("similar",
+(``pipeline/runs/plan_time/join_factorization.py``). Anything with a second column per side, a doubt ("similar",
 "related") or extra clauses is left alone: a false positive would change results, a false
 negative only costs.
 

@@ -5,8 +5,8 @@ A ``SemCode`` costs its generation and validation calls once, at plan time
 (``cost_model/code_cost.py``), and CPU only per row; the per-row operator pays one model call per
 row. So once a function is written and validated on a sample, it is the cheaper way to compute
 the same columns, and the only question is whether it computes the *same* values: the agreement
-measured on the validation sample (``pipeline/code_generation.py``) answers it. The rule knows
-nothing of models: the plan-time step ``pipeline/code_choice.py`` prices the alternative, has the
+measured on the validation sample (``pipeline/runs/plan_time/code_generation.py``) answers it. The rule knows
+nothing of models: the plan-time step ``pipeline/runs/plan_time/code_choice.py`` prices the alternative, has the
 large tier write and validate the function, and hands each trial to the rule through a
 ``CodeRuleContext``. Without trials (a plain ``RuleContext``, as the optimizer's ``RULES``
 fixpoint passes) the rule returns its input, so it is opt-in.
@@ -21,7 +21,7 @@ Why results are preserved, and how far: the output columns keep their names, typ
 (the function's outputs are the operator's fields; ``_rowid`` and the input columns pass
 through), and every input row gives one output row. The values are those of the function, not
 the model's: on the validation sample they matched the model's per-row answers on at least
-``target`` of the rows, and the choice (``pipeline/code_choice.py``) passes a trial only when
+``target`` of the rows, and the choice (``pipeline/runs/plan_time/code_choice.py``) passes a trial only when
 the one-sided lower confidence bound on that agreement reaches ``target``; on other rows it holds
 like a cascade's target, only as far as the sample is like them. A function that did not
 reach the target is never committed and the per-row operator stays. Not in ``RULES``: those

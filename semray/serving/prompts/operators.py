@@ -62,7 +62,7 @@ PROMPTS: dict[TaskKind, TaskPrompt] = {
 def row_request(question: Question, row: Mapping[str, object], *, request_id: str) -> ModelRequest:
     """The request an operator's question makes of one row: its instruction rendered over the row's
     cells (a cell that cannot be rendered becomes the request's ``input_error``), wrapped in the
-    task prompt of its kind. Execution (``pipeline.udfs``) and token estimation
+    task prompt of its kind. Execution (``pipeline.workers.semantic_batches``) and token estimation
     (``cost_model.tokens``) both build requests here, so estimates count what is sent.
 
     >>> row_request(Question(TaskKind.FILTER, "{text} is positive"), {"text": "great"}, request_id="1").prompt[-23:]

@@ -1,6 +1,6 @@
 """Plan time for SemCode: give every SemCode without code a validated function, journaled.
 
-``commit_code`` runs before a plan is lowered (``pipeline/run.py``; ``Query.with_code()``
+``commit_code`` runs before a plan is lowered (``pipeline/runs/execute.py``; ``Query.with_code()``
 for an explicit step). For each SemCode without code, innermost first, it draws the first
 ``sample_rows`` rows of the operator's input (running that input as a query), has the large tier
 write and validate the function (``code_generation.generate_code``), and returns the plan with

@@ -5,7 +5,7 @@ side, pairs are drawn uniformly with replacement (seeded by the operator, so a r
 same pairs), ``pairs`` more per look, up to ``max_pairs``. Each distinct pair is asked pairwise,
 on the join's tier, exactly as the nested join asks it (``prompts.set_ops.pair_template`` as a
 filter); each row in a drawn pair is asked the side question of the candidate
-(``lower_set_ops.factor_task``, the very stage the factorized join runs), on the same tier, and
+(``lowering/set_ops.factor_task``, the very stage the factorized join runs), on the same tier, and
 the pair's factorized answer is the relational condition the join applies (a failed side answer
 joins nothing). The agreement of the two answers over the draws is a binomial share: it is kept
 only when its one-sided Wilson lower bound (``cost_model.sampling.wilson_interval`` at
