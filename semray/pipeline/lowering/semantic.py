@@ -7,6 +7,8 @@ the columns it adds (``output_types``) and its tier (``resolved_tier``) on
 
 from __future__ import annotations
 
+import dataclasses
+
 from semray.cost_model.statistics import statistics_key
 from semray.errors import LoweringError
 from semray.operators.base import Node
@@ -48,28 +50,15 @@ def semantic_task(node: Node) -> SemanticTask:
 def lower_row_semantic(node: Semantic, inputs: Inputs, settings: Settings) -> Stage:
     """An actor pool asking ``node``'s question of each row, or a cascade of tiers when it has a
     certifiable quality target."""
-    task = semantic_task(node)
+    task, key, actors = semantic_task(node), operator_key(node), settings.semantic_actors
     batch_rows = semantic_batch_rows(node.input, settings)
+    stage = SemanticStage(task=task, operator_key=key, batch_rows=batch_rows, actors=actors, inputs=inputs)
     target = node.cascades()
-    if target is not None:
-        return CascadeStage(
-            task=task,
-            operator_key=operator_key(node),
-            batch_rows=batch_rows,
-            actors=settings.semantic_actors,
-            inputs=inputs,
-            metric=target.metric,
-            level=target.level,
-            delta=target.delta,
-            labels=target.labels,
-        )
-    return SemanticStage(
-        task=task,
-        operator_key=operator_key(node),
-        batch_rows=batch_rows,
-        actors=settings.semantic_actors,
-        inputs=inputs,
-    )
+    if target is None:
+        return stage
+    # The same stage, its rows routed embedding -> small -> large to meet the target.
+    fields = {field.name: getattr(stage, field.name) for field in dataclasses.fields(stage)}
+    return CascadeStage(**fields, metric=target.metric, level=target.level, delta=target.delta, labels=target.labels)
 
 
 CODE_BATCH_ROWS = 1024

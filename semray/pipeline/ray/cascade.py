@@ -36,24 +36,8 @@ from semray.errors import LoweringError
 from semray.operators.schema import ROW_ID
 from semray.pipeline.ray.materialize import Builder, ExecutionContext, materialize
 from semray.pipeline.stages.semantic import CascadeStage
-from semray.pipeline.workers.cascade_calibration import (
-    calibrate_embedding,
-    calibrate_small,
-    calibration_seed,
-    cascade_target,
-    journal_route,
-)
+from semray.pipeline.workers import cascade_calibration, cascade_tiers
 from semray.pipeline.workers.cascade_rounds import CascadeRounds
-from semray.pipeline.workers.cascade_tiers import (
-    PROXY,
-    PROXY_LABEL,
-    SMALL_CONFIDENCE,
-    SMALL_KEY,
-    FinalUDF,
-    ProxyUDF,
-    SmallUDF,
-    on_tier,
-)
 from semray.pipeline.workers.metering import named_udf, operator_name
 from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
 from semray.tasks import TaskKind
@@ -64,37 +48,43 @@ def build_cascade(stage: CascadeStage, context: ExecutionContext) -> rd.Dataset:
         raise LoweringError("a cascade needs model tiers; run it through semray.pipeline.runs.execute")
     tiers = context.tiers
     task = stage.task
-    target = cascade_target(stage)
+    target = cascade_calibration.cascade_target(stage)
     upstream = materialize(stage.inputs[0], context).repartition(target_num_rows_per_block=stage.batch_rows)
     pool = _pool(stage, context)
     name = operator_name(task)  # its passes on the dashboard: "SemFilter[...] embedding proxy", ...
     instruction = tiers.embed([router.instruction_text(task.instruction)])[0]
     labels = tiers.embed(list(task.choices)) if task.kind == TaskKind.CLASSIFY else None
     proxied = upstream.map_batches(
-        named_udf(ProxyUDF, f"{name} embedding proxy"), fn_constructor_args=(task, tiers, instruction, labels), **pool
+        named_udf(cascade_tiers.ProxyUDF, f"{name} embedding proxy"),
+        fn_constructor_args=(task, tiers, instruction, labels),
+        **pool,
     ).materialize()
 
-    large = SemanticBatchUDF(on_tier(task, "large"), stage.operator_key, tiers, context.ledger)
+    large = SemanticBatchUDF(cascade_tiers.on_tier(task, "large"), stage.operator_key, tiers, context.ledger)
     ids, proxy, proxy_label = _proxy_columns(proxied)
-    calibration = calibrate_embedding(
-        stage, target, large, ids, proxy, proxy_label, lambda sample: _rows(proxied, sample), calibration_seed(stage)
+    seed = cascade_calibration.calibration_seed(stage)
+    calibration = cascade_calibration.calibrate_embedding(
+        stage, target, large, ids, proxy, proxy_label, lambda sample: _rows(proxied, sample), seed
     )
     route, sample, large_keys = calibration.route, calibration.sample, calibration.large_keys
 
     with_small = proxied
     small_confidence = np.full(len(ids), router.NOT_ASKED)
     if route.uses_small and ids:
-        small = SemanticBatchUDF(on_tier(task, "small"), stage.operator_key + ":small", tiers, context.ledger)
+        small_task = cascade_tiers.on_tier(task, "small")
+        small = SemanticBatchUDF(small_task, stage.operator_key + ":small", tiers, context.ledger)
         with_small = proxied.map_batches(
-            named_udf(SmallUDF, f"{name} small tier"), fn_constructor_args=(small, route), **pool
+            named_udf(cascade_tiers.SmallUDF, f"{name} small tier"), fn_constructor_args=(small, route), **pool
         ).materialize()
         small_ids, small_confidence, small_keys = _small_columns(with_small)
         assert small_ids == ids, "the cascade's passes must see the same rows"
-        route = calibrate_small(calibration, ids, proxy, small_confidence, small_keys)
+        route = cascade_calibration.calibrate_small(calibration, ids, proxy, small_confidence, small_keys)
 
-    journal_route(stage, context.ledger, route, ids, proxy, small_confidence, sample, large_keys)
+    cascade_calibration.journal_route(stage, context.ledger, route, ids, proxy, small_confidence, sample, large_keys)
     final: rd.Dataset = with_small.map_batches(
-        named_udf(FinalUDF, f"{name} route"), fn_constructor_args=(large, route, frozenset(sample)), **pool
+        named_udf(cascade_tiers.FinalUDF, f"{name} route"),
+        fn_constructor_args=(large, route, frozenset(sample)),
+        **pool,
     )
     return final
 
@@ -115,21 +105,22 @@ def _collect(dataset: rd.Dataset) -> pa.Table:
 
 def _proxy_columns(proxied: rd.Dataset) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Row ids (sorted, so the calibration draw does not depend on block order), proxy, proxy label."""
-    table = _collect(proxied.select_columns([ROW_ID, PROXY, PROXY_LABEL]))
+    table = _collect(proxied.select_columns([ROW_ID, cascade_tiers.PROXY, cascade_tiers.PROXY_LABEL]))
     if not table.num_rows:
         return [], np.zeros(0), np.zeros(0, dtype=np.int64)
     table = table.sort_by(ROW_ID)
     return (
         [str(value) for value in table.column(ROW_ID).to_pylist()],
-        table.column(PROXY).to_numpy().astype(np.float64),
-        table.column(PROXY_LABEL).to_numpy().astype(np.int64),
+        table.column(cascade_tiers.PROXY).to_numpy().astype(np.float64),
+        table.column(cascade_tiers.PROXY_LABEL).to_numpy().astype(np.int64),
     )
 
 
 def _small_columns(dataset: rd.Dataset) -> tuple[list[str], np.ndarray, list[str | None]]:
-    table = _collect(dataset.select_columns([ROW_ID, SMALL_CONFIDENCE, SMALL_KEY])).sort_by(ROW_ID)
-    confidence = table.column(SMALL_CONFIDENCE).fill_null(router.NOT_ASKED).to_numpy().astype(np.float64)
-    return [str(value) for value in table.column(ROW_ID).to_pylist()], confidence, table.column(SMALL_KEY).to_pylist()
+    confidence_column, key_column = cascade_tiers.SMALL_CONFIDENCE, cascade_tiers.SMALL_KEY
+    table = _collect(dataset.select_columns([ROW_ID, confidence_column, key_column])).sort_by(ROW_ID)
+    confidence = table.column(confidence_column).fill_null(router.NOT_ASKED).to_numpy().astype(np.float64)
+    return [str(value) for value in table.column(ROW_ID).to_pylist()], confidence, table.column(key_column).to_pylist()
 
 
 def _rows(dataset: rd.Dataset, row_ids: list[str]) -> pa.Table:
