@@ -28,7 +28,7 @@ The engine runs of an ask (``AskExecutor``): each run's id is journaled in the a
 run goes (``RunLink``, a progress reporter: a ``run_linked`` record at the run's first progress poll,
 half a second after the run opened its journal, long before its first batch is paid), so ``semray runs
 show ASK_ID`` links the run while it goes; a resumed ask whose plan is one an earlier process linked
-resumes that run by id (``pipeline.run.resume``: its committed batches are not paid again); a linked
+resumes that run by id (``pipeline.runs.execute.resume``: its committed batches are not paid again); a linked
 run that cannot be resumed (it succeeded, or it is gone) is run afresh, as is a plan never linked.
 
 >>> result = semray.ask("average rating per product", tables={"reviews": "reviews.csv"})  # doctest: +SKIP
@@ -187,7 +187,8 @@ def ask(
 Start = Callable[[Node, Any], Any]
 """Runs a plan with a progress reporter: ``Query(plan, settings, serving).execute(progress=reporter)``."""
 Resume = Callable[[str, Any], Any]
-"""Resumes a run by id with a progress reporter: ``pipeline.run.resume(settings, run_id, serving, reporter)``."""
+"""Resumes a run by id with a progress reporter:
+``pipeline.runs.execute.resume(settings, run_id, serving, reporter)``."""
 
 
 def plan_digest(plan: Node) -> str:
@@ -260,7 +261,7 @@ class AskExecutor:
         return result
 
     def _reporter(self) -> Any:
-        from semray.pipeline.progress import LogReporter
+        from semray.pipeline.runs.progress import LogReporter
 
         return LogReporter(self.settings.progress_interval_s)
 
@@ -270,7 +271,7 @@ class AskExecutor:
         return Query(plan, self.settings, self.serving).execute(progress=reporter)
 
     def _resume_by_id(self, run_id: str, reporter: Any) -> Any:
-        from semray.pipeline.run import resume
+        from semray.pipeline.runs.execute import resume
 
         return resume(self.settings, run_id, self.serving, reporter)
 

@@ -89,7 +89,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "explaining": layers("operators cost_model planner serving transactions"),
     "query": layers("operators sql cost_model planner pipeline.runs serving explaining output catalog"),
     "readers": layers("operators sources sql catalog query"),
-    "asking": layers("operators cost_model planner planner.agents serving catalog query pipeline transactions"),
+    "asking": layers("operators cost_model planner planner.agents serving catalog query pipeline.runs transactions"),
     "demo": layers("serving query readers"),
     "mcp_server": layers("operators planner planner.agents serving catalog output query readers asking"),
     "cli": layers(

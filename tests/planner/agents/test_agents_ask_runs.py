@@ -15,7 +15,7 @@ from agent_fixtures import catalog_of, gold_document
 
 from semray.asking import AskExecutor, plan_digest
 from semray.operators import Node
-from semray.pipeline.progress import RunProgress
+from semray.pipeline.runs.progress import RunProgress
 from semray.planner.agents.ask_journal import RunLinked, open_ask_trace, read_ask_trace, render_ask_trace
 from semray.planner.agents.grammar import check_plan_text
 from semray.serving.config import ServingConfig
