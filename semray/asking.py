@@ -9,20 +9,22 @@ embedded with the profile's embedding tier, loaded only when memory is searched 
 ``memory=ListMemory(path)`` (``semray ask --memory-file FILE``) keeps it in a JSON file instead.
 
 Every unit and attempt of the planning is journaled under ``<state_dir>/asks/<ask_id>/``
-(``planner/agents/ask_journal.py``). An ask killed at any point goes on where it stopped, paying
-nothing again for its committed units, when the same ask is made again (same question, model,
-datasets and loop settings) or by id: ``ask(question, resume=ask_id)``, ``semray ask --resume ID``.
-``semray runs show ID`` renders its trace. With ``Settings.agent_scorer_model`` the dataset choice
-is checked by decision confidence divergence (``agent_decision_margin``), exploration of candidate
-datasets stops early once one adds little (``agent_stop_divergence``) and a draft whose spans the
-evidence does not support is retried (``agent_span_divergence``); prompts keep the verdicts of the
-newest ``agent_context_units`` failed attempts. A stored skill is reused for a question of its
-template, or of other words at least ``agent_skill_similarity`` alike under the memory's embedding
-tier (``planner/agents/skills.py``), validated again first. With ``agent_candidates`` above 1 the
-plan unit drafts that many candidates per attempt (competitive sub-agents,
-``planner/agents/competition.py``): the cheapest valid one under the serving profiles' prices wins;
-``agent_collaborators`` and ``agent_dataset_agents`` switch on the collaborative and independent
-sub-agents (``collaboration.py``, ``dataset_agents.py``), at most ``agent_parallelism`` at once.
+(``planner/agents/ask_journal.py``). An ask killed at any point goes on where it stopped, paying nothing
+again for its committed units, when the same ask is made again (same question, model, datasets and loop
+settings) or by id: ``ask(question, resume=ask_id)``, ``semray ask --resume ID``. ``semray runs show
+ID`` renders its trace. With a scorer tier (``Settings.agent_scorer_model``, a local transformers model,
+or the model profile's ``[scorer]`` table, an endpoint's prompt logprobs:
+``planner/agents/scorer_tier.py``) the dataset choice is checked by decision confidence divergence
+(``agent_decision_margin``), exploration of candidate datasets stops early once one adds little
+(``agent_stop_divergence``) and a draft whose spans the evidence does not support is retried
+(``agent_span_divergence``); prompts keep the verdicts of the newest ``agent_context_units`` failed
+attempts. A stored skill is reused for a question of its template, or of other words at least
+``agent_skill_similarity`` alike under the memory's embedding tier (``planner/agents/skills.py``),
+validated again first. With ``agent_candidates`` above 1 the plan unit drafts that many candidates per
+attempt (competitive sub-agents, ``planner/agents/competition.py``): the cheapest valid one under the
+serving profiles' prices wins; ``agent_collaborators`` and ``agent_dataset_agents`` switch on the
+collaborative and independent sub-agents (``collaboration.py``, ``dataset_agents.py``), at most
+``agent_parallelism`` at once.
 
 The engine runs of an ask (``AskExecutor``): each run's id is journaled in the ask's trace while the
 run goes (``RunLink``, a progress reporter: a ``run_linked`` record at the run's first progress poll,
@@ -64,8 +66,9 @@ from semray.planner.agents import (
 )
 from semray.planner.agents.ask_journal import AskTrace, RunLinked, open_ask_trace, resume_ask_trace
 from semray.planner.agents.competition import plan_cost
-from semray.planner.agents.confidence import HFScorer, Scorer
+from semray.planner.agents.confidence import Scorer
 from semray.planner.agents.errors import AgentError
+from semray.planner.agents.scorer_tier import EndpointScorer, scorer_for, scorer_identity
 from semray.planner.agents.skills import Similarity, embedding_similarity
 from semray.planner.agents.units import UnitPolicy
 from semray.serving.config import ServingConfig
@@ -134,7 +137,7 @@ def ask(
         settings,
         question,
         agent_model.name,
-        _ask_key(tables, catalog, settings, dry_run, config),
+        _ask_key(tables, catalog, settings, serving, dry_run, config),
         resume,
         {
             "replay": None if replay is None else str(replay.expanduser().absolute()),
@@ -143,9 +146,11 @@ def ask(
     )
     executor = AskExecutor(trace, settings, serving)
     runner = StepRunner(agent_model, max_cost)
+    own_scorer: Scorer | None = None
     try:
         if on_start is not None:
             on_start(trace.ask_id, trace.resumed)
+        own_scorer = None if scorer is not None else scorer_for(settings, serving)
         planned = plan_question(
             question,
             catalog=view,
@@ -156,12 +161,14 @@ def ask(
             runner=runner,
             run_id=trace.ask_id,
             trace=trace,
-            scorer=scorer or _scorer(settings),
+            scorer=scorer or own_scorer,
             similarity=similarity,
             cost=plan_cost(profiles_from_serving(serving)),
         )
     finally:
         trace.close()  # an ask that did not finish stays resumable
+        if isinstance(own_scorer, EndpointScorer):
+            own_scorer.close()
     result = executor.results[-1] if executor.results else None
     log.info(
         "question_answered",
@@ -297,6 +304,7 @@ def _ask_key(
     tables: Mapping[str, str | Path] | None,
     catalog: CatalogView | None,
     settings: Settings,
+    serving: ServingConfig,
     dry_run: bool,
     config: LoopConfig,
 ) -> str:
@@ -316,7 +324,7 @@ def _ask_key(
         "subagents": [config.collaborators, config.dataset_agents],
         "units": [config.units.max_retries, config.units.max_units, config.units.decision_margin],
         "signals": [config.units.span_divergence, config.units.stop_divergence, config.units.context_units],
-        "scorer": None if settings.agent_scorer_model is None else str(settings.agent_scorer_model),
+        "scorer": scorer_identity(settings, serving),
     }
     return json.dumps({"datasets": over, "dry_run": dry_run, "loop": bounds}, sort_keys=True)
 
@@ -327,10 +335,6 @@ def _trace(
     if resume is not None:
         return resume_ask_trace(settings.state_path, resume, question, model, key)
     return open_ask_trace(settings.state_path, question, model, key, arguments)
-
-
-def _scorer(settings: Settings) -> Scorer | None:
-    return None if settings.agent_scorer_model is None else HFScorer(settings.agent_scorer_model)
 
 
 def _model(serving: ServingConfig, replay: Path | None) -> AgentModel:

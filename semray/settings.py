@@ -111,7 +111,8 @@ class Settings(BaseSettings):
     agent_scorer_model: Path | None = Field(
         default=None,
         description="the scorer tier of `semray ask`: a local transformers causal LM folder that scores decisions by "
-        "token logprobs (confidence signals); None: no confidence signals",
+        "token logprobs (confidence signals); None: the model profile's [scorer] table (an endpoint's prompt "
+        "logprobs, or a local model), else no confidence signals",
     )
     agent_span_divergence: float | None = Field(
         default=0.50,

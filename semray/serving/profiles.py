@@ -1,7 +1,8 @@
 """Model profiles: one TOML file that names the tiers, found the same way by every command.
 
 A profile is a ``ServingConfig`` written as TOML: a table per tier (``[embedding]``, ``[small]``,
-``[large]``) with the fields of ``TierConfig``, plus the shared options (``cache_dir``,
+``[large]``, and the optional ``[scorer]`` of ``semray ask``'s confidence signals) with the fields of
+``TierConfig``, plus the shared options (``cache_dir``,
 ``cache_enabled``, ``app_prefix``, ...). ``simulator`` is the path of a simulator config (the
 JSON that ``SimulatorConfig.save`` writes, with its labelled datasets) or an inline table.
 Relative paths (``model_path``, ``cache_dir``, ``simulator``) are relative to the profile's
@@ -80,7 +81,7 @@ def load_profile(path: Path) -> ServingConfig:
 def profile_from_dict(document: dict[str, Any], base: Path, where: str = "model profile") -> ServingConfig:
     """A ``ServingConfig`` from a parsed profile, relative paths taken from ``base``."""
     values = dict(document)
-    for tier in TIER_NAMES:
+    for tier in (*TIER_NAMES, "scorer"):
         if isinstance(values.get(tier), dict) and values[tier].get("model_path"):
             values[tier] = {**values[tier], "model_path": _relative(values[tier]["model_path"], base)}
     if values.get("cache_dir"):

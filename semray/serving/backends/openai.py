@@ -41,6 +41,7 @@ from semray.serving.errors import (
     EndpointReason,
     EndpointResponseError,
     EndpointUnavailableError,
+    PromptLogprobsError,
     ServingConfigError,
 )
 
@@ -144,12 +145,43 @@ class OpenAIBackend:
                 ) from None
         return await self._row_error(url, reply)
 
-    async def _row_error(self, url: str, reply: _Reply) -> RawCompletion:
-        """Map a non-retryable HTTP error to a row error, or raise when nothing can succeed."""
+    async def post_completion(
+        self, body: dict[str, Any], *, not_found_hint: str = "", rejected_hint: str = ""
+    ) -> tuple[Any, str]:
+        """POST ``body`` to the legacy ``/completions`` route (prompt scoring); the decoded 200 body and the URL.
+
+        Retried like a chat call; every other answer raises an ``EndpointError`` (the caller cannot go on without
+        this one): a refused key, an unknown model, a missing route (404, ``not_found_hint`` says what to set) and
+        a request the server rejects (HTTP 400, other 4xx: ``PromptLogprobsError`` with its message and
+        ``rejected_hint``).
+        """
+        url = f"{self.base_url}/completions"
+        reply = await self._post(url, body)
         status = reply.response.status_code
+        if status == 200:
+            return reply.payload, url
+        message, _code = self._message(reply)
+        await self._raise_refusal(url, reply, not_found_hint=not_found_hint)
+        raise self._failed(
+            PromptLogprobsError,
+            url,
+            "rejected",
+            f"HTTP {status}: {message}",
+            status,
+            reply.attempts,
+            hint=rejected_hint,
+        )
+
+    def _message(self, reply: _Reply) -> tuple[str, str]:
+        """A failed reply's message (redacted, shortened) and error code."""
         error = _error_object(reply.payload)
         message = self._redact(str(error.get("message") or reply.response.text)[:SHOWN_CHARS])
-        code = str(error.get("code") or "")
+        return message, str(error.get("code") or "")
+
+    async def _raise_refusal(self, url: str, reply: _Reply, *, not_found_hint: str = "") -> None:
+        """Raise for what no request to this endpoint can get past: a refused key, an unknown model, no route."""
+        status = reply.response.status_code
+        message, code = self._message(reply)
         detail = f"HTTP {status}: {message}"
         if status in (401, 403):
             env = self._config.api_key_env
@@ -165,7 +197,15 @@ class OpenAIBackend:
                 EndpointModelError, url, "unknown_model", detail, status, reply.attempts, available=available
             )
         if status == 404:
-            raise self._failed(EndpointUnavailableError, url, "not_found", detail, status, reply.attempts)
+            raise self._failed(
+                EndpointUnavailableError, url, "not_found", detail, status, reply.attempts, hint=not_found_hint
+            )
+
+    async def _row_error(self, url: str, reply: _Reply) -> RawCompletion:
+        """Map a non-retryable HTTP error to a row error, or raise when nothing can succeed."""
+        status = reply.response.status_code
+        await self._raise_refusal(url, reply)
+        message, code = self._message(reply)
         if code == "context_length_exceeded" or "context length" in message.lower():
             return RawCompletion(text="", error=row_error("prompt_too_long", message))
         where = f"{url} (model {self.model!r}) rejected the request"
