@@ -26,6 +26,11 @@ serving profiles' prices wins; ``agent_collaborators`` and ``agent_dataset_agent
 collaborative and independent sub-agents (``collaboration.py``, ``dataset_agents.py``), at most
 ``agent_parallelism`` at once.
 
+After a plan ran, the model reflects on its answer (``planner/agents/reflection.py``; on by default for a real
+LLM tier, ``Settings.agent_reflection``): an implausible answer sends its reason to a new plan unit, and one
+kept after the last draft is returned flagged (``AskResult.failed_reflection``, ``AskResult.warning``) and the
+ask ends ``unverified``.
+
 The engine runs of an ask (``AskExecutor``): each run's id is journaled in the ask's trace while the
 run goes (``RunLink``, a progress reporter: a ``run_linked`` record at the run's first progress poll,
 half a second after the run opened its journal, long before its first batch is paid), so ``semray runs
@@ -43,7 +48,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +73,7 @@ from semray.planner.agents.ask_journal import AskTrace, RunLinked, open_ask_trac
 from semray.planner.agents.competition import plan_cost
 from semray.planner.agents.confidence import Scorer
 from semray.planner.agents.errors import AgentError
+from semray.planner.agents.reflection import Reflection
 from semray.planner.agents.scorer_tier import EndpointScorer, scorer_for, scorer_identity
 from semray.planner.agents.skills import Similarity, embedding_similarity
 from semray.planner.agents.units import UnitPolicy
@@ -93,6 +99,25 @@ class AskResult:
     usage_line: str = ""
     skill: str | None = None
     """The question of the stored skill the plan came from, validated again (None: planned anew)."""
+    reflection: Reflection | None = None
+    """What the model said of the answer after it ran (None: reflection off, or a dry run)."""
+
+    @property
+    def failed_reflection(self) -> bool:
+        """The answer is the last draft's although it failed reflection: report it so, never as a clean success."""
+        return self.reflection is not None and self.reflection.failed
+
+    def warning(self) -> str:
+        """``WARNING: the answer failed reflection: ...`` when it did; a note when the reply was unreadable; else ""."""
+        if self.reflection is None or self.reflection.verdict == "plausible":
+            return ""
+        if self.reflection.failed:
+            return (
+                f"WARNING: the answer failed reflection after the last draft ({self.iterations}): "
+                f"{self.reflection.reason}; it may not answer the question (ask {self.ask_id}: semray runs show "
+                f"{self.ask_id})"
+            )
+        return "note: the reflection on the answer could not be read; the answer is not checked"
 
     @property
     def planning_dollars(self) -> float:
@@ -132,7 +157,7 @@ def ask(
     agent_model = model or _model(serving, replay)
     view = catalog or _catalog(tables, settings, serving)
     store, similarity = (memory, None) if memory is not None else _memory(settings, serving)
-    config = config or loop_config(settings)
+    config = replace(config or loop_config(settings), reflection=_reflects(settings, agent_model, config))
     trace = _trace(
         settings,
         question,
@@ -188,6 +213,7 @@ def ask(
         iterations=planned.iterations,
         usage_line="" if result is None else result.usage_line(),
         skill=planned.skill,
+        reflection=planned.reflection,
     )
 
 
@@ -325,6 +351,7 @@ def _ask_key(
         "units": [config.units.max_retries, config.units.max_units, config.units.decision_margin],
         "signals": [config.units.span_divergence, config.units.stop_divergence, config.units.context_units],
         "scorer": scorer_identity(settings, serving),
+        "reflection": config.reflection,
     }
     return json.dumps({"datasets": over, "dry_run": dry_run, "loop": bounds}, sort_keys=True)
 
@@ -335,6 +362,14 @@ def _trace(
     if resume is not None:
         return resume_ask_trace(settings.state_path, resume, question, model, key)
     return open_ask_trace(settings.state_path, question, model, key, arguments)
+
+
+def _reflects(settings: Settings, model: AgentModel, config: LoopConfig | None) -> bool:
+    """Reflection is on when the settings say so; by default when the caller's loop asks for it or the planner is a
+    configured real LLM tier (recorded answers and stand-ins reflect only when told: they may hold no reflection)."""
+    if settings.agent_reflection is not None:
+        return settings.agent_reflection
+    return (config is not None and config.reflection) or isinstance(model, TierModel)
 
 
 def _model(serving: ServingConfig, replay: Path | None) -> AgentModel:

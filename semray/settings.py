@@ -114,6 +114,13 @@ class Settings(BaseSettings):
         "token logprobs (confidence signals); None: the model profile's [scorer] table (an endpoint's prompt "
         "logprobs, or a local model), else no confidence signals",
     )
+    agent_reflection: bool | None = Field(
+        default=None,
+        description="after a plan of `semray ask` ran, the planner model reads the answer and says whether it answers "
+        "the question; an implausible answer is planned again within the retry limit, and one kept after the last "
+        "draft is reported as failing reflection. None: on when the planner is a real LLM tier of the model profile "
+        "(the simulator cannot reflect; recorded answers reflect only when this is true); False: off",
+    )
     agent_span_divergence: float | None = Field(
         default=0.50,
         ge=-1.0,
