@@ -50,12 +50,18 @@ def find_profile(models: Path | None, cwd: Path | None = None) -> Path | None:
     if models is not None:
         path = models.expanduser()
         if not path.is_file():
+            what = "is not a regular file" if path.exists() or path.is_symlink() else "not found"
             raise ServingConfigError(
-                f"model profile {str(path)!r} not found (from --models or SEMRAY_MODELS); "
+                f"model profile {str(path)!r} {what} (from --models or SEMRAY_MODELS); "
                 "`semray models schema` shows the format"
             )
         return path
     local = (cwd or Path.cwd()) / PROFILE_FILE
+    if (local.exists() or local.is_symlink()) and not local.is_file():
+        raise ServingConfigError(
+            f"{str(local)!r} is not a regular file (a folder, a named pipe or a broken link), so it cannot be "
+            "read as the model profile; remove or rename it, or name a profile with --models"
+        )
     return local if local.is_file() else None
 
 
