@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import weakref
 from collections.abc import Sequence
@@ -46,6 +47,8 @@ from semray.serving.errors import (
 )
 
 log = get_logger(__name__)
+WHOLE_WORD_KEY_CHARS = 8
+"""Keys shorter than this are redacted from messages as whole tokens only (see ``_redact``)."""
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 30.0
 SHOWN_CHARS = 300
@@ -208,6 +211,8 @@ class OpenAIBackend:
         message, code = self._message(reply)
         if code == "context_length_exceeded" or "context length" in message.lower():
             return RawCompletion(text="", error=row_error("prompt_too_long", message))
+        if status == 422 and code == "no_label":  # semray's simulator served over HTTP (`semray sim serve`)
+            return RawCompletion(text="", error=row_error("no_label", f"{url} (model {self.model!r}): {message}"))
         where = f"{url} (model {self.model!r}) rejected the request"
         if status == 400:
             return RawCompletion(text="", error=row_error("http_400", f"{where} (HTTP 400): {message}"))
@@ -276,7 +281,15 @@ class OpenAIBackend:
         return error
 
     def _redact(self, text: str) -> str:
-        return text.replace(self.__key, "***") if self.__key else text
+        """``text`` with the API key replaced by ``***``: wherever it occurs, so a server that echoes
+        it (even URL-encoded next to other characters) shows none of it; a key shorter than
+        ``WHOLE_WORD_KEY_CHARS`` only where it stands as a whole token, so that a test key such as
+        ``k`` is not cut out of every word holding its letters (``tas***s``)."""
+        if not self.__key:
+            return text
+        if len(self.__key) >= WHOLE_WORD_KEY_CHARS:
+            return text.replace(self.__key, "***")
+        return re.sub(rf"(?<![A-Za-z0-9]){re.escape(self.__key)}(?![A-Za-z0-9])", "***", text)
 
     async def aclose(self) -> None:
         for client, _ in list(self._clients.values()):
