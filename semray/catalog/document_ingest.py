@@ -88,6 +88,7 @@ class DocumentsIngest:
                     self.ingest.embedding,
                     engine=self.ingest.engine,
                     actors=max(1, self.ingest.settings.num_cpus // 2),
+                    sections=self.ingest.sections,
                 )
                 for batch in batches:
                     self._take(batch, writers)

@@ -22,7 +22,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +32,9 @@ from semray.catalog.servers.base import DocumentFile
 from semray.errors import SemrayError
 from semray.log import get_logger
 from semray.serving.config import TierConfig
+
+if TYPE_CHECKING:
+    from semray.catalog.section_writer import SectionWriter
 
 log = get_logger(__name__)
 
@@ -116,9 +119,13 @@ def input_table(documents: Sequence[DocumentFile]) -> pa.Table:
 class DocumentReader:
     """Batch function: files -> one row per document with its segments and snippets (``DOCUMENT_SCHEMA``)."""
 
-    def __init__(self, dataset: str, max_chunk_chars: int = MAX_CHUNK_CHARS) -> None:
+    def __init__(
+        self, dataset: str, max_chunk_chars: int = MAX_CHUNK_CHARS, sections: SectionWriter | None = None
+    ) -> None:
         self.dataset = dataset
         self.max_chunk_chars = max_chunk_chars
+        self.sections = sections
+        """The model pass for documents without headings (``section_writer.py``); None: structure only."""
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = [self._read(row) for row in batch.to_pylist()]
@@ -132,7 +139,8 @@ class DocumentReader:
         base = {"document_id": row["relative"], "content_hash": row["content_hash"], "size": row["size"]}
         try:
             document = read_document(Path(row["path"]))
-            root = segment_document(document, title=row["relative"], max_chunk_chars=self.max_chunk_chars)
+            segment = segment_document if self.sections is None else self.sections.segment
+            root = segment(document, title=row["relative"], max_chunk_chars=self.max_chunk_chars)
             snippets = find_snippets(document)
         except (SemrayError, OSError) as error:
             # One bad file is reported and skipped, never the end of the ingest.
@@ -269,12 +277,18 @@ def local_embedder(config: TierConfig) -> SegmentEmbedder:
 
 
 def run_documents(
-    documents: Sequence[DocumentFile], dataset: str, embedding: TierConfig, *, engine: Engine, actors: int = 1
+    documents: Sequence[DocumentFile],
+    dataset: str,
+    embedding: TierConfig,
+    *,
+    engine: Engine,
+    actors: int = 1,
+    sections: SectionWriter | None = None,
 ) -> Iterator[pa.Table]:
-    """Batches of ``DOCUMENT_SCHEMA`` rows whose segments carry vectors, streamed."""
+    """Batches of ``DOCUMENT_SCHEMA`` rows whose segments carry vectors, streamed (``sections``: see DocumentReader)."""
     table = input_table(documents)
     if engine == "local":
-        reader, embedder = DocumentReader(dataset), local_embedder(embedding)
+        reader, embedder = DocumentReader(dataset, MAX_CHUNK_CHARS, sections), local_embedder(embedding)
         pending: list[pa.Table] = []
         texts = 0
         for start in range(0, table.num_rows, READ_BATCH_DOCUMENTS):
@@ -294,7 +308,7 @@ def run_documents(
         .repartition(max(1, -(-table.num_rows // READ_BATCH_DOCUMENTS)))
         .map_batches(
             DocumentReader,
-            fn_constructor_args=(dataset,),
+            fn_constructor_args=(dataset, MAX_CHUNK_CHARS, sections),
             compute=rd.ActorPoolStrategy(min_size=1, max_size=actors),
             batch_size=READ_BATCH_DOCUMENTS,
             batch_format="pyarrow",
