@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from semray.settings import Settings
 
@@ -107,7 +107,7 @@ def _add_engine(parser: argparse.ArgumentParser) -> None:
 def add_command(args: argparse.Namespace, settings: Settings) -> int:
     from semray.catalog.ingest import add_server
 
-    engine = "local" if args.in_process else "ray"
+    engine: Literal["local", "ray"] = "local" if args.in_process else "ray"
     report = add_server(settings, args.target, name=args.name, engine=engine, sections=_sections(args, settings))
     _print_report(report)
     return 0
@@ -116,7 +116,7 @@ def add_command(args: argparse.Namespace, settings: Settings) -> int:
 def refresh_command(args: argparse.Namespace, settings: Settings) -> int:
     from semray.catalog.ingest import refresh
 
-    engine = "local" if args.in_process else "ray"
+    engine: Literal["local", "ray"] = "local" if args.in_process else "ray"
     for report in refresh(settings, args.name, engine=engine, sections=_sections(args, settings)):
         _print_report(report)
     return 0
