@@ -12,7 +12,9 @@
 
 ``search_segments`` ranks through ``retrieval.rank_rows`` (scores: cosine similarity, BM25, or
 reciprocal rank fusion ``sum 1 / (60 + rank)`` of the two lists for hybrid) with the filter of
-``segment_filter`` pushed into LanceDB as a prefilter.
+``segment_filter`` pushed into LanceDB as a prefilter; each hit keeps its level, path and source
+span. ``search_best_fitting`` ranks every level and keeps each hit at the level that fits it best
+(no hit overlapping a better one of its document).
 
 >>> create_segment_indexes(table)  # doctest: +SKIP
 >>> search_segments(table, "chest pain", vector, k=5, datasets=["notes"], levels=["chunk"])[0]  # doctest: +SKIP
