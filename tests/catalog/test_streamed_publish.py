@@ -122,3 +122,26 @@ def test_staged_files_are_written_in_large_row_groups_and_streamed_in_bounded_me
         most = max(most, pa.total_allocated_bytes() - before)
         del batch
     assert most < 32 << 20  # a row group or two at a time (12 MiB), not the 80 MiB file (113 MiB with pre_buffer)
+
+
+def test_in_process_embedding_calls_gather_read_batches_up_to_the_text_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from semray.catalog import document_pipeline
+    from semray.catalog.servers import open_server
+    from semray.serving.profiles import resolve_serving
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for number in range(30):  # 4 segments each: document, section, heading, paragraph
+        (folder / f"n{number:02d}.md").write_text(f"# Note {number}\n\nThe harbour opens at {number} am.\n")
+    files = open_server(str(folder)).profile({}).documents
+    embedding = resolve_serving(Settings().models).embedding
+
+    def documents_per_call(budget: int) -> list[int]:
+        monkeypatch.setattr(document_pipeline, "EMBED_BATCH_TEXTS", budget)
+        batches = document_pipeline.run_documents(files, "notes", embedding, engine="local")
+        return [batch.num_rows for batch in batches]
+
+    assert documents_per_call(100) == [30]  # 120 segments: under the budget, one call for all
+    assert documents_per_call(40) == [16, 14]  # a read batch (16 notes, 64 segments) passes it
