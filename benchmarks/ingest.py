@@ -1,38 +1,63 @@
-"""Catalog ingest throughput and memory on generated markdown documents, against raw embedding throughput.
+"""Catalog ingest throughput and memory, against raw embedding throughput; search latency at each size.
 
-    .venv/bin/python -m benchmarks.ingest [--docs 2000 10000] [--engine local|ray]
+    .venv/bin/python -m benchmarks.ingest [--docs 10000 100000] [--shape notes|sections] [--shared] [--engine local|ray]
 
-For each size, a fresh worker process (so each size's memory peak is its own) generates or reuses
-``N`` markdown documents (a title, three ``##`` sections of one or two paragraphs of common
-English words; deterministic), registers the folder with ``catalog.ingest.add_server`` into an
-empty catalog (hash, profile, read + segment + embed, stage, publish, build indexes) and times it
-with the embedding model already loaded. Then the same process embeds exactly the texts the ingest
-embedded (every segment's text cut to ``EMBED_CHARS``) with the same ``SentenceEmbedder`` in one
-call (sentence-transformers batches and length-sorts them itself): that is the raw throughput of
-the model on this machine, up to ``--raw-texts`` of them (an evenly spaced subset beyond).
+Corpora, each ingested by a fresh worker process (so each has its own memory peak) into an empty
+catalog with ``catalog.ingest.add_server`` (hash, profile, read + segment + embed, stage, publish,
+build the indexes), the embedding model already loaded:
 
-Reported per size: documents/s, segments/s, embeddings/s of the whole ingest, raw embeddings/s,
-their ratio (goal >= 0.8), and memory of the worker's process tree: peak PSS sum (sampled every
-0.2 s from outside), peak RSS of the worker (``ru_maxrss``), and the RSS once the model was
-loaded, so growth with the corpus shows apart from the model.
+* generated (``--docs N ...``, deterministic, kept under ``--out-dir`` and reused). ``--shape notes``
+  (default): a short markdown note, ``# <three words>`` then one paragraph of 12 to 20 common English
+  words (about 150 bytes; 4 segments: document, section, heading paragraph, body paragraph, of which
+  3 distinct texts: the section is the whole note). ``--shape sections``: a title and three ``##``
+  sections of one or two paragraphs of 30 to 60 words (about 13 segments, 1.5 kB).
+* shared (``--shared``, from ``../shared/data``; skipped with a message when absent): the 250 Enron
+  emails as they are (a folder of .txt files), and the 1,200 medical symptom texts written one per
+  .txt file under ``--out-dir``.
+
+Then the worker embeds the texts the ingest embedded (every distinct segment text, cut to
+``EMBED_CHARS``, over the whole corpus: fewer than or as many as the ingest, which embeds each
+distinct text of a batch once, so the ratio errs low) with the same ``SentenceEmbedder`` in one call
+(sentence-transformers batches and length-sorts them itself): that is the raw throughput of the
+model on this machine, over up to ``--raw-texts`` of them (an evenly spaced subset beyond). Last,
+``--queries`` searches of the new catalog in each mode (``search_segments``, k=10, the query's first
+six words of a random segment, embedded beforehand) give the latency p50/p95 at that size.
+
+Reported per corpus: documents/s, segments/s, embeddings/s (distinct texts) of the whole ingest, raw
+embeddings/s, their ratio (goal >= 0.8) by wall time and by the worker's CPU time (a shared machine's
+load changes between the ingest and the raw call; CPU seconds do not), whether the ANN index was built (from
+``retrieval.ANN_MIN_ROWS`` segments), memory: the worker's RSS once the model was loaded, its peak
+RSS during the ingest (sampled every 0.1 s inside the worker), and the PSS peak of its process tree
+over the whole worker (sampled from outside; it includes the raw and search phases).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import random
-import resource
 import shutil
+import statistics
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import BenchmarkResult, MemorySampler, benchmark_parser, load_average, now_iso, run_benchmark
+from benchmarks.harness import (
+    BenchmarkResult,
+    MemorySampler,
+    benchmark_parser,
+    load_average,
+    now_iso,
+    run_benchmark,
+)
+from benchmarks.harness.data import MissingData, shared_data_dir
 
 NAME = "ingest"
 WORDS = [
@@ -90,94 +115,186 @@ WORDS = [
     "mirror",
 ]
 MIB = 1024 * 1024
+SHAPES = ("notes", "sections")
+MODES = ("hybrid", "vector", "fts")
 
 
-def generate_documents(folder: Path, count: int, seed: int = 0) -> Path:
-    """``count`` markdown documents in ``folder`` (kept and reused when already complete)."""
+def generate_documents(folder: Path, count: int, seed: int = 0, shape: str = "sections") -> Path:
+    """``count`` markdown documents of ``shape`` in ``folder`` (kept and reused when already complete)."""
     marker = folder.parent / f"{folder.name}.complete"  # outside the folder: the ingest would list it
-    if marker.is_file() and marker.read_text() == str(count):
+    if marker.is_file() and marker.read_text() == f"{count} {shape}":
         return folder
     shutil.rmtree(folder, ignore_errors=True)
     rng = random.Random(seed)
     for number in range(count):
         shard = folder / f"{number // 1000:03d}"
         shard.mkdir(parents=True, exist_ok=True)
+        if shape == "notes":
+            title = " ".join(rng.sample(WORDS, 3)).capitalize()
+            body = " ".join(rng.choice(WORDS) for _ in range(rng.randint(12, 20))).capitalize()
+            (shard / f"note{number:06d}.md").write_text(f"# {title}\n\n{body}.\n", encoding="utf-8")
+            continue
         parts = [f"# Document {number}: {' '.join(rng.sample(WORDS, 3))}", ""]
         for section in range(3):
             parts += [f"## Section {section} {rng.choice(WORDS)}", ""]
             for _ in range(rng.randint(1, 2)):
                 parts += [" ".join(rng.choice(WORDS) for _ in range(rng.randint(30, 60))).capitalize() + ".", ""]
         (shard / f"doc{number:06d}.md").write_text("\n".join(parts), encoding="utf-8")
-    marker.write_text(str(count))
+    marker.write_text(f"{count} {shape}")
     return folder
 
 
-def measure_size(count: int, out_dir: Path, engine: str, raw_texts: int) -> dict[str, Any]:
-    """In a worker process: ingest ``count`` documents, then embed the same texts raw (module doc)."""
+def shared_corpora(out_dir: Path) -> dict[str, Path]:
+    """The shared corpora as document folders: the Enron emails as they are, the medical texts one file each."""
+    data = shared_data_dir()
+    emails, symptoms = data / "enron" / "emails", data / "medical" / "text_symptoms_data.csv"
+    if not emails.is_dir() or not symptoms.is_file():
+        raise MissingData(f"benchmark data not found: {emails} and {symptoms} (../shared/data); run without --shared")
+    folder = out_dir / "medical-notes"
+    if not folder.is_dir():
+        staging = out_dir / "medical-notes.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        with symptoms.open(newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                (staging / f"{row['symptom_id']}.txt").write_text(row["symptoms"] + "\n", encoding="utf-8")
+        staging.replace(folder)
+    return {"enron": emails, "medical": folder}
+
+
+@contextmanager
+def rss_peak() -> Iterator[list[int]]:
+    """The peak RSS of this process while the block runs, sampled every 0.1 s: ``[peak_bytes]`` afterwards."""
+    import psutil
+
+    process, peak, done = psutil.Process(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], process.memory_info().rss)
+            done.wait(0.1)
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    try:
+        yield peak
+    finally:
+        done.set()
+        watcher.join()
+        peak[0] = max(peak[0], process.memory_info().rss)
+
+
+def measure_corpus(
+    folder: Path, out_dir: Path, label: str, engine: str, raw_texts: int, queries: int
+) -> dict[str, Any]:
+    """In a worker process: ingest ``folder``, embed the same texts raw, time searches (module doc)."""
+    import psutil
+
     from semray.catalog.document_pipeline import EMBED_CHARS, local_embedder
     from semray.catalog.ingest import add_server
+    from semray.catalog.retrieval import ANN_MIN_ROWS
     from semray.catalog.store import Catalog
     from semray.serving.profiles import resolve_serving
     from semray.settings import Settings
 
-    folder = generate_documents(out_dir / f"docs-{count}", count)
-    state = out_dir / f"state-{count}"
+    state = out_dir / f"state-{label}"
     shutil.rmtree(state, ignore_errors=True)
     settings = Settings(state_dir=state)
     embedder = local_embedder(resolve_serving(settings.models).embedding)
     embedder.embed(["warm up the model"])
-    rss_loaded = _rss()
+    rss_loaded = psutil.Process().memory_info().rss
     load_at_start = os.getloadavg()[0]
-    started = time.perf_counter()
-    report = add_server(settings, str(folder), name="generated", engine=engine)  # type: ignore[arg-type]
-    ingest_s = time.perf_counter() - started
-    segments = Catalog.open(settings).rows("segments", columns=["text"]).column("text").to_pylist()
-    texts = [text[:EMBED_CHARS] for text in segments]
+    started, cpu_started = time.perf_counter(), time.process_time()
+    with rss_peak() as peak:
+        report = add_server(settings, str(folder), name="corpus", engine=engine)  # type: ignore[arg-type]
+    ingest_s, ingest_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+    load_at_ingest_end = os.getloadavg()[0]
+    catalog = Catalog.open(settings)
+    texts = sorted(
+        {text[:EMBED_CHARS] for text in catalog.rows("segments", columns=["text"]).column("text").to_pylist()}
+    )
     step = max(1, len(texts) // raw_texts)
     subset = texts[::step][:raw_texts]
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     embedder.embedder.embed(subset)
-    raw_s = time.perf_counter() - started
-    raw_rate = len(subset) / raw_s
-    embeddings = report.segments + len(report.datasets)  # every segment, plus one profile per dataset
+    raw_rate = len(subset) / (time.perf_counter() - started)
+    raw_cpu_rate = len(subset) / (time.process_time() - cpu_started)
+    embeddings = len(texts) + len(report.datasets)  # every distinct segment text, plus one profile per dataset
     return {
         "documents": report.documents_read,
+        "skipped": len(report.skipped),
         "segments": report.segments,
         "segments_per_document": round(report.segments / max(1, report.documents_read), 2),
-        "ingest_s": round(ingest_s, 2),
+        "distinct_texts": len(texts),
+        "ann_index": report.segments >= ANN_MIN_ROWS,
+        "ingest_s": round(ingest_s, 1),
         "documents_per_s": round(report.documents_read / ingest_s, 1),
         "segments_per_s": round(report.segments / ingest_s, 1),
         "embeddings_per_s": round(embeddings / ingest_s, 1),
         "raw_texts": len(subset),
         "raw_embeddings_per_s": round(raw_rate, 1),
         "ratio_to_raw": round(embeddings / ingest_s / raw_rate, 3),
-        "load_1min": [round(load_at_start, 2), round(os.getloadavg()[0], 2)],  # ingest start, raw end
+        # CPU seconds of this process (all its threads): what the ingest and the raw call cost whatever else
+        # ran on the machine meanwhile; the local engine only (Ray's actors are other processes).
+        "ingest_cpu_s": round(ingest_cpu_s, 1),
+        "cpu_ratio_to_raw": round(embeddings / ingest_cpu_s / raw_cpu_rate, 3) if engine == "local" else None,
+        "load_1min": [round(load_at_start, 2), round(load_at_ingest_end, 2), round(os.getloadavg()[0], 2)],
         "rss_model_loaded_mib": round(rss_loaded / MIB, 1),
-        "rss_peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MIB, 1),
+        "rss_ingest_peak_mib": round(peak[0] / MIB, 1),
+        "search": search_latency(catalog, texts, embedder, queries),
     }
+
+
+def search_latency(catalog: Any, texts: Sequence[str], embedder: Any, count: int) -> dict[str, dict[str, float]]:
+    """p50/p95 milliseconds of ``count`` k=10 segment searches per mode, queries embedded beforehand."""
+    from semray.catalog.search import search_segments
+
+    rng = random.Random(1)
+    queries = [" ".join(rng.choice(texts).split()[:6]) for _ in range(count)]
+    vectors = embedder.embed(queries)
+    table = catalog.table("segments")
+    found: dict[str, dict[str, float]] = {}
+    for mode in MODES:
+        timings = []
+        for query, vector in zip(queries, vectors, strict=True):
+            watch = time.perf_counter()
+            search_segments(table, query, vector, k=10, mode=mode)
+            timings.append(time.perf_counter() - watch)
+        ordered = sorted(timings)
+        p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+        found[mode] = {"p50_ms": round(statistics.median(timings) * 1000, 1), "p95_ms": round(p95 * 1000, 1)}
+    return found
 
 
 def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
     started_at, load_before = now_iso(), load_average()
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    sizes: dict[str, Any] = {}
+    corpora: dict[str, Path] = {}
     for count in args.docs:
-        worker = [sys.executable, "-m", "benchmarks.ingest", "--worker", str(count), "--out-dir", str(args.out_dir)]
-        worker += ["--engine", args.engine, "--raw-texts", str(args.raw_texts)]
+        corpora[f"generated-{count}"] = generate_documents(
+            args.out_dir / f"{args.shape}-{count}", count, shape=args.shape
+        )
+    if args.shared:
+        corpora.update(shared_corpora(args.out_dir))
+    results: dict[str, Any] = {}
+    for label, folder in corpora.items():
+        worker = [sys.executable, "-m", "benchmarks.ingest", "--worker", label, "--folder", str(folder)]
+        worker += ["--out-dir", str(args.out_dir), "--engine", args.engine]
+        worker += ["--raw-texts", str(args.raw_texts), "--queries", str(args.queries)]
         environment = {**os.environ, "HF_HUB_OFFLINE": "1"}
         process = subprocess.Popen(worker, stdout=subprocess.PIPE, env=environment, text=True)
         with MemorySampler(root_pid=process.pid, object_store=False) as sampler:
             stdout, _ = process.communicate()
         if process.returncode != 0:
-            raise RuntimeError(f"the ingest worker for {count} documents failed (exit {process.returncode})")
+            raise RuntimeError(f"the ingest worker for {label} failed (exit {process.returncode})")
         figures = json.loads(stdout.strip().splitlines()[-1])
         figures["pss_peak_mib"] = round(sampler.peak().pss_bytes / MIB, 1)
         figures["processes_peak"] = sampler.peak().processes
-        sizes[str(count)] = figures
-    result_figures = {"engine": args.engine, "sizes": sizes, "cpus": os.cpu_count()}
+        results[label] = figures
+    result_figures = {"engine": args.engine, "shape": args.shape, "corpora": results, "cpus": os.cpu_count()}
     return BenchmarkResult(
         name=NAME,
-        title="Catalog ingest of generated markdown documents vs raw embedding throughput",
+        title="Catalog ingest vs raw embedding throughput, memory and search latency by corpus size",
         command=command,
         parameters={key: value for key, value in vars(args).items() if key not in ("results_dir", "out_dir", "worker")},
         figures=result_figures,
@@ -188,43 +305,60 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
 
 
 def _markdown(figures: dict[str, Any]) -> str:
+    shape = (
+        "short markdown notes (`# <three words>`, one paragraph of 12-20 words; 4 segments, 3 distinct texts)"
+        if figures["shape"] == "notes"
+        else "markdown documents (a title, three sections of one or two paragraphs of 30-60 words)"
+    )
     lines = [
-        f"Generated markdown documents (title, three sections of one or two paragraphs), `add_server` into an empty "
-        f"catalog, engine `{figures['engine']}`, all-MiniLM-L6-v2 already loaded; raw = the same embedder on the "
-        "same segment texts in one call. Each size runs in its own process; PSS is the process tree's peak, "
-        "RSS the worker's. The machine is shared and loaded (see the load averages): throughputs are lower "
-        "bounds, the ratio to raw is the figure that matters.",
+        f"Generated corpora: {shape}; shared: the Enron emails and the medical symptom texts, one file each. "
+        f"`add_server` into an empty catalog, engine `{figures['engine']}`, all-MiniLM-L6-v2 already loaded, "
+        f"{figures['cpus']} CPUs; raw = the same embedder on the distinct segment texts in one call, in the same "
+        "worker right after its ingest. Embeddings = distinct texts (the ingest embeds each distinct text of a batch "
+        "once). The machine is shared (see the 1-minute loads at the ingest's start, its end and the worker's end): "
+        "throughputs are lower bounds, the ratio to raw is the figure that matters; the CPU ratio compares "
+        "embeddings per CPU-second of the worker (ingest vs raw call), which other work on the machine does not skew.",
         "",
-        "| documents | segments | ingest s | docs/s | segments/s | embeddings/s | raw embeddings/s | ratio "
-        "| RSS model loaded MiB | RSS peak MiB | PSS peak MiB | load 1 min (start, end) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| corpus | documents | segments | distinct texts | ANN | ingest s | docs/s | segments/s | embeddings/s "
+        "| raw embeddings/s | ratio | CPU ratio | RSS model MiB | RSS ingest peak MiB | PSS peak MiB | load 1 min |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for row in figures["sizes"].values():
+    for label, row in figures["corpora"].items():
         lines.append(
-            f"| {row['documents']} | {row['segments']} | {row['ingest_s']} | {row['documents_per_s']} | "
+            f"| {label} | {row['documents']} | {row['segments']} | {row['distinct_texts']} | "
+            f"{'yes' if row['ann_index'] else 'no'} | {row['ingest_s']} | {row['documents_per_s']} | "
             f"{row['segments_per_s']} | {row['embeddings_per_s']} | {row['raw_embeddings_per_s']} | "
-            f"{row['ratio_to_raw']} | {row['rss_model_loaded_mib']} | {row['rss_peak_mib']} | {row['pss_peak_mib']} | "
-            f"{row['load_1min'][0]}, {row['load_1min'][1]} |"
+            f"{row['ratio_to_raw']} | {row['cpu_ratio_to_raw'] if row['cpu_ratio_to_raw'] is not None else '-'} | "
+            f"{row['rss_model_loaded_mib']} | {row['rss_ingest_peak_mib']} | "
+            f"{row['pss_peak_mib']} | {', '.join(str(value) for value in row['load_1min'])} |"
         )
+    lines += [
+        "",
+        "Search latency in the catalog just built (`search_segments`, k=10, one call, the query embedded beforehand):",
+        "",
+        "| corpus | " + " | ".join(f"{mode} p50 / p95 ms" for mode in MODES) + " |",
+        "| --- | " + " | ".join("---" for _ in MODES) + " |",
+    ]
+    for label, row in figures["corpora"].items():
+        cells = [f"{row['search'][mode]['p50_ms']} / {row['search'][mode]['p95_ms']}" for mode in MODES]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def _rss() -> int:
-    import psutil
-
-    return int(psutil.Process().memory_info().rss)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = benchmark_parser(NAME, __doc__ or NAME)
-    parser.add_argument("--docs", type=int, nargs="+", default=[2000, 10000], help="corpus sizes (up to 100000)")
+    parser.add_argument("--docs", type=int, nargs="*", default=[10000], help="generated corpus sizes (up to 100000)")
+    parser.add_argument("--shape", choices=SHAPES, default="notes", help="generated documents (module doc)")
+    parser.add_argument("--shared", action="store_true", help="also the shared Enron and medical corpora")
     parser.add_argument("--engine", choices=("local", "ray"), default="local", help="ingest engine (default local)")
     parser.add_argument("--raw-texts", type=int, default=20000, help="texts embedded for the raw throughput")
-    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--queries", type=int, default=50, help="searches per mode for the latency")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     arguments = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(arguments)
     if args.worker is not None:
-        figures = measure_size(args.worker, args.out_dir, args.engine, args.raw_texts)
+        figures = measure_corpus(args.folder, args.out_dir, args.worker, args.engine, args.raw_texts, args.queries)
         sys.stdout.write(json.dumps(figures) + "\n")
         return 0
     return run_benchmark(NAME, parser, body, arguments)

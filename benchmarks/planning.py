@@ -305,13 +305,15 @@ def _answerer(state: Path, models: Path | None) -> Answerer:
     return answer
 
 
-def _scorer(path: Path | None) -> Callable[[Rates, int], Scorer | None]:
-    """A local transformers model as the scorer tier (``HFScorer``), or none (with an endpoint and no path)."""
-    if path is None:
-        return lambda _rates, _seed: None
-    from semray.planner.agents.confidence import HFScorer
+def _scorer(path: Path | None, models: Path | None) -> Callable[[Rates, int], Scorer | None]:
+    """The scorer tier as ``semray ask`` finds it: a local transformers model by path (``HFScorer``), else the
+    profile's ``[scorer]`` table (an endpoint's prompt logprobs, ``EndpointScorer``), else none."""
+    from semray.planner.agents.scorer_tier import scorer_for
+    from semray.serving.profiles import resolve_serving
+    from semray.settings import Settings
 
-    scorer = HFScorer(path)
+    settings = Settings(agent_scorer_model=path, models=models)
+    scorer = scorer_for(settings, resolve_serving(settings.models))
     return lambda _rates, _seed: scorer
 
 
@@ -365,7 +367,7 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
     seeds = args.seeds or (2 if args.quick else 5)
     factory = _endpoint_model(args.models) if args.endpoint else None
     answer = _answerer(args.out_dir / "state", args.models) if args.execute else None
-    scorers = _scorer(args.scorer_model) if args.endpoint or args.scorer_model else None
+    scorers = _scorer(args.scorer_model, args.models) if args.endpoint or args.scorer_model else None
     clock = time.perf_counter()
     rows = compare(questions, fault_rates, seeds, rates, CONFIGURATIONS, factory, answer, scorers)
     seconds = time.perf_counter() - clock
@@ -454,7 +456,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--models", type=Path, default=None, help="model profile file for --endpoint (semray.toml)")
     parser.add_argument(
-        "--scorer-model", type=Path, default=None, help="local transformers model folder scoring decisions (HFScorer)"
+        "--scorer-model",
+        type=Path,
+        default=None,
+        help="local transformers model folder scoring decisions (HFScorer); without it, --endpoint scores with the "
+        "profile's [scorer] table when it has one (an endpoint's prompt logprobs)",
     )
     return run_benchmark("planning", parser, body, argv)
 

@@ -9,20 +9,27 @@ embedded with the profile's embedding tier, loaded only when memory is searched 
 ``memory=ListMemory(path)`` (``semray ask --memory-file FILE``) keeps it in a JSON file instead.
 
 Every unit and attempt of the planning is journaled under ``<state_dir>/asks/<ask_id>/``
-(``planner/agents/ask_journal.py``). An ask killed at any point goes on where it stopped, paying
-nothing again for its committed units, when the same ask is made again (same question, model,
-datasets and loop settings) or by id: ``ask(question, resume=ask_id)``, ``semray ask --resume ID``.
-``semray runs show ID`` renders its trace. With ``Settings.agent_scorer_model`` the dataset choice
-is checked by decision confidence divergence (``agent_decision_margin``), exploration of candidate
-datasets stops early once one adds little (``agent_stop_divergence``) and a draft whose spans the
-evidence does not support is retried (``agent_span_divergence``); prompts keep the verdicts of the
-newest ``agent_context_units`` failed attempts. A stored skill is reused for a question of its
-template, or of other words at least ``agent_skill_similarity`` alike under the memory's embedding
-tier (``planner/agents/skills.py``), validated again first. With ``agent_candidates`` above 1 the
-plan unit drafts that many candidates per attempt (competitive sub-agents,
-``planner/agents/competition.py``): the cheapest valid one under the serving profiles' prices wins;
-``agent_collaborators`` and ``agent_dataset_agents`` switch on the collaborative and independent
-sub-agents (``collaboration.py``, ``dataset_agents.py``), at most ``agent_parallelism`` at once.
+(``planner/agents/ask_journal.py``). An ask killed at any point goes on where it stopped, paying nothing
+again for its committed units, when the same ask is made again (same question, model, datasets and loop
+settings) or by id: ``ask(question, resume=ask_id)``, ``semray ask --resume ID``. ``semray runs show
+ID`` renders its trace. With a scorer tier (``Settings.agent_scorer_model``, a local transformers model,
+or the model profile's ``[scorer]`` table, an endpoint's prompt logprobs:
+``planner/agents/scorer_tier.py``) the dataset choice is checked by decision confidence divergence
+(``agent_decision_margin``), exploration of candidate datasets stops early once one adds little
+(``agent_stop_divergence``) and a draft whose spans the evidence does not support is retried
+(``agent_span_divergence``); prompts keep the verdicts of the newest ``agent_context_units`` failed
+attempts. A stored skill is reused for a question of its template, or of other words at least
+``agent_skill_similarity`` alike under the memory's embedding tier (``planner/agents/skills.py``),
+validated again first. With ``agent_candidates`` above 1 the plan unit drafts that many candidates per
+attempt (competitive sub-agents, ``planner/agents/competition.py``): the cheapest valid one under the
+serving profiles' prices wins; ``agent_collaborators`` and ``agent_dataset_agents`` switch on the
+collaborative and independent sub-agents (``collaboration.py``, ``dataset_agents.py``), at most
+``agent_parallelism`` at once.
+
+After a plan ran, the model reflects on its answer (``planner/agents/reflection.py``; on by default for a real
+LLM tier, ``Settings.agent_reflection``): an implausible answer sends its reason to a new plan unit, and one
+kept after the last draft is returned flagged (``AskResult.failed_reflection``, ``AskResult.warning``) and the
+ask ends ``unverified``.
 
 The engine runs of an ask (``AskExecutor``): each run's id is journaled in the ask's trace while the
 run goes (``RunLink``, a progress reporter: a ``run_linked`` record at the run's first progress poll,
@@ -41,7 +48,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +71,10 @@ from semray.planner.agents import (
 )
 from semray.planner.agents.ask_journal import AskTrace, RunLinked, open_ask_trace, resume_ask_trace
 from semray.planner.agents.competition import plan_cost
-from semray.planner.agents.confidence import HFScorer, Scorer
+from semray.planner.agents.confidence import Scorer
 from semray.planner.agents.errors import AgentError
+from semray.planner.agents.reflection import Reflection
+from semray.planner.agents.scorer_tier import EndpointScorer, scorer_for, scorer_identity
 from semray.planner.agents.skills import Similarity, embedding_similarity
 from semray.planner.agents.units import UnitPolicy
 from semray.serving.config import ServingConfig
@@ -90,6 +99,25 @@ class AskResult:
     usage_line: str = ""
     skill: str | None = None
     """The question of the stored skill the plan came from, validated again (None: planned anew)."""
+    reflection: Reflection | None = None
+    """What the model said of the answer after it ran (None: reflection off, or a dry run)."""
+
+    @property
+    def failed_reflection(self) -> bool:
+        """The answer is the last draft's although it failed reflection: report it so, never as a clean success."""
+        return self.reflection is not None and self.reflection.failed
+
+    def warning(self) -> str:
+        """``WARNING: the answer failed reflection: ...`` when it did; a note when the reply was unreadable; else ""."""
+        if self.reflection is None or self.reflection.verdict == "plausible":
+            return ""
+        if self.reflection.failed:
+            return (
+                f"WARNING: the answer failed reflection after the last draft ({self.iterations}): "
+                f"{self.reflection.reason}; it may not answer the question (ask {self.ask_id}: semray runs show "
+                f"{self.ask_id})"
+            )
+        return "note: the reflection on the answer could not be read; the answer is not checked"
 
     @property
     def planning_dollars(self) -> float:
@@ -129,12 +157,12 @@ def ask(
     agent_model = model or _model(serving, replay)
     view = catalog or _catalog(tables, settings, serving)
     store, similarity = (memory, None) if memory is not None else _memory(settings, serving)
-    config = config or loop_config(settings)
+    config = replace(config or loop_config(settings), reflection=_reflects(settings, agent_model, config))
     trace = _trace(
         settings,
         question,
         agent_model.name,
-        _ask_key(tables, catalog, settings, dry_run, config),
+        _ask_key(tables, catalog, settings, serving, dry_run, config),
         resume,
         {
             "replay": None if replay is None else str(replay.expanduser().absolute()),
@@ -143,9 +171,11 @@ def ask(
     )
     executor = AskExecutor(trace, settings, serving)
     runner = StepRunner(agent_model, max_cost)
+    own_scorer: Scorer | None = None
     try:
         if on_start is not None:
             on_start(trace.ask_id, trace.resumed)
+        own_scorer = None if scorer is not None else scorer_for(settings, serving)
         planned = plan_question(
             question,
             catalog=view,
@@ -156,12 +186,14 @@ def ask(
             runner=runner,
             run_id=trace.ask_id,
             trace=trace,
-            scorer=scorer or _scorer(settings),
+            scorer=scorer or own_scorer,
             similarity=similarity,
             cost=plan_cost(profiles_from_serving(serving)),
         )
     finally:
         trace.close()  # an ask that did not finish stays resumable
+        if isinstance(own_scorer, EndpointScorer):
+            own_scorer.close()
     result = executor.results[-1] if executor.results else None
     log.info(
         "question_answered",
@@ -181,6 +213,7 @@ def ask(
         iterations=planned.iterations,
         usage_line="" if result is None else result.usage_line(),
         skill=planned.skill,
+        reflection=planned.reflection,
     )
 
 
@@ -298,6 +331,7 @@ def _ask_key(
     tables: Mapping[str, str | Path] | None,
     catalog: CatalogView | None,
     settings: Settings,
+    serving: ServingConfig,
     dry_run: bool,
     config: LoopConfig,
 ) -> str:
@@ -317,7 +351,8 @@ def _ask_key(
         "subagents": [config.collaborators, config.dataset_agents],
         "units": [config.units.max_retries, config.units.max_units, config.units.decision_margin],
         "signals": [config.units.span_divergence, config.units.stop_divergence, config.units.context_units],
-        "scorer": None if settings.agent_scorer_model is None else str(settings.agent_scorer_model),
+        "scorer": scorer_identity(settings, serving),
+        "reflection": config.reflection,
     }
     return json.dumps({"datasets": over, "dry_run": dry_run, "loop": bounds}, sort_keys=True)
 
@@ -330,8 +365,12 @@ def _trace(
     return open_ask_trace(settings.state_path, question, model, key, arguments)
 
 
-def _scorer(settings: Settings) -> Scorer | None:
-    return None if settings.agent_scorer_model is None else HFScorer(settings.agent_scorer_model)
+def _reflects(settings: Settings, model: AgentModel, config: LoopConfig | None) -> bool:
+    """Reflection is on when the settings say so; by default when the caller's loop asks for it or the planner is a
+    configured real LLM tier (recorded answers and stand-ins reflect only when told: they may hold no reflection)."""
+    if settings.agent_reflection is not None:
+        return settings.agent_reflection
+    return (config is not None and config.reflection) or isinstance(model, TierModel)
 
 
 def _model(serving: ServingConfig, replay: Path | None) -> AgentModel:

@@ -26,6 +26,9 @@ from typing import Any
 from semray.errors import SemrayError
 from semray.settings import Settings
 
+EXIT_FAILED_REFLECTION = 1
+"""``semray ask``'s exit code when its answer failed reflection after the last draft (2: an error)."""
+
 
 def add_ask_command(subparsers: Any) -> None:
     """Add ``ask`` to the ``semray`` command's subparsers."""
@@ -155,7 +158,11 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     )
     run = f"; run {result.run_id}: {result.usage_line}" if result.run_id else ""
     sys.stderr.write(summary + run + "\n")
-    return 0
+    warning = result.warning()
+    if warning:
+        sys.stderr.write(warning + "\n")
+    # An answer that failed reflection is shown, but the exit code says it is not a clean success.
+    return EXIT_FAILED_REFLECTION if result.failed_reflection else 0
 
 
 def _subagents(args: argparse.Namespace) -> dict[str, int]:

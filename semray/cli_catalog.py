@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from semray.settings import Settings
 
@@ -26,6 +26,7 @@ def add_catalog_commands(subparsers: Any) -> None:
     add.add_argument("target", metavar="PATH|URI")
     add.add_argument("--name", help="the data server's name (default: the folder's or file's name)")
     _add_engine(add)
+    _add_sections(add)
     add.set_defaults(command=add_command)
 
     listing = actions.add_parser("ls", help="datasets: name, kind, rows, server, summary status")
@@ -60,6 +61,7 @@ def add_catalog_commands(subparsers: Any) -> None:
     refresh = actions.add_parser("refresh", help="re-ingest the files that changed (one server, or all)")
     refresh.add_argument("name", metavar="NAME", nargs="?")
     _add_engine(refresh)
+    _add_sections(refresh)
     refresh.set_defaults(command=refresh_command)
 
     organize = actions.add_parser(
@@ -80,6 +82,20 @@ def _add_version(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", type=int, help="read the catalog at this version (`catalog versions`)")
 
 
+def _add_sections(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--propose-sections",
+        action="store_true",
+        help="ask the LLM tier for the sections of documents without headings (one call each; needs a real tier)",
+    )
+    parser.add_argument(
+        "--sections-replay",
+        type=Path,
+        metavar="FILE",
+        help="propose sections from recorded replies (JSON: 'sections:<document>' -> reply) instead of the tier",
+    )
+
+
 def _add_engine(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--in-process",
@@ -91,7 +107,8 @@ def _add_engine(parser: argparse.ArgumentParser) -> None:
 def add_command(args: argparse.Namespace, settings: Settings) -> int:
     from semray.catalog.ingest import add_server
 
-    report = add_server(settings, args.target, name=args.name, engine="local" if args.in_process else "ray")
+    engine: Literal["local", "ray"] = "local" if args.in_process else "ray"
+    report = add_server(settings, args.target, name=args.name, engine=engine, sections=_sections(args, settings))
     _print_report(report)
     return 0
 
@@ -99,9 +116,24 @@ def add_command(args: argparse.Namespace, settings: Settings) -> int:
 def refresh_command(args: argparse.Namespace, settings: Settings) -> int:
     from semray.catalog.ingest import refresh
 
-    for report in refresh(settings, args.name, engine="local" if args.in_process else "ray"):
+    engine: Literal["local", "ray"] = "local" if args.in_process else "ray"
+    for report in refresh(settings, args.name, engine=engine, sections=_sections(args, settings)):
         _print_report(report)
     return 0
+
+
+def _sections(args: argparse.Namespace, settings: Settings) -> Any:
+    """The model pass of ``--propose-sections`` (recorded replies with ``--sections-replay``), or None."""
+    if args.sections_replay is not None:
+        from semray.catalog.section_writer import SectionWriter
+
+        return SectionWriter.replaying(json.loads(args.sections_replay.read_text(encoding="utf-8")))
+    if not args.propose_sections:
+        return None
+    from semray.catalog.section_writer import SectionWriter
+    from semray.serving.profiles import resolve_serving
+
+    return SectionWriter.from_tier(resolve_serving(settings.models))
 
 
 def drop_command(args: argparse.Namespace, settings: Settings) -> int:

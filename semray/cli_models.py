@@ -44,6 +44,7 @@ def show_command(args: argparse.Namespace, settings: Settings) -> int:
         "profile": str(path) if path else None,
         "tiers": {name: config.tier(name).model_dump(mode="json", exclude_defaults=True) for name in _TIERS},
         "simulator": "configured" if config.simulator is not None else None,
+        "scorer": None if config.scorer is None else config.scorer.model_dump(mode="json", exclude_defaults=True),
     }
     if path is None:
         document["note"] = "no profile: the packaged embedder and the SIMULATED small and large tiers"

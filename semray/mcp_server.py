@@ -132,6 +132,10 @@ def ask_tool(
         "planning_tokens": result.planning_tokens,
         "planning_dollars": result.planning_dollars,
         "steps": [step.line() for step in result.steps],
+        "reflection": None
+        if result.reflection is None
+        else {"verdict": result.reflection.verdict, "reason": result.reflection.reason},
+        "warning": result.warning() or None,
     }
 
 

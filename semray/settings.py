@@ -131,7 +131,15 @@ class Settings(BaseSettings):
     agent_scorer_model: Path | None = Field(
         default=None,
         description="the scorer tier of `semray ask`: a local transformers causal LM folder that scores decisions by "
-        "token logprobs (confidence signals); None: no confidence signals",
+        "token logprobs (confidence signals); None: the model profile's [scorer] table (an endpoint's prompt "
+        "logprobs, or a local model), else no confidence signals",
+    )
+    agent_reflection: bool | None = Field(
+        default=None,
+        description="after a plan of `semray ask` ran, the planner model reads the answer and says whether it answers "
+        "the question; an implausible answer is planned again within the retry limit, and one kept after the last "
+        "draft is reported as failing reflection. None: on when the planner is a real LLM tier of the model profile "
+        "(the simulator cannot reflect; recorded answers reflect only when this is true); False: off",
     )
     agent_span_divergence: float | None = Field(
         default=0.50,

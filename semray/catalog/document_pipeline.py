@@ -22,7 +22,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -33,11 +33,20 @@ from semray.errors import SemrayError
 from semray.log import get_logger
 from semray.serving.config import TierConfig
 
+if TYPE_CHECKING:
+    from semray.catalog.section_writer import SectionWriter
+
 log = get_logger(__name__)
 
 Engine = Literal["ray", "local"]
 READ_BATCH_DOCUMENTS = 16
-EMBED_BATCH_DOCUMENTS = 32
+EMBED_BATCH_DOCUMENTS = 256
+"""Documents per embedding call on Ray Data (its batches count rows, here documents)."""
+EMBED_BATCH_TEXTS = 1024
+"""Segments gathered for one embedding call in process. The model pads a batch to its longest text
+and sentence-transformers sorts a call's texts by length first, so a call of many texts pads little:
+short notes (a heading, a paragraph, the whole note) embed 2.2x faster in calls of 1,024 than of 48
+(364 vs 164 texts/s, 2 cores, measured)."""
 EMBED_CHARS = 2000
 """Characters of a segment the embedder sees: the model reads about 256 word pieces anyway, and a
 document's or section's whole text would cost tokenizing for nothing."""
@@ -110,9 +119,13 @@ def input_table(documents: Sequence[DocumentFile]) -> pa.Table:
 class DocumentReader:
     """Batch function: files -> one row per document with its segments and snippets (``DOCUMENT_SCHEMA``)."""
 
-    def __init__(self, dataset: str, max_chunk_chars: int = MAX_CHUNK_CHARS) -> None:
+    def __init__(
+        self, dataset: str, max_chunk_chars: int = MAX_CHUNK_CHARS, sections: SectionWriter | None = None
+    ) -> None:
         self.dataset = dataset
         self.max_chunk_chars = max_chunk_chars
+        self.sections = sections
+        """The model pass for documents without headings (``section_writer.py``); None: structure only."""
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = [self._read(row) for row in batch.to_pylist()]
@@ -126,7 +139,8 @@ class DocumentReader:
         base = {"document_id": row["relative"], "content_hash": row["content_hash"], "size": row["size"]}
         try:
             document = read_document(Path(row["path"]))
-            root = segment_document(document, title=row["relative"], max_chunk_chars=self.max_chunk_chars)
+            segment = segment_document if self.sections is None else self.sections.segment
+            root = segment(document, title=row["relative"], max_chunk_chars=self.max_chunk_chars)
             snippets = find_snippets(document)
         except (SemrayError, OSError) as error:
             # One bad file is reported and skipped, never the end of the ingest.
@@ -201,8 +215,7 @@ class SegmentEmbedder:
     def __call__(self, batch: pa.Table) -> pa.Table:
         segments = batch.column("segments").combine_chunks()
         flat = pc.list_flatten(segments)
-        texts = [text[:EMBED_CHARS] for text in flat.field("text").to_pylist()]
-        vectors = self.embed(texts)
+        vectors = self.embed_distinct([text[:EMBED_CHARS] for text in flat.field("text").to_pylist()])
         vector_array = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), vectors.shape[1])
         fields = [flat.field(index) for index in range(flat.type.num_fields)]
         names = [flat.type.field(index).name for index in range(flat.type.num_fields)]
@@ -210,6 +223,28 @@ class SegmentEmbedder:
         offsets = pc.subtract(segments.offsets, segments.offsets[0])  # a sliced batch's offsets start past 0
         nested = pa.ListArray.from_arrays(offsets, with_vectors)
         return batch.set_column(batch.schema.get_field_index("segments"), "segments", nested)
+
+    def embed_distinct(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of ``texts``, each distinct text embedded once.
+
+        A segment often has its parent's very text: a document of one section (the section starts
+        at the document's first heading), a section or document of one paragraph. Embedding them
+        once saves a quarter to a half of the model's work on short documents.
+
+        >>> class Echo(SegmentEmbedder):
+        ...     def __init__(self) -> None:
+        ...         self.seen: list[str] = []
+        ...     def embed(self, texts):
+        ...         self.seen += texts
+        ...         return np.array([[len(text)] for text in texts], dtype=np.float32)
+        >>> echo = Echo()
+        >>> echo.embed_distinct(["# A", "# A", "body"]).ravel().tolist(), echo.seen
+        ([3.0, 3.0, 4.0], ['# A', 'body'])
+        """
+        positions: dict[str, int] = {}
+        order = [positions.setdefault(text, len(positions)) for text in texts]
+        vectors = self.embed(list(positions))
+        return vectors if len(positions) == len(texts) else vectors[np.asarray(order, dtype=np.int64)]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         vectors = self.embedder.embed(list(texts))
@@ -242,14 +277,29 @@ def local_embedder(config: TierConfig) -> SegmentEmbedder:
 
 
 def run_documents(
-    documents: Sequence[DocumentFile], dataset: str, embedding: TierConfig, *, engine: Engine, actors: int = 1
+    documents: Sequence[DocumentFile],
+    dataset: str,
+    embedding: TierConfig,
+    *,
+    engine: Engine,
+    actors: int = 1,
+    sections: SectionWriter | None = None,
 ) -> Iterator[pa.Table]:
-    """Batches of ``DOCUMENT_SCHEMA`` rows whose segments carry vectors, streamed."""
+    """Batches of ``DOCUMENT_SCHEMA`` rows whose segments carry vectors, streamed (``sections``: see DocumentReader)."""
     table = input_table(documents)
     if engine == "local":
-        reader, embedder = DocumentReader(dataset), local_embedder(embedding)
+        reader, embedder = DocumentReader(dataset, MAX_CHUNK_CHARS, sections), local_embedder(embedding)
+        pending: list[pa.Table] = []
+        texts = 0
         for start in range(0, table.num_rows, READ_BATCH_DOCUMENTS):
-            yield embedder(reader(table.slice(start, READ_BATCH_DOCUMENTS)))
+            read = reader(table.slice(start, READ_BATCH_DOCUMENTS))
+            pending.append(read)
+            texts += len(pc.list_flatten(read.column("segments")))
+            if texts >= EMBED_BATCH_TEXTS:
+                yield embedder(pa.concat_tables(pending))
+                pending, texts = [], 0
+        if pending:
+            yield embedder(pa.concat_tables(pending))
         return
     import ray.data as rd
 
@@ -258,7 +308,7 @@ def run_documents(
         .repartition(max(1, -(-table.num_rows // READ_BATCH_DOCUMENTS)))
         .map_batches(
             DocumentReader,
-            fn_constructor_args=(dataset,),
+            fn_constructor_args=(dataset, MAX_CHUNK_CHARS, sections),
             compute=rd.ActorPoolStrategy(min_size=1, max_size=actors),
             batch_size=READ_BATCH_DOCUMENTS,
             batch_format="pyarrow",

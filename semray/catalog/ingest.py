@@ -32,6 +32,7 @@ import pyarrow as pa
 from semray.catalog.document_ingest import DocumentsIngest
 from semray.catalog.document_pipeline import Engine, embed_texts
 from semray.catalog.profiling import TableProfile
+from semray.catalog.section_writer import SectionWriter
 from semray.catalog.servers import DataServer, ServerProfile, dataset_name, normalise_name, open_server
 from semray.catalog.servers.base import FileState, ProfiledTable
 from semray.catalog.store import Catalog, ChangeSet, TableChange, in_list
@@ -86,8 +87,19 @@ class IngestReport:
     summary_statuses: Mapping[str, str] = field(default_factory=dict)
 
 
-def add_server(settings: Settings, target: str, *, name: str | None = None, engine: Engine = "ray") -> IngestReport:
-    """Register a data server (a folder, a file, a SQLite/DuckDB file, a postgres URI) and ingest it."""
+def add_server(
+    settings: Settings,
+    target: str,
+    *,
+    name: str | None = None,
+    engine: Engine = "ray",
+    sections: SectionWriter | None = None,
+) -> IngestReport:
+    """Register a data server (a folder, a file, a SQLite/DuckDB file, a postgres URI) and ingest it.
+
+    ``sections``: the model pass for documents without headings (``section_writer.py``); None: their
+    structure only.
+    """
     server = open_server(target)
     catalog = Catalog.open(settings)
     servers = catalog.servers()
@@ -103,11 +115,15 @@ def add_server(settings: Settings, target: str, *, name: str | None = None, engi
             f"a data server named {server_name!r} is already catalogued (from {servers[server_name][1]}); choose "
             f"another name with --name, e.g. --name {_free_name(server_name, servers)}"
         )
-    return ingest(settings, catalog, server, server_name, engine=engine)
+    return ingest(settings, catalog, server, server_name, engine=engine, sections=sections)
 
 
-def refresh(settings: Settings, name: str | None = None, *, engine: Engine = "ray") -> list[IngestReport]:
-    """Re-ingest what changed in one data server (by its name or one of its datasets'), or in all of them."""
+def refresh(
+    settings: Settings, name: str | None = None, *, engine: Engine = "ray", sections: SectionWriter | None = None
+) -> list[IngestReport]:
+    """Re-ingest what changed in one data server (by its name or one of its datasets'), or in all of them.
+
+    ``sections`` applies to the documents read again (changed or new), not to unchanged ones."""
     catalog = Catalog.open(settings)
     servers = catalog.servers()
     if name is None:
@@ -121,7 +137,8 @@ def refresh(settings: Settings, name: str | None = None, *, engine: Engine = "ra
         kind, uri = servers[server_name]
         if not kind:
             raise CatalogError(f"data server {server_name!r} has no datasets left; drop it and add it again")
-        reports.append(ingest(settings, Catalog.open(settings), open_server(uri, kind), server_name, engine=engine))
+        server = open_server(uri, kind)
+        reports.append(ingest(settings, Catalog.open(settings), server, server_name, engine=engine, sections=sections))
     return reports
 
 
@@ -148,13 +165,19 @@ def drop(settings: Settings, name: str) -> tuple[int, tuple[str, ...]]:
 
 
 def ingest(
-    settings: Settings, catalog: Catalog, server: DataServer, server_name: str, *, engine: Engine
+    settings: Settings,
+    catalog: Catalog,
+    server: DataServer,
+    server_name: str,
+    *,
+    engine: Engine,
+    sections: SectionWriter | None = None,
 ) -> IngestReport:
     """Profile and read what changed in ``server`` since the catalog's files say, and publish it."""
     staging = settings.catalog_path / "_staging" / uuid.uuid4().hex
     staging.mkdir(parents=True)
     try:
-        return _Ingest(settings, catalog, server, server_name, engine, staging).run()
+        return _Ingest(settings, catalog, server, server_name, engine, staging, sections).run()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -163,9 +186,17 @@ class _Ingest:
     """One ingest's state, from the server's profile to the change set."""
 
     def __init__(
-        self, settings: Settings, catalog: Catalog, server: DataServer, name: str, engine: Engine, staging: Path
+        self,
+        settings: Settings,
+        catalog: Catalog,
+        server: DataServer,
+        name: str,
+        engine: Engine,
+        staging: Path,
+        sections: SectionWriter | None = None,
     ) -> None:
         self.settings = settings
+        self.sections = sections
         self.catalog = catalog
         self.server = server
         self.name = name

@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 from semray.catalog.store import Catalog, ChangeSet, TableChange
 from semray.catalog.summaries import llm_tier_name
 from semray.catalog.tables import ORGANIZATIONS, ORGANIZATIONS_SCHEMA, SEGMENTS
+from semray.catalog.tier_calls import generate_with_tier
 from semray.catalog.topics import TopicHierarchy, TopicReplyError, parse_hierarchy, parse_label
 from semray.errors import CatalogError, OrganizationNeedsModelError
 from semray.log import get_logger
@@ -127,7 +128,7 @@ def tier_replies(config: ServingConfig) -> tuple[Generate, str]:
         )
 
     def generate(requests: Sequence[ModelRequest]) -> list[ModelResponse]:
-        return asyncio.run(_generate(config, tier_name, list(requests)))
+        return asyncio.run(generate_with_tier(config, tier_name, list(requests)))
 
     return generate, f"the {tier_name} tier ({config.tier(tier_name).model})"
 
@@ -378,15 +379,3 @@ def _index(table: Any) -> None:
 
 def _draw(seed: int, document_id: str) -> str:
     return hashlib.sha256(f"{seed}:{document_id}".encode()).hexdigest()
-
-
-async def _generate(config: ServingConfig, tier_name: str, requests: list[ModelRequest]) -> list[ModelResponse]:
-    from semray.serving.backends import build_backend
-    from semray.serving.tier import ModelTier
-
-    tier_config = config.tier(tier_name)
-    tier = ModelTier(tier_name, tier_config, build_backend(tier_config, config))
-    try:
-        return await tier.generate(requests)
-    finally:
-        await tier.aclose()

@@ -42,6 +42,9 @@ HYBRID_CANDIDATES = 50
 """Each list contributes at least this many candidates to a hybrid search (more when ``k`` is larger)."""
 ANN_MIN_ROWS = 50_000
 """Fewer rows are searched exactly: an HNSW index costs more to build than it saves."""
+ANN_EF = 150
+"""Candidates an HNSW search explores (``search.HNSW_EF_CONSTRUCTION`` has the measurement); ignored by an
+exact search."""
 SearchMode = Literal["vector", "fts", "hybrid"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("vector", "fts", "hybrid")
 
@@ -163,7 +166,7 @@ def _vector_hits(
     vector_column: str,
 ) -> list[tuple[dict[str, Any], float]]:
     vector = unit_query_vector(query_vector, _dimension(table, vector_column))
-    builder = table.search(vector, vector_column_name=vector_column).distance_type("cosine")
+    builder = table.search(vector, vector_column_name=vector_column).distance_type("cosine").ef(max(ANN_EF, limit))
     if where is not None:
         builder = builder.where(where, prefilter=True)
     found = _run(builder.select([*columns, "_distance"]).limit(limit), where)

@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 
 from semray.catalog.profiling import TableProfile
+from semray.catalog.tier_calls import generate_with_tier
 from semray.log import get_logger
 from semray.operators.safe_sql import isolated_connection
 from semray.serving.config import ServingConfig
@@ -81,7 +82,7 @@ def describe_datasets(config: ServingConfig, requests: Sequence[SummaryRequest])
     prompts = [_summary_request(request, index) for index, request in enumerate(requests)]
     schema_asks = [(index, request) for index, request in enumerate(requests) if request.sample_lines]
     prompts += [_schema_request(request, index) for index, request in schema_asks]
-    responses = asyncio.run(_generate(config, tier_name, prompts))
+    responses = asyncio.run(generate_with_tier(config, tier_name, prompts))
     model = config.tier(tier_name).model
     descriptions: list[Description] = []
     for index, request in enumerate(requests):
@@ -141,18 +142,6 @@ def _type(kind: str) -> str:
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_ ]*(\(\d+(, *\d+)?\))?", kind.strip()):
         raise ValueError(f"{kind!r} is not a plain type name")
     return kind.strip()
-
-
-async def _generate(config: ServingConfig, tier_name: str, requests: list[ModelRequest]) -> list[ModelResponse]:
-    from semray.serving.backends import build_backend
-    from semray.serving.tier import ModelTier
-
-    tier_config = config.tier(tier_name)
-    tier = ModelTier(tier_name, tier_config, build_backend(tier_config, config))
-    try:
-        return await tier.generate(requests)
-    finally:
-        await tier.aclose()
 
 
 def _summary_request(request: SummaryRequest, index: int) -> ModelRequest:

@@ -30,6 +30,9 @@ _DATA_CONTEXT = {"configured": False}
 EXCEPTIONS_LOGGER = "ray.data.exceptions"
 """The logger on which Ray Data narrates a failed execution (a preface, then the stack trace) as it
 re-raises the error to the driver."""
+EXECUTOR_LOGGER = "ray.data._internal.execution.streaming_executor_state"
+"""The logger on which Ray Data's executor says that a task failed and the execution aborts, with
+the failure's whole stack trace (a Ray task's, with ANSI colour codes) on the console."""
 PROGRESS_LOGGER = "ray.data._internal.progress"
 """The logger of Ray Data's 'Progress bars disabled' warning: a filter on ``ray.data`` does not
 see it (a logger's filters apply only to records logged on that logger itself)."""
@@ -185,9 +188,10 @@ def _configure_data_context() -> None:
     progress_logger = logging.getLogger(PROGRESS_LOGGER)
     if quiet_progress_notice not in progress_logger.filters:
         progress_logger.addFilter(quiet_progress_notice)
-    exceptions_logger = logging.getLogger(EXCEPTIONS_LOGGER)
-    if hide_reported_failure not in exceptions_logger.filters:
-        exceptions_logger.addFilter(hide_reported_failure)
+    for name in (EXCEPTIONS_LOGGER, EXECUTOR_LOGGER):
+        failure_logger = logging.getLogger(name)
+        if hide_reported_failure not in failure_logger.filters:
+            failure_logger.addFilter(hide_reported_failure)
     context = DataContext.get_current()
     # Deterministic output order makes runs reproducible and ORDER BY ... LIMIT exact.
     context.execution_options.preserve_order = True
@@ -227,11 +231,12 @@ def quiet_default_auth_notice(record: logging.LogRecord) -> bool:
 
 
 def hide_reported_failure(record: logging.LogRecord) -> bool:
-    """Keep Ray Data's narration of a failed execution off the console when the failure is a
-    ``SemrayError``: semray raises it to the caller with a message naming the cause (the CLI prints
-    that one line), so Ray's preface and stack trace on standard error would only bury it. The
-    record still reaches Ray Data's log file: it is marked ``hide``, which only Ray Data's console
-    handler drops (``HiddenRecordFilter``). Other failures (a bug in Ray) stay on the console.
+    """Keep Ray Data's narration of a failed execution (``EXCEPTIONS_LOGGER``, ``EXECUTOR_LOGGER``)
+    off the console when the failure is a ``SemrayError``: semray raises it to the caller with a
+    message naming the cause (the CLI prints that one line), so Ray's preface and stack trace on
+    standard error would only bury it. The record still reaches Ray Data's log file: it is marked
+    ``hide``, which only Ray Data's console handler drops (``HiddenRecordFilter``). Other failures
+    (a bug in Ray) stay on the console.
 
     Ray Data logs these inside its ``except`` block, so the error is ``sys.exc_info()``.
 
@@ -244,12 +249,12 @@ def hide_reported_failure(record: logging.LogRecord) -> bool:
     (True, True)
     """
     error = record.exc_info[1] if record.exc_info else sys.exc_info()[1]
-    if _names_semray_error(error):
+    if names_semray_error(error):
         setattr(record, "hide", True)  # noqa: B010 (LogRecord declares no such attribute)
     return True
 
 
-def _names_semray_error(error: BaseException | None) -> bool:
+def names_semray_error(error: BaseException | None) -> bool:
     """Whether ``error`` is, wraps or was caused by a ``SemrayError`` (through ``__cause__``,
     ``__context__`` and a ``RayTaskError``'s ``cause``)."""
     seen: set[int] = set()

@@ -32,7 +32,7 @@ def catalog_search_cost(
     """One embedding call of the query (none for ``fts``); the rows are ranked by the catalog's indexes."""
     (rows,) = inputs
     embeds = node.mode != "fts"
-    query_tokens = float(max(TokenCounter().count(node.query), 1)) if embeds else 0.0
+    query_tokens = query_embedding_tokens(node)
     return model_estimate(
         node,
         path,
@@ -45,3 +45,8 @@ def catalog_search_cost(
         tier=context.tiers.get(path, EMBEDDING_TIER),
         quality=1.0,
     )
+
+
+def query_embedding_tokens(node: SemSearch) -> float:
+    """Tokens of the query's one embedding call: none for a full-text search, which embeds nothing."""
+    return float(max(TokenCounter().count(node.query), 1)) if node.mode != "fts" else 0.0

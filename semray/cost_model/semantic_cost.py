@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from semray.cost_model.cardinality import estimated_rows
 from semray.cost_model.cascade_cost import EMBEDDING_TIER, cascade_estimate
-from semray.cost_model.catalog_cost import catalog_search_cost, catalogued_documents
+from semray.cost_model.catalog_cost import catalog_search_cost, catalogued_documents, query_embedding_tokens
 from semray.cost_model.estimates import Interval, OperatorEstimate
 from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_estimate, register
 from semray.cost_model.statistics import statistics_key
@@ -204,16 +204,20 @@ def aggregate_cost(node: Node, path: str, inputs: tuple[Interval, ...], context:
 def search_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: EstimationContext) -> OperatorEstimate:
     if isinstance(node, SemSearch) and catalogued_documents(node) is not None:
         return catalog_search_cost(node, path, inputs, context)  # the catalog's vectors: only the query is embedded
+    assert isinstance(node, SemSearch)
     (rows,) = inputs
     tier = context.tiers.get(path, EMBEDDING_TIER)
+    # A run-scoped index embeds every row and the query (vector, hybrid); a full-text one embeds nothing.
+    embeds = Interval.exact(1.0 if node.mode != "fts" else 0.0)
+    query = Interval.exact(query_embedding_tokens(node))
     return model_estimate(
         node,
         path,
         context,
         rows_in=rows,
         rows_out=estimated_rows(node, inputs, context),
-        calls=rows,
-        input_tokens=rows * prompt_tokens(node, context),
+        calls=rows * embeds + embeds,
+        input_tokens=rows * prompt_tokens(node, context) * embeds + query,
         output_tokens=Interval.exact(0.0),
         tier=tier,
         quality=1.0,

@@ -219,7 +219,9 @@ def to_arrow_schema(schema: Schema) -> pa.Schema:
     if not schema.columns:
         return pa.schema([])
     select = ", ".join(f"NULL::{column.type} AS {quote(column.name)}" for column in schema.columns)
-    return duckdb.connect().sql(f"SELECT {select} LIMIT 0").to_arrow_table().schema
+    # The types come from plan files too: the DuckDB that reads them reaches no file either.
+    with _TYPES_LOCK:
+        return _type_parser().sql(f"SELECT {select} LIMIT 0").to_arrow_table().schema
 
 
 def right_names(left: Schema, right: Schema) -> dict[str, str]:

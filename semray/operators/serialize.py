@@ -21,7 +21,9 @@ import codecs
 import functools
 import json
 import math
+import os
 import re
+import stat
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,12 +74,38 @@ def plan_from_file(path: str | Path) -> Node:
     """Read and validate a JSON plan file (UTF-8), e.g. ``plan_from_file("plan.json")``."""
     file = Path(path)
     try:
+        info = file.stat()
+        _check_plan_file(file, info)
         data = file.read_bytes()
     except FileNotFoundError:
         raise SourceError(f"plan file {str(file)!r} not found") from None
     except OSError as error:
         raise SourceError(f"cannot read plan file {str(file)!r}: {error.strerror or error}") from None
     return plan_from_json(decode_plan(data, f"plan file {str(file)!r}"))
+
+
+MAX_PLAN_FILE_BYTES = 64 << 20
+"""The largest plan file read: plans name their sources rather than holding data, so a plan is
+kilobytes; a bigger file is a mistake, and reading it whole would take the memory it takes."""
+
+
+def _check_plan_file(file: Path, info: os.stat_result) -> None:
+    """Refuse what reading would block on or exhaust memory with: a named pipe (reading one waits
+    for a writer, forever), a device (``/dev/zero`` never ends), a socket, or a huge file."""
+    if stat.S_ISDIR(info.st_mode):
+        raise SourceError(f"cannot read plan file {str(file)!r}: it is a folder; give the plan's JSON file")
+    if not stat.S_ISREG(info.st_mode):
+        kinds = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                 (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+        what = next((name for test, name in kinds if test(info.st_mode)), "not a regular file")
+        raise SourceError(
+            f"plan file {str(file)!r} is {what}, not a regular file; write the plan to a file and give its path"
+        )
+    if info.st_size > MAX_PLAN_FILE_BYTES:
+        raise SourceError(
+            f"plan file {str(file)!r} is {info.st_size:,} bytes, more than the {MAX_PLAN_FILE_BYTES:,} a plan "
+            "may have; plans name their sources (a Scan's path) rather than holding data: is this the right file?"
+        )
 
 
 def decode_plan(data: bytes, where: str = "the plan") -> str:

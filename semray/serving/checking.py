@@ -82,6 +82,8 @@ def _check(name: str, config: ServingConfig) -> TierCheck:
     status = "ok" if response.ok else _failed(tier_config, str(response.error))
     if tier_config.backend == "simulated" and (response.ok or response.error_code == "no_label"):
         status = "ok (SIMULATED: answers only rows it has labels for)"
+    elif response.error_code == "no_label":  # an endpoint that is semray's simulator (`semray sim serve`)
+        status = "ok (SIMULATED endpoint: answers only rows it has labels for)"
     context, source = _context(tier_config, backend)
     return TierCheck(
         tier=name,

@@ -125,6 +125,13 @@ class ServingConfig(BaseModel):
     embedding: TierConfig = Field(default_factory=_default_embedding)
     small: TierConfig = Field(default_factory=_default_small)
     large: TierConfig = Field(default_factory=_default_large)
+    scorer: TierConfig | None = Field(
+        default=None,
+        description="the scorer tier of `semray ask`'s confidence signals, a model that returns token logprobs for "
+        "given text: backend 'openai' (an OpenAI-compatible /v1/completions that echoes the prompt's logprobs, e.g. "
+        "vLLM's server; base_url, model, api_key_env) or 'hf' (a local transformers causal LM, model_path); "
+        "None: none, unless Settings.agent_scorer_model names a local one. Not deployed on Ray: called in process",
+    )
     cache_dir: Path | None = None
     cache_enabled: bool = True
     cache_timeout_s: float = Field(

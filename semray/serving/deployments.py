@@ -36,6 +36,7 @@ import numpy as np
 import ray
 from ray import serve
 
+from semray.cluster.connect import names_semray_error
 from semray.cluster.loopback import bind_serve_grpc_to_loopback
 from semray.log import get_logger
 from semray.serving.backends.base import build_backend
@@ -68,6 +69,42 @@ _REPLACEABLE: dict[tuple[str, str], str] = {}
 the only apps a later ``start_tiers`` with another configuration may replace."""
 
 
+SERVE_LOGGER = "ray.serve"
+"""Serve's logger in a replica: a console handler (which Ray forwards to the driver's terminal)
+and a buffered handler writing the replica's log file."""
+
+
+def quiet_reported_failures(logger: logging.Logger | None = None) -> None:
+    """In a replica: keep the stack trace of a request that failed with a ``SemrayError`` off the
+    console, in the replica's log file only. Serve logs every failed request ("Request failed.")
+    with its trace on each handler; the error itself goes back to the caller, which raises it with
+    a message naming the cause (an endpoint's URL, status and attempts), so on the driver's
+    terminal the forwarded trace (dozens of lines per failed batch) only buried that one line.
+    Failures that are not semray's keep their trace on the console.
+
+    >>> import io
+    >>> logger, console = logging.getLogger("doctest.serve"), io.StringIO()
+    >>> logger.addHandler(logging.StreamHandler(console))
+    >>> quiet_reported_failures(logger)
+    >>> try:
+    ...     raise ServingConfigError("environment variable KEY is not set")
+    ... except ServingConfigError:
+    ...     logger.exception("Request failed.")
+    >>> console.getvalue()
+    ''
+    """
+    target = logger if logger is not None else logging.getLogger(SERVE_LOGGER)
+    for handler in target.handlers:
+        console = isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)
+        if console and _not_reported not in handler.filters:
+            handler.addFilter(_not_reported)
+
+
+def _not_reported(record: logging.LogRecord) -> bool:
+    """False for a record whose exception is (or was caused by) a ``SemrayError``."""
+    return not (record.exc_info and names_semray_error(record.exc_info[1]))
+
+
 class WriteThroughCache(ResponseCache):
     """The response cache for a fresh batch (a probe): every lookup misses, so each answer is a
     real model call; answers are still stored, and a lost attempt's paid answers still read back."""
@@ -80,6 +117,7 @@ class TierServer:
     """Serve deployment of one generative tier (any backend) with its cache."""
 
     def __init__(self, tier: str, config: ServingConfig, cache_path: str | None, described: dict[str, Any]) -> None:
+        quiet_reported_failures()
         tier_config = config.tier(tier)
         backend = build_backend(tier_config, config)
         timeout = config.cache_timeout_s
@@ -104,6 +142,7 @@ class EmbedderServer:
     """Serve deployment of the sentence-transformers embedder."""
 
     def __init__(self, config: ServingConfig, described: dict[str, Any]) -> None:
+        quiet_reported_failures()
         self._embedder = SentenceEmbedder(config.embedding)
         self._described = described
 
@@ -112,6 +151,38 @@ class EmbedderServer:
 
     def describe(self) -> dict[str, Any]:
         return self._described
+
+
+def check_key_variables(config: ServingConfig, tiers: Sequence[str]) -> None:
+    """Before deploying on the Ray this process started: each endpoint tier's API-key variable is
+    set here, since its replicas inherit this process's environment. A missing one would fail the
+    replica's constructor twice, a Serve controller's stack trace for each on the console, before
+    the same message came back as ``TierDeployError``; now it is one error and nothing deployed.
+    (On a cluster joined by address the replicas have their nodes' environment: they check it.)
+
+    >>> from semray.serving.config import TierConfig
+    >>> tier = TierConfig(backend="openai", model="m", base_url="http://127.0.0.1:9/v1", api_key_env="SEMRAY_DOC_UNSET")
+    >>> check_key_variables(ServingConfig(large=tier), ["small", "large"])
+    Traceback (most recent call last):
+    ...
+    semray.serving.errors.ServingConfigError: environment variable SEMRAY_DOC_UNSET (the API key of tier 'large' ...
+    """
+    for tier in tiers:
+        tier_config = config.tier(tier)
+        variable = tier_config.api_key_env
+        if tier_config.backend == "openai" and variable and not os.environ.get(variable):
+            raise ServingConfigError(
+                f"environment variable {variable} (the API key of tier {tier!r} at {tier_config.base_url}) is not "
+                "set; the local Ray's replicas read it from this command's environment: export it before the "
+                "command (nothing was deployed)"
+            )
+
+
+def _started_here() -> bool:
+    """Whether this process started the Ray it is connected to (the embedded local cluster), so
+    that the tiers' replicas run with this process's environment."""
+    node = getattr(ray._private.worker, "_global_node", None)  # no public API says who started Ray
+    return bool(getattr(node, "head", False))
 
 
 def tier_digest(config: ServingConfig, tier: str, cache_path: str | None) -> str:
@@ -180,6 +251,8 @@ def start_tiers(
         wait_deleted(deleting, config.deploy_timeout_s)  # e.g. right after a deadline deleted them
         running = deployed_apps()
     deploy, waiting, freed = _plan(config, apps, digests, running, job)
+    if _started_here():
+        check_key_variables(config, [tier for tier in tiers if tier in deploy])
     vllm_app = f"{config.app_prefix}-vllm"
     # The engines are redeployed with their tiers' clients, or when their app is not healthy.
     vllm_state = running.get(vllm_app)

@@ -30,6 +30,8 @@ EndpointReason = Literal[
     "not_found",
     "invalid_json",
     "malformed_body",
+    "rejected",
+    "no_prompt_logprobs",
 ]
 """Why an endpoint failed a whole batch (``EndpointError.reason``)."""
 
@@ -43,6 +45,8 @@ _SUMMARY: dict[str, str] = {
     "not_found": "has no such route",
     "invalid_json": "answered with a body that is not JSON",
     "malformed_body": "answered with a body that is not an OpenAI chat completion",
+    "rejected": "rejected the request",
+    "no_prompt_logprobs": "answered without the prompt's token logprobs",
 }
 
 
@@ -152,6 +156,13 @@ def default_hint(reason: str, url: str, model: str, available: tuple[str, ...] =
         return f"model {model!r} is not served there{listed}; fix 'model' in the tier config"
     if reason == "not_found":
         return f"check base_url (it usually ends in /v1): {url} does not exist"
+    if reason == "rejected":
+        return f"check the request against what the server at {base} accepts (its message is above)"
+    if reason == "no_prompt_logprobs":
+        return (
+            "score with an endpoint whose /v1/completions echoes the prompt with token logprobs (echo: true, "
+            'logprobs: 1; vLLM\'s OpenAI server does), or with a local transformers model (backend = "hf")'
+        )
     return f"check that base_url {base} points at an OpenAI-compatible /v1 endpoint"
 
 
@@ -171,6 +182,11 @@ class EndpointModelError(EndpointError, UnknownModelError):
 class EndpointResponseError(EndpointError):
     """The endpoint answered, but not with a chat completion (invalid JSON, missing ``choices``,
     content of the wrong type, no ``usage``): it is not speaking the OpenAI protocol."""
+
+
+class PromptLogprobsError(EndpointResponseError):
+    """A scorer endpoint rejected a prompt-scoring request or answered without the prompt's token logprobs
+    (``serving/prompt_logprobs.py``): it cannot score text, so the confidence signals cannot run on it."""
 
 
 class TiersNotRunningError(ServingError):

@@ -1,7 +1,8 @@
 """Model profiles: one TOML file that names the tiers, found the same way by every command.
 
 A profile is a ``ServingConfig`` written as TOML: a table per tier (``[embedding]``, ``[small]``,
-``[large]``) with the fields of ``TierConfig``, plus the shared options (``cache_dir``,
+``[large]``, and the optional ``[scorer]`` of ``semray ask``'s confidence signals) with the fields of
+``TierConfig``, plus the shared options (``cache_dir``,
 ``cache_enabled``, ``app_prefix``, ...). ``simulator`` is the path of a simulator config (the
 JSON that ``SimulatorConfig.save`` writes, with its labelled datasets) or an inline table.
 Relative paths (``model_path``, ``cache_dir``, ``simulator``) are relative to the profile's
@@ -49,12 +50,18 @@ def find_profile(models: Path | None, cwd: Path | None = None) -> Path | None:
     if models is not None:
         path = models.expanduser()
         if not path.is_file():
+            what = "is not a regular file" if path.exists() or path.is_symlink() else "not found"
             raise ServingConfigError(
-                f"model profile {str(path)!r} not found (from --models or SEMRAY_MODELS); "
+                f"model profile {str(path)!r} {what} (from --models or SEMRAY_MODELS); "
                 "`semray models schema` shows the format"
             )
         return path
     local = (cwd or Path.cwd()) / PROFILE_FILE
+    if (local.exists() or local.is_symlink()) and not local.is_file():
+        raise ServingConfigError(
+            f"{str(local)!r} is not a regular file (a folder, a named pipe or a broken link), so it cannot be "
+            "read as the model profile; remove or rename it, or name a profile with --models"
+        )
     return local if local.is_file() else None
 
 
@@ -80,7 +87,7 @@ def load_profile(path: Path) -> ServingConfig:
 def profile_from_dict(document: dict[str, Any], base: Path, where: str = "model profile") -> ServingConfig:
     """A ``ServingConfig`` from a parsed profile, relative paths taken from ``base``."""
     values = dict(document)
-    for tier in TIER_NAMES:
+    for tier in (*TIER_NAMES, "scorer"):
         if isinstance(values.get(tier), dict) and values[tier].get("model_path"):
             values[tier] = {**values[tier], "model_path": _relative(values[tier]["model_path"], base)}
     if values.get("cache_dir"):

@@ -67,7 +67,9 @@ class ParquetRead:
 
     def __call__(self) -> Iterator[pa.Table]:
         try:
-            file = pq.ParquetFile(self.path)
+            # pre_buffer=False: with it pyarrow keeps every range read until the file closes, so a task
+            # streaming many row groups (a catalog profile of a whole file) would hold them all.
+            file = pq.ParquetFile(self.path, pre_buffer=False)
             present = [name for name in self.schema.names if name in file.schema_arrow.names]
             batches = file.iter_batches(batch_size=self.batch_rows, row_groups=list(self.row_groups), columns=present)
             row = self.first_row

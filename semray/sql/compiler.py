@@ -47,6 +47,11 @@ _UNSUPPORTED_SELECT_PARTS = {
 }
 
 
+_PARENTHESIZED_PARTS = frozenset({"this", "alias", "with_", "order", "limit", "offset"})
+"""What a parenthesized query, ``(SELECT ...) ORDER BY ... LIMIT ...``, may carry: anything else
+there (a WHERE, a TABLESAMPLE) is refused, not dropped."""
+
+
 def compile_sql(query: str, tables: Mapping[str, Node]) -> Node:
     """Compile ``query`` over named input plans into one logical plan.
 
@@ -86,6 +91,10 @@ def compile_query(query: exp.Expr, context: Context) -> Node:
     if isinstance(query, exp.Union):
         return compile_union(query, context)
     if isinstance(query, exp.Subquery):
+        extra = [key for key, value in query.args.items() if value and key not in _PARENTHESIZED_PARTS]
+        if extra:
+            what, instead = _UNSUPPORTED_SELECT_PARTS.get(extra[0], (extra[0].upper(), "put it inside the parentheses"))
+            raise source.unsupported(query, f"{what} after a parenthesized query", instead)
         return _with_modifiers(compile_query(query.this, context), query, context)
     if isinstance(query, exp.Intersect | exp.Except):
         raise source.unsupported(query, query.key.upper(), "use UNION [ALL], or a semi join: WHERE x IN (SELECT ...)")

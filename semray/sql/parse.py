@@ -66,8 +66,8 @@ def parse_query(text: str) -> exp.Expr:
     if len(statements) > 1:
         raise UnsupportedSqlError("several statements are not supported; give one SELECT (drop the extra ';')")
     statement = statements[0]
-    if isinstance(statement, exp.Subquery):
-        statement = statement.unnest()
+    while isinstance(statement, exp.Subquery) and not _has_parts(statement):
+        statement = statement.this  # (SELECT ...): a parenthesized query; with ORDER BY / LIMIT it stays one
     if isinstance(statement, exp.Command | exp.DML | exp.DDL) or type(statement).__name__ in _STATEMENTS:
         kind = statement.key.upper()
         if isinstance(statement, exp.Command):
@@ -112,3 +112,9 @@ def _first_sentence(description: str) -> str:
     first = description.split("\n")[0]
     # sqlglot appends "Line 1, Col: 9." with coloured context; the position is already given.
     return re.sub(r"\.?\s*Line \d+, Col: \d+\.?.*$", "", first).strip() or first
+
+
+def _has_parts(query: exp.Subquery) -> bool:
+    """Whether a parenthesized query carries more than its query (ORDER BY, LIMIT, ...): such a
+    query is compiled with them, never unwrapped (which would drop them without a word)."""
+    return any(value for key, value in query.args.items() if key != "this")

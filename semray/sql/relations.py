@@ -43,8 +43,39 @@ def compile_from(select: exp.Select, context: Context) -> Relation:
     return relation
 
 
+_FROM_ITEM_PARTS = {
+    "sample": ("TABLESAMPLE on a table", "use LIMIT"),
+    "pivots": ("PIVOT / UNPIVOT", "aggregate with GROUP BY"),
+    "laterals": ("LATERAL", "use a JOIN"),
+    "joins": ("a join inside a FROM item", "write the join after FROM"),
+    "version": ("time travel (AT / VERSION)", "read the version as its own file"),
+    "system_time": ("FOR SYSTEM_TIME", "read the version as its own file"),
+    "changes": ("CHANGES", "give a plain table"),
+    "when": ("a temporal clause", "give a plain table"),
+    "ordinality": ("WITH ORDINALITY", "number rows with a column of the table"),
+    "rows_from": ("ROWS FROM", "give a plain table"),
+    "partition": ("PARTITION", "filter with WHERE"),
+    "hints": ("table hints", "drop the hint"),
+    "only": ("ONLY", "give a plain table"),
+    "indexed": ("INDEXED BY", "drop the index hint"),
+    "format": ("a FORMAT clause", "give a plain table"),
+    "pattern": ("a PATTERN clause", "give a plain table"),
+    "match": ("MATCH_RECOGNIZE", "give a plain table"),
+}
+"""Parts a FROM item may carry that the compiler does not apply: refused rather than ignored, so
+``FROM t TABLESAMPLE 10%`` cannot silently return every row."""
+
+
+def check_from_item_parts(item: exp.Expr, context: Context) -> None:
+    for part, (what, instead) in _FROM_ITEM_PARTS.items():
+        if item.args.get(part):
+            raise context.source.unsupported(item, what, instead)
+
+
 def from_item(item: exp.Expr, context: Context) -> Relation:
     source = context.source
+    if isinstance(item, (exp.Table, exp.Subquery)):
+        check_from_item_parts(item, context)
     if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
         parts = [part.name for part in item.parts]
         node = context.table(".".join(parts), item)

@@ -22,3 +22,11 @@ def test_generated_documents_are_deterministic_markdown_reused_when_complete(tmp
     assert (first / files[0]).read_text() == "edited"
     generate_documents(tmp_path / "a", 13)  # another size: regenerated
     assert (first / files[0]).read_text() == text and len(list(first.rglob("*.md"))) == 13
+
+
+def test_generated_notes_are_short_markdown_of_one_section(tmp_path: Path) -> None:
+    folder = generate_documents(tmp_path / "notes", 3, shape="notes")
+    texts = [path.read_text() for path in sorted(folder.rglob("*.md"))]
+    assert len(texts) == 3 and all(text.startswith("# ") and text.count("\n\n") == 1 for text in texts)
+    assert all(12 <= len(text.split("\n\n")[1].split()) <= 20 for text in texts)
+    assert generate_documents(tmp_path / "notes", 3, shape="sections").joinpath("000", "doc000000.md").is_file()

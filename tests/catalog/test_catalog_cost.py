@@ -46,7 +46,14 @@ def test_a_catalog_search_embeds_only_its_query(mode: str) -> None:
     tokens, dollars, rows = _estimate(pinned)
     assert 1 <= tokens <= 5 and rows == 5  # "chest pain": a token or two, and the k rows
     every_row, every_row_dollars, _ = _estimate(run_scoped)
-    assert every_row == ROWS * 300.0 and every_row_dollars > 1000 * dollars
+    assert every_row == ROWS * 300.0 + tokens and every_row_dollars > 1000 * dollars  # every row, and the query
+
+
+def test_a_run_scoped_full_text_search_embeds_nothing() -> None:
+    # No embed stage is lowered for it (only a LanceDB full-text index of the run): no call to price.
+    run_scoped = SemSearch(input=UNPINNED, column="text", query="chest pain", k=5, mode="fts")
+    tokens, dollars, rows = _estimate(run_scoped)
+    assert (tokens, dollars, rows) == (0.0, 0.0, 5.0)
 
 
 def test_a_full_text_catalog_search_calls_no_model() -> None:
@@ -68,7 +75,7 @@ def test_filters_and_renaming_projections_keep_the_catalog_price_but_a_computed_
     )
     lowered = SemSearch(input=computed, column="text", query="fever", k=3)
     assert catalog_cost.catalogued_documents(lowered) is None
-    assert _estimate(lowered)[0] == ROWS * 300.0
+    assert _estimate(lowered)[0] == ROWS * 300.0 + 1  # every row, and the query ("fever": one token)
     without_key = Project(input=DOCUMENTS, exprs=(NamedExpr(name="text", expr="text"),))
     assert catalog_cost.catalogued_documents(SemSearch(input=without_key, column="text", query="fever", k=3)) is None
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from semray.catalog import document_ingest
+from semray.catalog import document_ingest, store
 from semray.catalog.ingest import add_server
 from semray.catalog.store import Catalog
 from semray.catalog.tables import SEGMENTS, SNIPPETS
@@ -76,3 +77,71 @@ def test_a_publish_larger_than_one_batch_is_complete_and_the_same(
     plain = [name for name in segments.column_names if name != "vector"]
     assert segments.select(plain).equals(expected.select(plain))
     assert np.allclose(np.array(segments["vector"].to_pylist()), np.array(expected["vector"].to_pylist()), atol=1e-6)
+
+
+def test_a_publish_adds_a_stream_in_parts_and_the_catalog_is_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _collection(tmp_path)
+    whole = Settings(state_dir=tmp_path / "whole")
+    add_server(whole, str(folder), engine="local")
+    monkeypatch.setattr(store, "ROWS_PER_ADD", 5)
+    parted = Settings(state_dir=tmp_path / "parted")
+    add_server(parted, str(folder), engine="local")
+    segments, expected = _published(parted, SEGMENTS), _published(whole, SEGMENTS)
+    plain = [name for name in segments.column_names if name != "vector"]
+    assert segments.num_rows > 5 * 5 and segments.select(plain).equals(expected.select(plain))
+    # one Lance version per part: the manifest records the last, so a reader sees all of them or none
+    assert Catalog.open(parted).manifest.tables[SEGMENTS] > Catalog.open(whole).manifest.tables[SEGMENTS] + 4
+
+
+@pytest.mark.parametrize("rows", [0, 4, 5, 10, 11])
+def test_a_stream_is_cut_into_parts_of_at_most_size_rows_in_order(rows: int) -> None:
+    table = pa.table({"a": list(range(rows))})
+    stream = pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=3))
+    parts = list(store.parts_of(stream, 5))
+    assert [part.num_rows for part in parts] == ([5] * (rows // 5) + ([rows % 5] if rows % 5 else [])) or [0]
+    assert [value for part in parts for value in part.column("a").to_pylist()] == list(range(rows))
+
+
+def test_staged_files_are_written_in_large_row_groups_and_streamed_in_bounded_memory(tmp_path: Path) -> None:
+    noise = np.random.default_rng(0).normal(size=2048 * 256).astype(np.float32)  # vectors do not compress
+    chunk = pa.table({"vector": pa.FixedSizeListArray.from_arrays(pa.array(noise), 256)})
+    staged = document_ingest.StagedWriter(tmp_path / "staged.parquet", chunk.schema)
+    plain = pq.ParquetWriter(tmp_path / "plain.parquet", chunk.schema)
+    for _ in range(40):  # 40 chunks of 2,048 rows, 2 MiB each, as pipeline batches arrive
+        staged.write(chunk)
+        plain.write_table(chunk)
+    staged.close()
+    plain.close()
+    assert document_ingest.staged_file(tmp_path / "staged.parquet").num_row_groups == 5  # 16,384 rows each
+    file = document_ingest.staged_file(tmp_path / "plain.parquet")  # 40 row groups: pre_buffer would keep them all
+    assert file.num_row_groups == 40
+    before, most = pa.total_allocated_bytes(), 0
+    for batch in file.iter_batches(batch_size=4096):
+        most = max(most, pa.total_allocated_bytes() - before)
+        del batch
+    assert most < 32 << 20  # a row group or two at a time (12 MiB), not the 80 MiB file (113 MiB with pre_buffer)
+
+
+def test_in_process_embedding_calls_gather_read_batches_up_to_the_text_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from semray.catalog import document_pipeline
+    from semray.catalog.servers import open_server
+    from semray.serving.profiles import resolve_serving
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for number in range(30):  # 4 segments each: document, section, heading, paragraph
+        (folder / f"n{number:02d}.md").write_text(f"# Note {number}\n\nThe harbour opens at {number} am.\n")
+    files = open_server(str(folder)).profile({}).documents
+    embedding = resolve_serving(Settings().models).embedding
+
+    def documents_per_call(budget: int) -> list[int]:
+        monkeypatch.setattr(document_pipeline, "EMBED_BATCH_TEXTS", budget)
+        batches = document_pipeline.run_documents(files, "notes", embedding, engine="local")
+        return [batch.num_rows for batch in batches]
+
+    assert documents_per_call(100) == [30]  # 120 segments: under the budget, one call for all
+    assert documents_per_call(40) == [16, 14]  # a read batch (16 notes, 64 segments) passes it

@@ -278,3 +278,16 @@ def test_unsafe_error_is_an_expression_error() -> None:
     with pytest.raises(UnsafeExpressionError, match="subquery"):
         check_safe_expression("(SELECT 1) = 1", "Filter")
     check_safe_expression("a = 1", "Filter")
+
+
+def test_the_duckdb_that_reads_column_types_reaches_no_file() -> None:
+    """A plan's ``source_schema`` types are spliced into ``NULL::<type>`` to build Arrow schemas;
+    that DuckDB (it was a plain ``duckdb.connect()``) is the type parser's, with external access off."""
+    import duckdb
+
+    from semray.operators.schema import Schema, _type_parser, to_arrow_schema
+
+    schema = to_arrow_schema(Schema.of(("a", "BIGINT"), ("b", "STRUCT(x VARCHAR)")))
+    assert schema.names == ["a", "b"] and str(schema.field("a").type) == "int64"
+    with pytest.raises(duckdb.Error, match="disabled"):
+        _type_parser().execute(f"SELECT * FROM read_text('{SECRET}')").fetchall()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from ray.data._internal.logging import HiddenRecordFilter
@@ -94,3 +95,74 @@ def test_a_failure_that_is_not_semrays_stays_on_the_console(logged: list[logging
     console = HiddenRecordFilter()
     shown = [record for record in logged if console.filter(record)]
     assert shown and any(record.exc_info for record in shown), "the stack trace of a Ray bug is shown"
+
+
+# -- the executor's abort notice, and a Serve replica's failed request --------------------------
+
+
+def _raised(error: BaseException) -> BaseException:
+    try:
+        raise error
+    except BaseException as caught:
+        return caught
+
+
+@pytest.mark.parametrize(
+    ("error", "hidden"),
+    [
+        (RayTaskError("map", "Traceback ...", SourceError("t.csv: row 9 is not a valid int64")), True),
+        (RayTaskError("map", "Traceback ...", _source_error()).as_instanceof_cause(), True),
+        (RayTaskError("map", "Traceback ...", RuntimeError("a Ray bug")), False),
+    ],
+    ids=["semray-cause", "semray-dual-class", "not-semray"],
+)
+def test_the_executors_abort_notice_of_a_semray_error_stays_off_the_console(error: RayTaskError, hidden: bool) -> None:
+    """Ray Data's executor logs 'An exception was raised from a task of operator ...' with the
+    task's whole trace (with ANSI codes) on ``EXECUTOR_LOGGER``; a type change past the inference
+    window put ~95 such lines above semray's one-line error."""
+    from semray.cluster import connect as connecting
+
+    connecting._configure_data_context()
+    logger = logging.getLogger(connecting.EXECUTOR_LOGGER)
+    handler = _Keep()
+    logger.addHandler(handler)
+    try:
+        logger.error("An exception was raised from a task of operator ...", exc_info=_raised(error))
+    finally:
+        logger.removeHandler(handler)
+    (record,) = handler.records
+    assert HiddenRecordFilter().filter(record) is not hidden
+
+
+def test_a_replicas_failed_request_trace_stays_in_its_log_file(tmp_path: Path) -> None:
+    """Serve logs each failed request with its trace on the replica's console handler, which Ray
+    forwards to the driver's terminal (37 lines per failed batch for an endpoint that is down);
+    semray's error reaches the caller anyway. The file handler keeps it; a failure that is not
+    semray's stays on the console."""
+    import io
+
+    from semray.serving.deployments import quiet_reported_failures
+    from semray.serving.errors import EndpointUnavailableError
+
+    logger = logging.getLogger("test.serve.replica")
+    console, log_file = io.StringIO(), tmp_path / "replica.log"
+    handlers = [logging.StreamHandler(console), logging.FileHandler(log_file)]
+    for handler in handlers:
+        logger.addHandler(handler)
+    try:
+        quiet_reported_failures(logger)
+        quiet_reported_failures(logger)  # a second replica in the process adds nothing
+        down = EndpointUnavailableError(
+            "http://127.0.0.1:9/v1/chat/completions", "m", "unreachable", "ConnectError", attempts=5
+        )
+        logger.error("Request failed.", exc_info=_raised(down))
+        assert console.getvalue() == ""
+        logger.error("Request failed.", exc_info=_raised(RuntimeError("a bug in a backend")))
+        assert "a bug in a backend" in console.getvalue()
+    finally:
+        for handler in handlers:
+            logger.removeHandler(handler)
+            handler.close()
+    written = log_file.read_text()
+    assert "EndpointUnavailableError" in written and "a bug in a backend" in written
+    assert all(len(handler.filters) <= 1 for handler in handlers)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,14 @@ from plan_documents import (
 from semray.api import read_csv
 from semray.cli import main
 from semray.errors import ColumnNotFoundError, PlanError, PlanFormatError, SourceError
-from semray.operators.serialize import MAX_JSON_DEPTH, MAX_PLAN_DEPTH, MAX_VALUE_DEPTH, plan_from_file, plan_from_json
+from semray.operators.serialize import (
+    MAX_JSON_DEPTH,
+    MAX_PLAN_DEPTH,
+    MAX_PLAN_FILE_BYTES,
+    MAX_VALUE_DEPTH,
+    plan_from_file,
+    plan_from_json,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -401,6 +410,40 @@ def test_plan_files_name_the_file(tmp_path: Path, documents: dict[str, dict[str,
         plan_from_file(tmp_path / "missing.json")
     with pytest.raises(SourceError, match="cannot read plan file"):
         plan_from_file(tmp_path)
+
+
+def _fifo(folder: Path) -> Path:
+    path = folder / "plan.json"
+    os.mkfifo(path)  # reading it would wait for a writer forever
+    return path
+
+
+def _oversized(folder: Path) -> Path:
+    path = folder / "plan.json"
+    with path.open("wb") as file:
+        file.truncate(MAX_PLAN_FILE_BYTES + 1)  # sparse: no disk used
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (_fifo, "is a named pipe"),
+        (lambda folder: Path("/dev/zero"), "is a character device"),
+        (_oversized, "more than the"),
+    ],
+    ids=["fifo", "device", "oversized"],
+)
+def test_plan_files_that_would_block_or_never_end_are_refused(
+    tmp_path: Path, make: Callable[[Path], Path], expected: str
+) -> None:
+    with pytest.raises(SourceError, match=expected):
+        plan_from_file(make(tmp_path))
+
+
+def test_the_cli_refuses_a_plan_fifo_instead_of_waiting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--state-dir", str(tmp_path / "state"), "explain", str(_fifo(tmp_path))]) == 2
+    assert "is a named pipe (FIFO)" in capsys.readouterr().err
 
 
 def test_python_builder_checks_score_ranges(reviews_csv: Path) -> None:

@@ -16,7 +16,8 @@ import pytest
 
 from semray.cli import main
 from semray.errors import PlanError, SemrayError
-from semray.operators import Node, Scan, Schema, SourceSpec
+from semray.operators import Limit, Node, Scan, Schema, Sort, SourceSpec
+from semray.operators.base import walk
 from semray.operators.semantic import MAX_SCORE_CHOICES
 from semray.operators.serialize import MAX_PLAN_DEPTH, plan_from_json, plan_to_json
 from semray.sql import SqlLimitError, SqlSyntaxError, UnsupportedSqlError, compile_sql
@@ -226,7 +227,58 @@ SQL_CASES = [
     SqlCase("use", "USE other", UnsupportedSqlError, ("USE statements",)),
     SqlCase("explain", "EXPLAIN SELECT * FROM reviews", UnsupportedSqlError, ("EXPLAIN statements",)),
     SqlCase("table-function", "SELECT * FROM read_csv('/etc/passwd')", UnsupportedSqlError, ("FROM item",)),
+    # clauses on a FROM item or a parenthesized query: refused, never dropped (they were: every row came back)
+    SqlCase("tablesample-on-table", "SELECT * FROM reviews TABLESAMPLE 10%", UnsupportedSqlError, ("TABLESAMPLE",)),
+    SqlCase(
+        "tablesample-rows", "SELECT * FROM reviews AS r TABLESAMPLE (5 ROWS)", UnsupportedSqlError, ("TABLESAMPLE",)
+    ),
+    SqlCase(
+        "tablesample-on-joined",
+        "SELECT * FROM reviews JOIN reviews AS b TABLESAMPLE 10% ON reviews.review_id = b.review_id",
+        UnsupportedSqlError,
+        ("TABLESAMPLE",),
+    ),
+    SqlCase(
+        "tablesample-on-subquery",
+        "SELECT * FROM (SELECT * FROM reviews) AS s TABLESAMPLE 10%",
+        UnsupportedSqlError,
+        ("TABLESAMPLE",),
+    ),
+    SqlCase("pivot", "SELECT * FROM reviews PIVOT (count(*) FOR rating IN (1, 2))", UnsupportedSqlError, ("PIVOT",)),
+    SqlCase("unpivot", "SELECT * FROM reviews UNPIVOT (v FOR k IN (review))", UnsupportedSqlError, ("PIVOT",)),
+    SqlCase("with-ordinality", "SELECT * FROM reviews WITH ORDINALITY", UnsupportedSqlError, ("ORDINALITY",)),
+    SqlCase("time-travel", "SELECT * FROM reviews AT (VERSION => 1)", UnsupportedSqlError, ("temporal",)),
+    SqlCase(
+        "where-after-parentheses",
+        "(SELECT * FROM reviews) WHERE rating > 1",
+        UnsupportedSqlError,
+        ("WHERE after a parenthesized query",),
+    ),
+    SqlCase(
+        "sample-after-parentheses",
+        "(SELECT * FROM reviews) TABLESAMPLE 10%",
+        UnsupportedSqlError,
+        ("TABLESAMPLE after a parenthesized query", "use LIMIT"),
+    ),
 ]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "(SELECT * FROM reviews) ORDER BY rating DESC LIMIT 2 OFFSET 1",
+        "((SELECT * FROM reviews) ORDER BY rating DESC LIMIT 2 OFFSET 1)",
+        "SELECT * FROM ((SELECT * FROM reviews) ORDER BY rating DESC LIMIT 2 OFFSET 1) AS s",
+    ],
+    ids=["outer", "nested", "from-item"],
+)
+def test_a_parenthesized_query_keeps_its_order_and_limit(query: str, tables: dict[str, Node]) -> None:
+    """The parentheses were unwrapped with what followed them: every row came back, unordered."""
+    plan = compile_sql(query, tables)
+    limits = [node for node in walk(plan) if isinstance(node, Limit)]
+    sorts = [node for node in walk(plan) if isinstance(node, Sort)]
+    assert [(limit.count, limit.offset) for limit in limits] == [(2, 1)]
+    assert [key.column for sort in sorts for key in sort.keys] == ["rating"] and sorts[0].keys[0].descending
 
 
 @pytest.mark.parametrize("case", SQL_CASES, ids=[case.id for case in SQL_CASES])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -131,6 +132,23 @@ def test_explicit_profile_wins_then_the_working_directory(tmp_path: Path, endpoi
     assert resolve_serving(other, tmp_path).large.backend == "simulated"
     with pytest.raises(ServingConfigError, match=r"nowhere\.toml.*not found"):
         find_profile(tmp_path / "nowhere.toml", tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "broken_link"])
+def test_a_profile_that_is_not_a_file_is_named_not_skipped(tmp_path: Path, kind: str) -> None:
+    """A ./semray.toml that cannot be read is not silently replaced by the simulated defaults, and
+    a --models path that exists but is a pipe or folder is not reported as missing."""
+    local = tmp_path / PROFILE_FILE
+    if kind == "fifo":
+        os.mkfifo(local)  # reading it would wait for a writer forever
+    elif kind == "folder":
+        local.mkdir()
+    else:
+        local.symlink_to(tmp_path / "gone.toml")
+    with pytest.raises(ServingConfigError, match=r"semray\.toml' is not a regular file"):
+        find_profile(None, tmp_path)
+    with pytest.raises(ServingConfigError, match=r"semray\.toml' is not a regular file \(from --models"):
+        find_profile(local, tmp_path)
 
 
 def test_queries_run_on_the_settings_profile(tmp_path: Path, endpoint: str) -> None:

@@ -29,6 +29,7 @@ MODULES = (
     "semray.serving.backends.hf",
     "semray.serving.backends.vllm",
     "semray.serving.placement",
+    "semray.serving.prompt_logprobs",
 )
 
 

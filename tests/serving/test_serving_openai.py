@@ -241,3 +241,46 @@ def test_missing_api_key_env_is_a_config_error(monkeypatch: pytest.MonkeyPatch) 
         OpenAIBackend(_tier("http://127.0.0.1:9/v1", api_key_env="SEMRAY_TEST_MISSING"))
     # Where it is missing: a replica on a cluster node reads its node's environment, not the shell's.
     assert "Serve replica reads it from the environment its Ray node was started with" in str(missing.value)
+
+
+def test_the_simulator_endpoints_no_label_is_a_no_label_row_error(endpoint: str) -> None:
+    """`semray sim serve` refuses a row it has no label for with HTTP 422 code no_label: over HTTP
+    that is the same per-row `no_label` as in-process (so a failed run's advice is about labels,
+    not 'check the endpoint's logs'), not `model_error`."""
+    unlabelled = ModelRequest(prompt="Is this review positive? a text the simulator has never seen", constraint=YES_NO)
+    (response,) = _generate(_tier(endpoint), [unlabelled])
+    assert response.error_code == "no_label" and response.calls == 1
+    assert endpoint in str(response.error) and "no label" in str(response.error)
+
+
+def test_models_check_says_the_simulator_endpoint_serves(endpoint: str) -> None:
+    from semray.serving.checking import check_tiers
+    from semray.serving.config import ServingConfig
+
+    (check,) = check_tiers(ServingConfig(small=_tier(endpoint)), ("small",))
+    assert check.status == "ok (SIMULATED endpoint: answers only rows it has labels for)"
+
+
+@pytest.mark.parametrize(
+    ("key", "echoed", "shown"),
+    [
+        ("k", "the simulator has no label for this task; key k refused", "for this task; key *** refused"),
+        ("k2", "key=k2&tasks", "key=***&tasks"),
+        (FAKE_KEY, f"Bearer%20{FAKE_KEY}x", "Bearer%20***x"),  # a real key is cut out wherever it is
+    ],
+    ids=["one-letter", "short", "long-inside-other-text"],
+)
+def test_an_echoed_key_is_redacted_and_nothing_else(
+    monkeypatch: pytest.MonkeyPatch, key: str, echoed: str, shown: str
+) -> None:
+    monkeypatch.setenv("SEMRAY_TEST_KEY", key)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(418, json={"error": {"message": echoed, "code": "teapot"}})
+
+    (response,) = _generate(
+        _tier("http://127.0.0.1:9/v1", api_key_env="SEMRAY_TEST_KEY"),
+        _filter_requests()[:1],
+        transport=httpx.MockTransport(handle),
+    )
+    assert response.error_code == "model_error" and str(response.error).endswith(shown)

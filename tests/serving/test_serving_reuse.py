@@ -21,6 +21,7 @@ from semray.serving.config import ServingConfig, TierConfig
 from semray.serving.deployments import start_tiers, stop_tiers
 from semray.serving.errors import (
     EndpointError,
+    ServingConfigError,
     TierConfigMismatchError,
     TierDeployError,
     TierResourcesError,
@@ -171,3 +172,19 @@ def test_serve_up_fails_when_an_endpoint_is_down(ray_settings: Settings) -> None
         assert "dead-small" not in serve.status().applications
     finally:
         serve_down(ray_settings, prefix="dead")
+
+
+def test_a_missing_key_variable_fails_before_anything_is_deployed(
+    ray_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the Ray this process started the replicas inherit its environment, so an endpoint tier
+    whose API-key variable is unset here is refused before deploying: one typed error, instead of
+    two failed replica constructors (each a Serve controller stack trace on the console) and then
+    a TierDeployError."""
+    monkeypatch.delenv("SEMRAY_REUSE_TEST_KEY", raising=False)
+    keyed = TierConfig(
+        backend="openai", model="m", base_url="http://127.0.0.1:9/v1", api_key_env="SEMRAY_REUSE_TEST_KEY"
+    )
+    with pytest.raises(ServingConfigError, match=r"SEMRAY_REUSE_TEST_KEY \(the API key of tier 'small'.*export it"):
+        start_tiers(_config("keyless", small=keyed), ray_settings, ("small",))
+    assert "keyless-small" not in serve.status().applications

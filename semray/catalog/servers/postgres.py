@@ -8,6 +8,7 @@ these datasets is refused with that reason (profiles, search and the planner's v
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -65,14 +66,16 @@ class PostgresServer:
 
     def _profile_table(self, connection: Any, schema: str, name: str) -> ProfiledTable:
         qualified = f"{schema}.{name}" if schema != "public" else name
-        batches = list(_table_batches(connection, schema, name))
-        arrow_schema = batches[0].schema if batches else pa.schema([])
+        batches = _table_batches(connection, schema, name)  # streamed: one batch of rows at a time
+        first = next(batches, None)
+        arrow_schema = first.schema if first is not None else pa.schema([])
+        profile = profile_batches(arrow_schema, itertools.chain([] if first is None else [first], batches))
         return ProfiledTable(
             suffix=normalise_name(qualified),
             kind="postgres",
             uri=self._safe_uri(),
             options={"table": qualified},
-            profile=profile_batches(arrow_schema, batches),
+            profile=profile,
             schema_status="declared",
             content_hash="",
         )

@@ -4,8 +4,9 @@ Each ask has a folder ``<state_dir>/asks/<ask_id>/`` holding ``journal.jsonl``, 
 run journal's writer (``transactions/journal.py``: one ``flock``'d, fsync'd JSON line per record,
 torn lines skipped on read) and a ``driver.lock`` held by the live process. Records:
 ``ask_started`` (the ask's key: question, model and what else the caller names), ``ask_resumed``,
-``agent_step`` (inputs, output, the model's whole response, tokens, dollars), ``unit_verdict``
-and ``unit_committed`` (the commit point of a unit), ``branches_merged`` (the pick among competing
+``agent_step`` (inputs, output, the model's whole response, tokens, dollars), ``unit_verdict``,
+``unit_committed`` (the commit point of a unit) and ``unit_failed`` (a unit whose every attempt failed, such
+as a run unit whose answer failed reflection), ``branches_merged`` (the pick among competing
 candidates, or the merge of collaborating branches, with its conflicts), ``run_linked`` (the engine
 run a run unit started, written while the run goes), ``ask_finished``.
 
@@ -124,6 +125,17 @@ class UnitCommitted(Record):
     files: tuple[str, ...] = ()
 
 
+class UnitFailed(Record):
+    """A unit whose every attempt failed validation (``UnitFailedError``): a run unit whose answer failed, which sent
+    its verdict to a new plan unit. A resumed ask replays it like a committed unit (its steps not paid again)."""
+
+    kind: Literal["unit_failed"] = "unit_failed"
+    subagent: str = ""
+    unit: int
+    unit_name: str
+    attempts: int
+
+
 class BranchesMerged(Record):
     """What became of a unit attempt's branches: the candidate ``picked``, or the collaborators ``merged``."""
 
@@ -149,9 +161,19 @@ class RunLinked(Record):
     """The digest of the plan the run executes: a resumed ask resumes the run of the same plan."""
 
 
+AskEnd = Literal["succeeded", "failed", "unverified"]
+"""How an ask ended; ``unverified``: with an answer kept after the last draft although it failed reflection."""
+
+_ENDED: dict[str, str] = {
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "unverified": "ended with an answer that failed reflection",
+}
+
+
 class AskFinished(Record):
     kind: Literal["ask_finished"] = "ask_finished"
-    status: Literal["succeeded", "failed"]
+    status: AskEnd
     message: str | None = None
 
 
@@ -161,6 +183,7 @@ AskRecord = Annotated[
     | StepJournaled
     | UnitVerdictJournaled
     | UnitCommitted
+    | UnitFailed
     | BranchesMerged
     | RunLinked
     | AskFinished,
@@ -171,10 +194,12 @@ ASK_ADAPTER: TypeAdapter[AskRecord] = TypeAdapter(AskRecord)
 
 @dataclass(frozen=True, slots=True)
 class CommittedUnit:
-    """A unit committed in an earlier process: its name and every step of all its attempts, in order."""
+    """A unit done in an earlier process: its name and every step of all its attempts, in order. ``failed``: it
+    failed every attempt (``UnitFailed``); replayed all the same, so its steps are not paid again."""
 
     name: str
     steps: tuple[StepJournaled, ...]
+    failed: bool = False
 
 
 @dataclass(slots=True)
@@ -214,7 +239,7 @@ class AskTrace:
             raise AskTraceError(f"the trace of ask {self.ask_id} is closed")
         self._writer.append(record)
 
-    def finish(self, status: Literal["succeeded", "failed"], message: str | None = None) -> None:
+    def finish(self, status: AskEnd, message: str | None = None) -> None:
         self.append(AskFinished(attempt=self.attempt, status=status, message=message))
 
     def close(self) -> None:
@@ -283,8 +308,8 @@ def resume_ask_trace(state_dir: Path, ask_id: str, question: str, model: str, ex
     finished = next((record for record in records if isinstance(record, AskFinished)), None)
     if finished is not None:
         raise AskTraceError(
-            f"ask {ask_id} already {finished.status}; `semray runs show {ask_id}` shows its trace, and asking the "
-            "question again (without --resume) starts a new ask"
+            f"ask {ask_id} already {_ENDED[finished.status]}; `semray runs show {ask_id}` shows its trace, and "
+            "asking the question again (without --resume) starts a new ask"
         )
     if started.key != ask_key(question, model, extra):
         raise AskTraceError(
@@ -300,8 +325,8 @@ def read_ask_trace(folder: Path) -> tuple[AskRecord, ...]:
 
 
 def committed_units(records: tuple[AskRecord, ...]) -> dict[tuple[str, int], CommittedUnit]:
-    """Units with a ``unit_committed`` record, by (lane, number), each with the steps of all its attempts
-    (the newest process's)."""
+    """Units with a ``unit_committed`` or ``unit_failed`` record, by (lane, number), each with the steps of all its
+    attempts (the newest process's)."""
     steps: dict[tuple[str, int], list[StepJournaled]] = {}
     committed: dict[tuple[str, int], CommittedUnit] = {}
     for record in records:
@@ -309,18 +334,21 @@ def committed_units(records: tuple[AskRecord, ...]) -> dict[tuple[str, int], Com
             if record.unit_attempt == 1 and record.index == 0:
                 steps[key] = []  # a unit begun again in a later process replaces its uncommitted steps
             steps.setdefault(key, []).append(record)
-        elif isinstance(record, UnitCommitted):
-            key = (record.subagent, record.unit)
-            committed[key] = CommittedUnit(record.unit_name, tuple(steps.get(key, ())))
+        elif (
+            isinstance(record, UnitCommitted | UnitFailed) and (key := (record.subagent, record.unit)) not in committed
+        ):
+            failed = isinstance(record, UnitFailed)
+            committed[key] = CommittedUnit(record.unit_name, tuple(steps.get(key, ())), failed)
     return committed
 
 
-AskStatus = Literal["running", "interrupted", "succeeded", "failed"]
-"""``interrupted``: no ``ask_finished`` and no live process; ``semray ask --resume ID`` goes on with it."""
+AskStatus = Literal["running", "interrupted", "succeeded", "failed", "unverified"]
+"""``interrupted``: no ``ask_finished`` and no live process; ``semray ask --resume ID`` goes on with it;
+``unverified``: it ended with an answer that failed reflection."""
 
 
 def ask_status(folder: Path, records: tuple[AskRecord, ...] | None = None) -> AskStatus:
-    """How an ask stands: finished (succeeded, failed), running (a live process holds it) or interrupted."""
+    """How an ask stands: finished (succeeded, failed, unverified), running (a live process holds it) or interrupted."""
     found = _records(folder) if records is None else records
     finished = next((record for record in found if isinstance(record, AskFinished)), None)
     if finished is not None:
@@ -375,7 +403,7 @@ def render_ask_trace(folder: Path) -> str:
             (record.attempt, record.subagent, record.unit) in replays
         ):
             continue  # a unit answered from the journal: one line at its commit
-        if isinstance(record, UnitCommitted) and (record.attempt, record.subagent, record.unit) in replays:
+        if isinstance(record, UnitCommitted | UnitFailed) and (record.attempt, record.subagent, record.unit) in replays:
             lines.append(
                 f"{_unit(record.subagent, record.unit)} {record.unit_name} replayed from the journal of process "
                 f"{replays[(record.attempt, record.subagent, record.unit)]}: nothing paid again"
@@ -385,6 +413,9 @@ def render_ask_trace(folder: Path) -> str:
             lines.append(f"ask {record.ask_id}: {record.question}")
             resume = f" (go on with: semray ask --resume {record.ask_id})" if status == "interrupted" else ""
             lines.append(f"  status {status}{resume}; model {record.model}")
+            if status == "unverified":
+                ended = next((r.message for r in records if isinstance(r, AskFinished)), None)
+                lines.append(f"  WARNING: {ended or 'the answer failed reflection'} (kept after the last draft)")
             committed = {(r.subagent, r.unit) for r in records if isinstance(r, UnitCommitted)}
             lines.append(
                 f"  {len(committed)} unit(s) committed over "
@@ -448,6 +479,8 @@ def _record_lines(record: AskRecord) -> list[str]:
             f"{_unit(record.subagent, record.unit)} {record.unit_name} committed after {record.attempts} "
             f"attempt(s){forced}"
         ]
+    if isinstance(record, UnitFailed):
+        return [f"{_unit(record.subagent, record.unit)} {record.unit_name} failed after {record.attempts} attempt(s)"]
     if isinstance(record, RunLinked):
         return [f"  engine run {record.run_id} started (semray runs show {record.run_id})"]
     if isinstance(record, AskFinished):
@@ -474,7 +507,7 @@ def _replayed_units(records: tuple[AskRecord, ...]) -> dict[tuple[int, str, int]
     for record in records:
         if isinstance(record, StepJournaled) and record.model and not record.replayed:
             paid.add((record.attempt, record.subagent, record.unit))
-        elif isinstance(record, UnitCommitted):
+        elif isinstance(record, UnitCommitted | UnitFailed):
             key = (record.subagent, record.unit)
             if key in first and (record.attempt, *key) not in paid:
                 replayed[(record.attempt, *key)] = first[key]

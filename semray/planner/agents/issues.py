@@ -29,6 +29,8 @@ CATEGORY_OF_CODE: dict[str, ErrorCategory] = {
     "judge": "semantic",
     "execution": "semantic",
     "span": "grammar",  # a weakly grounded span (spans.py): only the agent that wrote it drafts again
+    "reflection": "semantic",  # an answer that does not answer the question (reflection.py): plan it again
+    "reflection_data": "data",  # an answer about the wrong data: choose the datasets again
 }
 ROUTE: dict[ErrorCategory, str] = {"data": "profiling", "semantic": "planning", "grammar": "manipulation"}
 """Which agent a category of error goes back to."""

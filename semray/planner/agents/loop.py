@@ -1,7 +1,9 @@
 """The planning loop: profile -> outline -> draft -> validate -> feed back -> repair, bounded.
 
 Validation is the grammar validator, then the semantic judges, then (when an executor is given)
-running the plan; the first that finds problems ends the iteration. Each problem is classified
+running the plan and, with ``LoopConfig.reflection``, the model's reflection on its answer
+(``reflection.py``: an answer kept after the last draft although it failed reflection ends the ask
+``unverified``, never as a clean success); the first that finds problems ends the iteration. Each problem is classified
 and routed: data problems send the profiling agent back to the data, semantic ones send the
 planning agent back to the outline, and every problem reaches the manipulation agent's next
 draft as feedback. After the last iteration, or success, the memory manager consolidates, and a
@@ -37,6 +39,7 @@ from semray.planner.agents.memory import MemoryManager
 from semray.planner.agents.models import AgentModel
 from semray.planner.agents.plan_unit import Executor, PlanUnit, execute, validate_text
 from semray.planner.agents.profiling import Profile, profile_question
+from semray.planner.agents.reflection import Reflection, reflect
 from semray.planner.agents.semantic import judge_plan
 from semray.planner.agents.skills import Similarity, SkillBook, SkillMatch, catalog_values, lexical_similarity
 from semray.planner.agents.step import StepRunner, Trace
@@ -61,6 +64,9 @@ class PlanningResult:
     executed: Any = None
     skill: str | None = None
     """The question of the stored skill this plan was taken from (None: planned)."""
+    reflection: Reflection | None = None
+    """What reflection said of the answer (None: off, or no run); ``failed``: the answer was kept after the last
+    draft although it failed reflection, and must be reported so."""
 
 
 def plan_question(
@@ -111,7 +117,8 @@ def plan_question(
         else None
     )
     learnt: list[Callable[[], None]] = []
-    finished: Literal["succeeded", "failed"] | None = None
+    finished: Literal["succeeded", "failed", "unverified"] | None = None
+    message: str | None = None
     try:
         knowledge, skill = units.run(
             "recall",
@@ -189,7 +196,12 @@ def plan_question(
         assert unit.plan is not None  # a committed plan unit set it
         log.info("question_planned", iterations=unit.count, steps=len(runner.trace.steps))
         finished = "succeeded"
-        if book is not None and executor is not None and unit.grounded:
+        reflection = unit.reflection
+        if reflection is not None and reflection.failed:
+            # Kept after the last draft: the ask reports it loudly and stores no skill of it.
+            finished, message = "unverified", f"the answer failed reflection: {reflection.reason}"
+            log.warning("answer_failed_reflection", reason=reflection.reason, drafts=unit.count)
+        elif book is not None and executor is not None and unit.grounded:
             document = json.loads(plan_to_json(unit.plan))
             names, evidence = unit.profile.names, unit.evidence
             learnt.append(lambda: book.remember(question, document, names, evidence, run_id))
@@ -201,6 +213,7 @@ def plan_question(
             runner.trace,
             tuple(manager.short.issues),
             unit.executed,
+            reflection=reflection,
         )
     finally:
         # Only an ask that ended consolidates: one stopped by a crash, a budget or a model error resumes and
@@ -208,7 +221,7 @@ def plan_question(
         if finished is not None:
             units.run("consolidate", lambda _: _consolidate(manager, question, run_id, learnt), _passes)
         if trace is not None and finished is not None:
-            trace.finish(finished)  # a crash leaves the trace unfinished: the same ask resumes it
+            trace.finish(finished, message)  # a crash leaves the trace unfinished: the same ask resumes it
 
 
 def _reuse(
@@ -236,15 +249,29 @@ def _reuse(
         verdict = judge_plan(runner, question, report.plan, knowledge, config.judges, structured)
         issues = () if verdict.issue is None else (verdict.issue,)
     executed: Any = None
+    reflection: Reflection | None = None
     if report.plan is not None and not issues and executor is not None:
         executed, issues = execute(runner, executor, report.plan)
+        if not issues and config.reflection:
+            # A reused plan's answer is reflected on like a planned one's; an implausible one demotes the skill.
+            reflection = reflect(runner, question, report.plan, executed, structured)
+            failed = reflection.issue()
+            issues = () if failed is None else (failed,)
     if report.plan is None or issues:
         book.demote(skill, " ".join(issue.line() for issue in issues) or "the skill's plan does not load")
         return None
     attempt.write_file("plan.json", plan_to_json(report.plan).encode())
     log.info("question_planned_from_skill", skill=skill.memory_id, steps=len(runner.trace.steps))
     return PlanningResult(
-        report.plan, plan_to_json(report.plan), skill.datasets, 0, runner.trace, (), executed, skill.question
+        report.plan,
+        plan_to_json(report.plan),
+        skill.datasets,
+        0,
+        runner.trace,
+        (),
+        executed,
+        skill.question,
+        reflection,
     )
 
 

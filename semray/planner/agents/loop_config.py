@@ -45,6 +45,10 @@ class LoopConfig:
     """Sub-agents of any kind running at once (threads); 1: one after another."""
     skill_similarity: float = SIMILARITY
     """How alike a question of other words must be to a skill's question for the skill to be re-filled for it."""
+    reflection: bool = False
+    """With an executor, the model reads each run's answer and says whether it answers the question
+    (``reflection.py``); an implausible one sends its reason to a new plan unit. Off here: the stand-in and the
+    simulator cannot reflect (``semray.ask`` turns it on for a real LLM tier, ``Settings.agent_reflection``)."""
 
     def __post_init__(self) -> None:
         if self.candidates < 1:

@@ -5,7 +5,8 @@ and outline, the last failed draft, the validated plan) and gives ``UnitRunner.r
 validation and after-failure functions. A draft is one manipulation step, or, with sub-agents:
 candidates that compete (``competition.compete``) or collaborators that repair a failed draft on
 branches merged into one (``collaboration.collaborate``). Validation is the grammar validator,
-span divergence (with a scorer), then the judges; the run unit executes a committed plan.
+span divergence (with a scorer), then the judges; the run unit executes a committed plan and, with
+``LoopConfig.reflection``, has the model reflect on its answer (``reflection.py``).
 
 >>> unit = PlanUnit(...)  # doctest: +SKIP
 >>> units.run("plan", unit.draft, unit.validate, after_failure=unit.route)  # doctest: +SKIP
@@ -31,6 +32,7 @@ from semray.planner.agents.issues import PlanIssue
 from semray.planner.agents.loop_config import LoopConfig
 from semray.planner.agents.memory import MemoryManager
 from semray.planner.agents.profiling import Profile, profile_question
+from semray.planner.agents.reflection import Reflection, reflect
 from semray.planner.agents.semantic import judge_plan
 from semray.planner.agents.spans import decision_spans, score_spans, span_issue
 from semray.planner.agents.step import StepRunner
@@ -89,6 +91,8 @@ class PlanUnit:
     """A failed run's issues: the next plan unit's first feedback."""
     checked: dict[str, Checked] = field(default_factory=dict)
     """The winning candidate's validation, so the unit's verdict does not validate it twice."""
+    reflection: Reflection | None = None
+    """What reflection said of the last run's answer (None: reflection is off, or nothing ran)."""
 
     def draft(self, attempt: UnitAttempt) -> str:
         """One attempt's draft: one manipulation step, competing candidates, or merged collaborators."""
@@ -190,23 +194,44 @@ class PlanUnit:
         return execute(self.runner, self.executor, self.plan)
 
     def ran(self, outcome: tuple[Any, tuple[PlanIssue, ...]], attempt: UnitAttempt) -> Verdict:
+        """The run unit's verdict: the execution error, else (with reflection on) what reflection said of the answer.
+
+        An implausible answer fails the run unit like an execution error while drafts are left; after the last
+        draft it is a soft failure, so the unit commits it (forced) and the ask reports it as failing reflection.
+        """
         executed, issues = outcome
         if issues:
             return Verdict(issues)
         assert self.plan is not None
+        found = (
+            reflect(self.runner, self.question, self.plan, executed, self.structured)
+            if self.config.reflection
+            else None
+        )
+        self.reflection = found
+        issue = None if found is None else found.issue()
+        signals = () if found is None or found.verdict == "unreadable" else (("reflection", 0.0 if issue else 1.0),)
+        last = self.count >= self.config.drafts
+        if issue is not None and not last:
+            return Verdict((issue,), signals)
         self.executed = executed
         attempt.write_file("plan.json", plan_to_json(self.plan).encode())
-        self.evidence = (*self.evidence, *evidence_lines(None, (), self.config, True, executed))
-        return Verdict()
+        self.evidence = (*self.evidence, *evidence_lines(None, (), self.config, True, executed, found))
+        return Verdict(signals=signals) if issue is None else Verdict((issue,), signals, soft=True)
 
     def failed_run(self, outcome: tuple[Any, tuple[PlanIssue, ...]], verdict: Verdict, attempt: UnitAttempt) -> None:
         self.route(self.text, verdict, attempt)
 
 
 def evidence_lines(
-    report: GrammarReport | None, signals: tuple[tuple[str, float], ...], config: LoopConfig, ran: bool, executed: Any
+    report: GrammarReport | None,
+    signals: tuple[tuple[str, float], ...],
+    config: LoopConfig,
+    ran: bool,
+    executed: Any,
+    reflection: Reflection | None = None,
 ) -> tuple[str, ...]:
-    """What a validated plan passed, kept with its skill: the checks, the signals, the run."""
+    """What a validated plan passed, kept with its skill: the checks, the signals, the run, the reflection."""
     lines = []
     if report is not None:
         lines.append("grammar: valid" + (f" after repairs ({'; '.join(report.repairs)})" if report.repairs else ""))
@@ -216,6 +241,8 @@ def evidence_lines(
     if ran:
         rows = getattr(getattr(executed, "table", None), "num_rows", None)
         lines.append("ran" + (f": {rows} rows" if rows is not None else ""))
+    if reflection is not None:
+        lines.append(reflection.line())
     return tuple(lines)
 
 

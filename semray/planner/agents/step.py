@@ -33,7 +33,7 @@ from semray.serving.contract import ModelRequest, ModelResponse
 
 log = get_logger(__name__)
 
-AgentName = Literal["profiling", "planning", "manipulation", "grammar", "semantic", "memory", "execution"]
+AgentName = Literal["profiling", "planning", "manipulation", "grammar", "semantic", "memory", "execution", "reflection"]
 LocalWork = Callable[[], tuple[str, str | None]]
 """Local work returns (output text, error text or None)."""
 Replay = Callable[[str, str, str], ModelResponse | None]

@@ -9,7 +9,9 @@ fails only soft signals (low confidence) is committed after the last retry, mark
 a hard failure past the last retry raises ``UnitFailedError``.
 
 With an ``AskTrace`` every step, verdict and commit is journaled; a unit already committed in the
-trace (a resumed ask) answers its model steps from the journal, paying nothing again.
+trace (a resumed ask) answers its model steps from the journal, paying nothing again. So does a unit
+that failed every attempt (journaled ``unit_failed``, e.g. a run unit whose answer failed reflection):
+it fails again from its journaled answers and the ask goes on past it as it did.
 
 Sub-agents fit the units two ways. Inside one attempt, ``UnitAttempt.branch`` gives a branch (a
 competing candidate, a collaborator): a forked ``StepRunner`` whose steps are journaled under the
@@ -42,6 +44,7 @@ from semray.planner.agents.ask_journal import (
     CommittedUnit,
     StepJournaled,
     UnitCommitted,
+    UnitFailed,
     UnitVerdictJournaled,
 )
 from semray.planner.agents.errors import AgentError, RetryLimitError
@@ -304,7 +307,8 @@ class UnitRunner:
             self.journal_verdict(current, verdict)
             last = number == limit
             if verdict.ok or (last and verdict.soft):
-                self._commit(current, verdict, replayed=committed is not None)
+                # A unit that failed before the crash applied nothing: its writes are new even when replayed.
+                self._commit(current, verdict, replayed=committed is not None and not committed.failed)
                 return UnitOutcome(value, verdict, number, forced=not verdict.ok)
             if after_failure is not None:
                 after_failure(value, verdict, current)
@@ -312,6 +316,14 @@ class UnitRunner:
             feedback = verdict.issues
             log.info("unit_retried", unit=unit, lane=self.lane, name=name, attempt=number, issues=len(verdict.issues))
         self._current = None
+        if self.trace is not None:
+            # Journaled so that a resumed ask replays this unit too (its model steps not paid again) and goes on
+            # past it: a failed run unit sent its verdict to the plan units that follow it.
+            self.trace.append(
+                UnitFailed(
+                    attempt=self._process_attempt(), subagent=self.lane, unit=unit, unit_name=name, attempts=limit
+                )
+            )
         raise UnitFailedError(
             f"unit {name} failed validation {limit} time(s): " + " ".join(issue.line() for issue in feedback),
             feedback,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import weakref
 from collections.abc import Sequence
@@ -41,10 +42,13 @@ from semray.serving.errors import (
     EndpointReason,
     EndpointResponseError,
     EndpointUnavailableError,
+    PromptLogprobsError,
     ServingConfigError,
 )
 
 log = get_logger(__name__)
+WHOLE_WORD_KEY_CHARS = 8
+"""Keys shorter than this are redacted from messages as whole tokens only (see ``_redact``)."""
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 30.0
 SHOWN_CHARS = 300
@@ -144,12 +148,43 @@ class OpenAIBackend:
                 ) from None
         return await self._row_error(url, reply)
 
-    async def _row_error(self, url: str, reply: _Reply) -> RawCompletion:
-        """Map a non-retryable HTTP error to a row error, or raise when nothing can succeed."""
+    async def post_completion(
+        self, body: dict[str, Any], *, not_found_hint: str = "", rejected_hint: str = ""
+    ) -> tuple[Any, str]:
+        """POST ``body`` to the legacy ``/completions`` route (prompt scoring); the decoded 200 body and the URL.
+
+        Retried like a chat call; every other answer raises an ``EndpointError`` (the caller cannot go on without
+        this one): a refused key, an unknown model, a missing route (404, ``not_found_hint`` says what to set) and
+        a request the server rejects (HTTP 400, other 4xx: ``PromptLogprobsError`` with its message and
+        ``rejected_hint``).
+        """
+        url = f"{self.base_url}/completions"
+        reply = await self._post(url, body)
         status = reply.response.status_code
+        if status == 200:
+            return reply.payload, url
+        message, _code = self._message(reply)
+        await self._raise_refusal(url, reply, not_found_hint=not_found_hint)
+        raise self._failed(
+            PromptLogprobsError,
+            url,
+            "rejected",
+            f"HTTP {status}: {message}",
+            status,
+            reply.attempts,
+            hint=rejected_hint,
+        )
+
+    def _message(self, reply: _Reply) -> tuple[str, str]:
+        """A failed reply's message (redacted, shortened) and error code."""
         error = _error_object(reply.payload)
         message = self._redact(str(error.get("message") or reply.response.text)[:SHOWN_CHARS])
-        code = str(error.get("code") or "")
+        return message, str(error.get("code") or "")
+
+    async def _raise_refusal(self, url: str, reply: _Reply, *, not_found_hint: str = "") -> None:
+        """Raise for what no request to this endpoint can get past: a refused key, an unknown model, no route."""
+        status = reply.response.status_code
+        message, code = self._message(reply)
         detail = f"HTTP {status}: {message}"
         if status in (401, 403):
             env = self._config.api_key_env
@@ -165,9 +200,19 @@ class OpenAIBackend:
                 EndpointModelError, url, "unknown_model", detail, status, reply.attempts, available=available
             )
         if status == 404:
-            raise self._failed(EndpointUnavailableError, url, "not_found", detail, status, reply.attempts)
+            raise self._failed(
+                EndpointUnavailableError, url, "not_found", detail, status, reply.attempts, hint=not_found_hint
+            )
+
+    async def _row_error(self, url: str, reply: _Reply) -> RawCompletion:
+        """Map a non-retryable HTTP error to a row error, or raise when nothing can succeed."""
+        status = reply.response.status_code
+        await self._raise_refusal(url, reply)
+        message, code = self._message(reply)
         if code == "context_length_exceeded" or "context length" in message.lower():
             return RawCompletion(text="", error=row_error("prompt_too_long", message))
+        if status == 422 and code == "no_label":  # semray's simulator served over HTTP (`semray sim serve`)
+            return RawCompletion(text="", error=row_error("no_label", f"{url} (model {self.model!r}): {message}"))
         where = f"{url} (model {self.model!r}) rejected the request"
         if status == 400:
             return RawCompletion(text="", error=row_error("http_400", f"{where} (HTTP 400): {message}"))
@@ -236,7 +281,15 @@ class OpenAIBackend:
         return error
 
     def _redact(self, text: str) -> str:
-        return text.replace(self.__key, "***") if self.__key else text
+        """``text`` with the API key replaced by ``***``: wherever it occurs, so a server that echoes
+        it (even URL-encoded next to other characters) shows none of it; a key shorter than
+        ``WHOLE_WORD_KEY_CHARS`` only where it stands as a whole token, so that a test key such as
+        ``k`` is not cut out of every word holding its letters (``tas***s``)."""
+        if not self.__key:
+            return text
+        if len(self.__key) >= WHOLE_WORD_KEY_CHARS:
+            return text.replace(self.__key, "***")
+        return re.sub(rf"(?<![A-Za-z0-9]){re.escape(self.__key)}(?![A-Za-z0-9])", "***", text)
 
     async def aclose(self) -> None:
         for client, _ in list(self._clients.values()):

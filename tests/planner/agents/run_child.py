@@ -71,6 +71,26 @@ def ask(state: Path, data: Path, model: Any, executor: Any) -> Any:
         trace.close()
 
 
+def kill_once_running(script: Path, state: Path, data: Path, calls: Path, mark: Path, timeout_s: float = 60.0) -> None:
+    """Run ``script STATE DATA CALLS MARK`` in a process of its own and SIGKILL it once it wrote MARK (its slow run
+    started)."""
+    import signal
+    import subprocess
+
+    child = subprocess.Popen(
+        [sys.executable, str(script), str(state), str(data), str(calls), str(mark)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "SEMRAY_LOG_LEVEL": "warning"},
+    )
+    deadline = time.monotonic() + timeout_s
+    while not mark.exists():
+        assert child.poll() is None and time.monotonic() < deadline, f"{script.name} never started its slow run"
+        time.sleep(0.02)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+
+
 def main(argv: list[str]) -> int:
     state, data, calls, mark = (Path(item) for item in argv[:4])
 

@@ -8,15 +8,10 @@ same plan, ``transactions/``).
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from agent_fixtures import PROFILE
-from run_child import LoggedModel, ask
+from run_child import LoggedModel, ask, kill_once_running
 
 from semray.operators import Node
 from semray.planner.agents.ask_journal import (
@@ -34,18 +29,7 @@ CHILD = Path(__file__).with_name("run_child.py")
 def test_an_ask_killed_while_its_plan_runs_resumes_the_run_paying_nothing_for_planning(tmp_path: Path) -> None:
     state, data, calls, mark = tmp_path / "state", tmp_path / "data", tmp_path / "calls.txt", tmp_path / "running"
     data.mkdir()
-    child = subprocess.Popen(
-        [sys.executable, str(CHILD), str(state), str(data), str(calls), str(mark)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "SEMRAY_LOG_LEVEL": "warning"},
-    )
-    deadline = time.monotonic() + 60
-    while not mark.exists():
-        assert child.poll() is None and time.monotonic() < deadline, "the child never started its run"
-        time.sleep(0.02)
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait()
+    kill_once_running(CHILD, state, data, calls, mark)
     (folder,) = (state / ASKS_FOLDER).iterdir()
     killed = read_ask_trace(folder)
     committed = [record.unit_name for record in killed if isinstance(record, UnitCommitted)]

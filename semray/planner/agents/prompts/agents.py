@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-AGENT_PROMPT_VERSION = "agent-prompts/1"
+AGENT_PROMPT_VERSION = "agent-prompts/2"
+"""2: the reflection prompt was added (the others are those of version 1)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,18 @@ _JUDGE_SCHEMA: dict[str, Any] = {
         "correction": {"type": "string"},
     },
     "required": ["verdict", "mismatch", "correction"],
+    "additionalProperties": False,
+}
+
+_REFLECT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "verdict": {"enum": ["plausible", "implausible"]},
+        "reason": {"type": "string"},
+        "cause": {"enum": ["none", "data", "logic"]},
+        "correction": {"type": "string"},
+    },
+    "required": ["verdict", "reason", "cause", "correction"],
     "additionalProperties": False,
 }
 
@@ -146,6 +159,22 @@ PROMPTS: dict[str, AgentPrompt] = {
         ),
         max_tokens=300,
         output_schema=_JUDGE_SCHEMA,
+    ),
+    "reflect": AgentPrompt(
+        system=(
+            "You check the answer of a query plan after it ran, before it is reported: does it plausibly answer "
+            "the question? You see the question, the plan and what the answer holds."
+        ),
+        user=(
+            "Question: {question}\n\nPlan (operators, root first):\n{tree}\n\nThe answer:\n{answer}\n\n"
+            "Does this answer plausibly answer the question? Implausible, for example: no rows for a question that "
+            "expects some, a column the question asks for that is all nulls, many rows that failed, values or "
+            "columns about other data than the question is about. Say why; the cause: 'data' (the plan read the "
+            "wrong data or columns), 'logic' (its filters, joins, groupings or output are wrong) or 'none' when "
+            "plausible; and what the plan should do instead."
+        ),
+        max_tokens=300,
+        output_schema=_REFLECT_SCHEMA,
     ),
     "classify_error": AgentPrompt(
         system="You sort errors of query plans into data, semantic or grammar errors.",
