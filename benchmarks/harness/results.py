@@ -2,7 +2,9 @@
 
 Each benchmark owns one section of RESULTS.md. The section is stored (as Markdown) in the
 benchmark's JSON together with the raw figures, so regenerating RESULTS.md needs no
-benchmark code and never touches another benchmark's numbers.
+benchmark code and never touches another benchmark's numbers. What a person writes about a
+section (a re-measurement by hand, a reading of the figures) goes in ``notes/NAME.md``, which
+regeneration appends to that section instead of dropping it.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from benchmarks.harness import environment
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1]
 RESULTS_DIR = BENCHMARKS_DIR / "results"
+NOTES_DIR = BENCHMARKS_DIR / "notes"
 SCHEMA_VERSION = 1
 
 HEADER = """# Benchmark results
 
 Generated from `benchmarks/results/*.json` by the benchmarks themselves (or by
 `python -m benchmarks.harness` alone); do not edit by hand: rerun the command shown in a
-section to refresh it. Each section records when and where it ran. The machine may have been
+section to refresh it; notes written by hand live in `benchmarks/notes/NAME.md` and are appended
+to their section. Each section records when and where it ran. The machine may have been
 shared with other work: compare figures within a section, and read the load average.
 """
 
@@ -79,9 +83,14 @@ def write_result(result: BenchmarkResult, results_dir: Path = RESULTS_DIR) -> Pa
 
 
 def regenerate_report(results_dir: Path = RESULTS_DIR) -> Path:
-    """Rebuild ``RESULTS.md`` (next to ``results_dir``) from every ``*.json`` in ``results_dir``."""
+    """Rebuild ``RESULTS.md`` (next to ``results_dir``) from every ``*.json`` in ``results_dir``.
+
+    A section's hand-written notes are read from ``notes/NAME.md`` beside ``results_dir``.
+    """
+    notes_dir = results_dir.parent / NOTES_DIR.name
     sections = [
-        render_section(json.loads(path.read_text(encoding="utf-8"))) for path in sorted(results_dir.glob("*.json"))
+        render_section(json.loads(path.read_text(encoding="utf-8")), notes_dir)
+        for path in sorted(results_dir.glob("*.json"))
     ]
     report = results_dir.parent / "RESULTS.md"
     body = HEADER + ("\n" + "\n".join(sections) if sections else "\nNo results yet.\n")
@@ -89,8 +98,8 @@ def regenerate_report(results_dir: Path = RESULTS_DIR) -> Path:
     return report
 
 
-def render_section(data: dict[str, Any]) -> str:
-    """The RESULTS.md section of one results file: a standard header, then the benchmark's Markdown."""
+def render_section(data: dict[str, Any], notes_dir: Path = NOTES_DIR) -> str:
+    """The RESULTS.md section of one results file: a standard header, the benchmark's Markdown, then its notes."""
     machine = data.get("machine", {})
     memory_gib = machine.get("memory_bytes", 0) / (1 << 30)
     packages = ", ".join(f"{name} {version}" for name, version in data.get("packages", {}).items() if version)
@@ -110,6 +119,9 @@ def render_section(data: dict[str, Any]) -> str:
         data["markdown"].strip(),
         "",
     ]
+    notes = notes_dir / f"{data['name']}.md"
+    if notes.is_file():
+        lines += [notes.read_text(encoding="utf-8").strip(), ""]
     return "\n".join(lines)
 
 

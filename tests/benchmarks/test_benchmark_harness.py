@@ -91,6 +91,18 @@ def test_each_benchmark_owns_its_section(tmp_path: Path) -> None:
     assert "alpha" not in regenerate_report(results).read_text()
 
 
+def test_hand_written_notes_survive_regeneration(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "alpha.md").write_text("### Re-measured by hand\n\nalpha note\n")
+    write_result(make_result("alpha", "alpha table v1"), results)
+    write_result(make_result("beta", "beta table"), results)
+    write_result(make_result("alpha", "alpha table v2"), results)
+    report = (tmp_path / "RESULTS.md").read_text()
+    assert "alpha table v2" in report and "alpha note" in report
+    assert report.index("alpha table v2") < report.index("alpha note") < report.index("beta table")
+
+
 def test_missing_shared_data_skips_only_when_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
