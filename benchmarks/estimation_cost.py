@@ -22,9 +22,10 @@ from semray.cost_model.estimates import Interval
 from semray.cost_model.measure import measure_statistics, passes
 from semray.cost_model.plan_cost import estimate_plan
 from semray.cost_model.prices import profiles_from_serving
-from semray.cost_model.statistics import PlanStatistics, source_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.cost_model.tokens import PromptTokens
 from semray.operators import Node, Scan, Schema, SemClassify, SemFilter, SemMap, SourceSpec
+from semray.operators.keys import source_key
 
 Row = Mapping[str, Any]
 

@@ -26,7 +26,7 @@ from semray.cost_model.cascade_shares import measure_cascade_shares
 from semray.cost_model.estimates import Interval
 from semray.cost_model.plan_cost import estimate_plan
 from semray.cost_model.policies import MinCost
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators import (
     Filter,
     Join,
@@ -39,12 +39,13 @@ from semray.operators import (
     SemFilter,
     walk,
 )
+from semray.operators.keys import source_key, statistics_key
+from semray.operators.plan_paths import operator_paths
 from semray.planner import optimize_plan
 from semray.planner.model_selection import (
     LADDER,
     allocate_cascade_targets,
 )
-from semray.planner.paths import operator_paths
 
 POLICY = MinCost(quality=0.9)
 SMALL_ERROR = {"sem_filter": 0.04, "sem_classify": 0.10, "sem_extract": 0.10}

@@ -21,8 +21,10 @@ import pyarrow as pa
 from semray.cost_model.estimates import Interval, PlanEstimate
 from semray.cost_model.policies import MinCost
 from semray.cost_model.prices import TierProfile
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Node, Scan, Schema, SemClassify, SemFilter, SemMap, SourceSpec, walk
+from semray.operators.keys import source_key, statistics_key
+from semray.operators.plan_paths import operator_paths
 from semray.planner.cost_estimator import cost_model_estimator
 from semray.planner.model_selection import (
     CASCADE,
@@ -33,7 +35,6 @@ from semray.planner.model_selection import (
     select_models,
     with_targets,
 )
-from semray.planner.paths import operator_paths
 
 PROFILES = {
     "large": TierProfile("large", 2.5, 10.0, 0.0, math.inf, 8),

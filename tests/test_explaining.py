@@ -11,7 +11,7 @@ import pytest
 import semray
 from semray.explaining import run_actuals
 from semray.operators.keys import operator_key
-from semray.planner.paths import operator_paths
+from semray.operators.plan_paths import operator_paths
 from semray.settings import Settings
 
 

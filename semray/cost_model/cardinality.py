@@ -59,11 +59,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from semray.cost_model.estimates import EstimateError, Interval, PlanEstimate
-from semray.cost_model.plan_cost import EstimationContext, operator_paths
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.plan_cost import EstimationContext
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators.base import Node, walk
 from semray.operators.code import SemCode
+from semray.operators.keys import source_key, statistics_key
 from semray.operators.plan import ROW_SEMANTIC
+from semray.operators.plan_paths import operator_paths
 from semray.operators.relational import (
     Aggregate,
     Distinct,

@@ -31,7 +31,8 @@ in the estimate's ``assumed``.
 >>> from semray.operators import Scan, SemFilter, Schema, SourceSpec
 >>> from semray.cost_model.plan_cost import estimate_plan
 >>> from semray.cost_model.prices import TierProfile
->>> from semray.cost_model.statistics import PlanStatistics, statistics_key
+>>> from semray.cost_model.statistics import PlanStatistics
+>>> from semray.operators.keys import statistics_key
 >>> scan = Scan(source=SourceSpec(kind="csv", path="r.csv"), source_schema=Schema.of(("review", "VARCHAR")))
 >>> plan = SemFilter(input=scan, instruction="{review} is positive", tier="cascade")
 >>> key = statistics_key(plan)
@@ -54,9 +55,9 @@ from dataclasses import dataclass
 from semray.cost_model.estimates import ZERO, EstimateError, Interval, OperatorEstimate, total
 from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_estimate
 from semray.cost_model.quality import cascade_quality
-from semray.cost_model.statistics import statistics_key
 from semray.log import get_logger
 from semray.operators.base import Node
+from semray.operators.keys import statistics_key
 from semray.operators.semantic import QualityTarget, Semantic, SemanticNode
 from semray.tasks import TaskKind
 

@@ -57,10 +57,11 @@ from semray.cost_model.sampling import (
     estimate_conditional_mean,
     estimate_mean,
 )
-from semray.cost_model.statistics import PlanStatistics, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.cost_model.tokens import PromptTokens, count_answer_tokens
 from semray.log import get_logger
 from semray.operators.base import Node
+from semray.operators.keys import statistics_key
 from semray.operators.schema import ROW_ID
 from semray.operators.semantic import SemFilter, SemJoin
 

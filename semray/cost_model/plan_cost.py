@@ -21,7 +21,7 @@ or ``auto`` with a quality target) is priced on the ``"cascade"`` tier
 (`semray.cost_model.cascade_cost`); an operator that cannot cascade (a SemJoin with
 ``tier="cascade"``, a target that cannot be certified) runs, and is priced, on the large tier.
 Paths: ``""`` is the root, then child field names joined by dots (``"input.input"``,
-``"left"``, ``"inputs.1"``); `operator_paths` lists them.
+``"left"``, ``"inputs.1"``), the field paths of `semray.operators.plan_paths`.
 
 >>> from semray.operators import Scan, SemFilter, Schema, SourceSpec
 >>> from semray.cost_model.prices import TierProfile
@@ -45,8 +45,10 @@ from dataclasses import dataclass, field, replace
 from semray.cost_model.estimates import ZERO, EstimateError, Interval, OperatorEstimate, PlanEstimate, total
 from semray.cost_model.prices import TierProfile
 from semray.cost_model.quality import plan_quality
-from semray.cost_model.statistics import PlanStatistics, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators.base import Node
+from semray.operators.keys import statistics_key
+from semray.operators.plan_paths import child_paths
 from semray.operators.semantic import SemanticNode
 
 TOP_TIER = "large"
@@ -171,31 +173,8 @@ def estimate_plan(
     )
 
 
-def operator_paths(plan: Node) -> dict[str, Node]:
-    """Every node of ``plan`` by path, e.g. ``{"": root, "input": child, ...}``."""
-    paths = {"": plan}
-    for child, path in _children(plan, ""):
-        paths.update({p: n for p, n in _prefixed(operator_paths(child), path).items()})
-    return paths
-
-
-def _prefixed(paths: dict[str, Node], prefix: str) -> dict[str, Node]:
-    return {(f"{prefix}.{p}" if p else prefix): node for p, node in paths.items()}
-
-
-def _children(node: Node, path: str) -> list[tuple[Node, str]]:
-    pairs: list[tuple[Node, str]] = []
-    for name in node.child_fields:
-        value = getattr(node, name)
-        step = (
-            [(child, f"{name}.{i}") for i, child in enumerate(value)] if isinstance(value, tuple) else [(value, name)]
-        )
-        pairs.extend((child, f"{path}.{part}" if path else part) for child, part in step)
-    return pairs
-
-
 def _estimate(node: Node, path: str, context: EstimationContext, out: list[OperatorEstimate]) -> Interval:
-    inputs = tuple(_estimate(child, child_path, context, out) for child, child_path in _children(node, path))
+    inputs = tuple(_estimate(child, child_path, context, out) for child_path, child in child_paths(node, path))
     estimator = ESTIMATORS.get(type(node))
     if estimator is None:
         raise EstimateError(f"no cost estimator for {type(node).__name__}; register one in semray.cost_model")

@@ -24,8 +24,9 @@ import pyarrow as pa
 
 from semray.cost_model.estimates import Interval
 from semray.cost_model.sampling import Estimate, SamplingError, wilson_interval
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators.base import Node, walk
+from semray.operators.keys import source_key, statistics_key
 from semray.operators.relational import Filter, Scan
 from semray.operators.safe_sql import isolated_connection
 

@@ -12,63 +12,21 @@ A `PlanStatistics` is a frozen set of lookups that `estimate_plan` reads:
 * ``cascade_pools`` (optional): ``statistics_key -> CascadePool``, labelled rows from which the
   cost model computes those shares at whatever target it prices (preferred over ``cascade_shares``).
 
-`statistics_key` hashes a node's JSON *without its inputs* (and without its tier, cascade
-target and diagnostics flag), so the same predicate has the same key wherever a rewrite moves
-it and whichever tier (or cascade target) model selection tries.
-
->>> from semray.operators import Scan, SemFilter, Schema, SourceSpec
->>> scan = Scan(source=SourceSpec(kind="csv", path="r.csv"), source_schema=Schema.of(("review", "VARCHAR")))
->>> a = SemFilter(input=scan, instruction="{review} is positive")
->>> b = SemFilter(input=a, instruction="{review} is positive", tier="small")
->>> statistics_key(a) == statistics_key(b)
-True
->>> source_key(scan)
-'csv:r.csv'
+Both keys are IR facts (`semray.operators.keys`): the same predicate has the same key wherever
+a rewrite moves it and whichever tier (or cascade target) model selection tries.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from semray.cost_model.estimates import Interval
-from semray.operators.base import Node
-from semray.operators.relational import Scan
 
 if TYPE_CHECKING:  # cascade_shares imports this module through cascade_cost
     from semray.cost_model.cascade_shares import CascadePool
-
-KEY_EXCLUDED_FIELDS = frozenset({"tier", "diagnostics"})
-"""Fields left out of `statistics_key` besides the inputs: they change who answers, not the question."""
-KEY_NEUTRAL_FIELDS = frozenset({"quality"})
-"""Fields hashed at their default (None) whatever their value: a cascade target, like a tier,
-changes who answers, not the question. Hashing the default (rather than leaving the field out)
-keeps the keys of operators without a target as they were."""
-
-
-def statistics_key(node: Node) -> str:
-    """A stable key for what ``node`` asks of its input, independent of where it sits.
-
-    The sha256 of the node's JSON without its child fields, ``tier`` and ``diagnostics``, with
-    ``quality`` (a cascade's target) as None.
-    """
-    excluded = set(node.child_fields) | (KEY_EXCLUDED_FIELDS & set(type(node).model_fields))
-    payload: dict[str, Any] = node.model_dump(mode="json", exclude=excluded)
-    payload.update(dict.fromkeys(KEY_NEUTRAL_FIELDS & payload.keys()))
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
-
-
-def source_key(scan: Scan) -> str:
-    """The key of a Scan's source in ``source_rows``: ``kind:path`` (memory tables: their digest ref)."""
-    ref = scan.source.options.get("ref")
-    if scan.source.kind == "memory" and ref is not None:
-        return f"memory:{ref}"
-    return scan.source.describe()
-
 
 def _frozen(mapping: Mapping[Any, Any]) -> Mapping[Any, Any]:
     return MappingProxyType(dict(mapping))

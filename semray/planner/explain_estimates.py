@@ -18,7 +18,7 @@ from typing import Any
 
 from semray.cost_model.estimates import Interval, OperatorEstimate, PlanEstimate
 from semray.operators.base import Node
-from semray.planner.paths import child_paths, operator_paths
+from semray.operators.plan_paths import child_paths, operator_paths
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,10 +68,10 @@ from semray.cost_model.estimates import PlanEstimate
 from semray.cost_model.policies import Policy
 from semray.cost_model.quality import cascade_quality
 from semray.operators.base import Node
+from semray.operators.plan_paths import operator_paths, rewrite_at_paths
 from semray.operators.semantic import QualityTarget, SemanticNode
 from semray.planner.capabilities import rebuild
 from semray.planner.cost_estimator import Estimator, operator_cost
-from semray.planner.paths import operator_paths, rewrite_at_paths
 
 CASCADE = "cascade"
 LADDER: tuple[str, ...] = ("large", CASCADE, "small")

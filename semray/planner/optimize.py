@@ -24,8 +24,8 @@ import structlog
 from semray.cost_model.cardinality import default_rows, plan_rows
 from semray.cost_model.estimates import PlanEstimate
 from semray.cost_model.policies import MinCost, Policy
-from semray.cost_model.statistics import statistics_key
 from semray.operators.base import Node
+from semray.operators.keys import statistics_key
 from semray.planner.cost_estimator import Estimator, cost_model_estimator
 from semray.planner.join_order import order_joins
 from semray.planner.model_selection import CASCADE, LADDER, Selection, apply_tiers, select_models

@@ -10,8 +10,9 @@ from semray.cost_model import catalog_cost
 from semray.cost_model.estimates import Interval
 from semray.cost_model.plan_cost import estimate_plan
 from semray.cost_model.prices import TierProfile
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Filter, Limit, NamedExpr, Project, Scan, Schema, SemSearch, SourceSpec, walk
+from semray.operators.keys import source_key, statistics_key
 from semray.operators.relational import DOCUMENT_KEY, DOCUMENT_TEXT, CatalogPin
 
 PIN = CatalogPin(dataset="notes", version=3, content_hash="9f2c", documents=True)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from semray.cost_model.estimates import Interval
 from semray.cost_model.prices import TierProfile
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Filter, Limit, Scan, Schema, SemClassify, SemFilter, SourceSpec
+from semray.operators.keys import source_key, statistics_key
 
 SCAN = Scan(
     source=SourceSpec(kind="csv", path="reviews.csv"),

@@ -21,7 +21,7 @@ from semray.cost_model.cardinality import (
 from semray.cost_model.estimates import EstimateError, Interval
 from semray.cost_model.plan_cost import estimate_plan
 from semray.cost_model.prices import TierProfile
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators import (
     Aggregate,
     Distinct,
@@ -43,6 +43,7 @@ from semray.operators import (
     SourceSpec,
     Union,
 )
+from semray.operators.keys import source_key, statistics_key
 
 
 def parquet_scan(folder: Path, name: str, rows: int) -> Scan:

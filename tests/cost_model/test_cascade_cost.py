@@ -14,8 +14,9 @@ from semray.cost_model.cascade_shares import measure_cascade_shares
 from semray.cost_model.estimates import EstimateError, Interval
 from semray.cost_model.plan_cost import MissingStatisticsError, estimate_plan
 from semray.cost_model.prices import TierProfile
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Node, Scan, Schema, SemClassify, SemExtract, SemFilter, SemMap, SourceSpec
+from semray.operators.keys import source_key, statistics_key
 from semray.operators.semantic import QualityTarget
 
 SCAN = Scan(source=SourceSpec(kind="csv", path="notes.csv"), source_schema=Schema.of(("note", "VARCHAR")))

@@ -18,8 +18,9 @@ from semray.cost_model.measure import Measurement
 from semray.cost_model.plan_cost import estimate_plan
 from semray.cost_model.prices import TierProfile
 from semray.cost_model.sampling import ImportanceProposal
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Node, Scan, Schema, SemFilter, SourceSpec
+from semray.operators.keys import source_key, statistics_key
 from semray.operators.semantic import QualityTarget
 
 SCAN = Scan(source=SourceSpec(kind="csv", path="notes.csv"), source_schema=Schema.of(("note", "VARCHAR")))

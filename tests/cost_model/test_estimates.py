@@ -12,8 +12,9 @@ from plans import PLAN, POSITIVE, RATED, SCAN
 from semray.cost_model.estimates import EstimateError, Interval, PlanEstimate
 from semray.cost_model.policies import MaxQuality, MinCost, MinLatency
 from semray.cost_model.sampling import Estimate
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Scan, SemFilter, SourceSpec
+from semray.operators.keys import source_key, statistics_key
 
 
 def test_interval_checks_its_order_and_is_frozen() -> None:

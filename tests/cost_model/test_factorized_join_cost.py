@@ -7,8 +7,9 @@ from plans import PROFILES, SCAN
 
 from semray.cost_model.estimates import Interval, OperatorEstimate
 from semray.cost_model.plan_cost import estimate_plan
-from semray.cost_model.statistics import PlanStatistics, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Scan, SemJoin
+from semray.operators.keys import statistics_key
 
 LEFT = Scan(source=SCAN.source, source_schema=SCAN.source_schema)
 RIGHT = Scan(source=SCAN.source.model_copy(update={"path": "other.csv"}), source_schema=SCAN.source_schema)

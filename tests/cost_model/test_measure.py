@@ -10,8 +10,8 @@ import pytest
 
 from semray.cost_model.measure import Measurement, measure_statistics, passes, similarity_scores
 from semray.cost_model.sampling import SamplingError
-from semray.cost_model.statistics import statistics_key
 from semray.operators import Node, Scan, Schema, SemClassify, SemFilter, SourceSpec
+from semray.operators.keys import statistics_key
 
 SCAN = Scan(source=SourceSpec(kind="csv", path="r.csv"), source_schema=Schema.of(("t", "VARCHAR"), ("n", "BIGINT")))
 CAT = SemFilter(input=SCAN, instruction="{t} mentions a cat")

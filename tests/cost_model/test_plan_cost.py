@@ -8,10 +8,12 @@ import pytest
 from plans import PLAN, POSITIVE, PROFILES, RATED, SCAN, STATISTICS, TOPIC
 
 from semray.cost_model.estimates import Interval
-from semray.cost_model.plan_cost import ESTIMATORS, MissingStatisticsError, estimate_plan, operator_paths
-from semray.cost_model.statistics import PlanStatistics, statistics_key
+from semray.cost_model.plan_cost import ESTIMATORS, MissingStatisticsError, estimate_plan
+from semray.cost_model.statistics import PlanStatistics
 from semray.cost_model.tokens import expected_output_tokens
 from semray.operators import OPERATORS, Join, Scan, SemAgg, SemJoin, SemSearch, SemTopK, Union
+from semray.operators.keys import statistics_key
+from semray.operators.plan_paths import operator_paths
 
 
 def test_every_operator_has_a_cost_estimator() -> None:

@@ -8,8 +8,8 @@ import numpy as np
 
 from semray.cost_model.estimates import Interval
 from semray.cost_model.relational import SourceSample, filter_selectivity, measure_source_filters, sample_source
-from semray.cost_model.statistics import source_key, statistics_key
 from semray.operators import Filter, Scan, Schema, SourceSpec
+from semray.operators.keys import source_key, statistics_key
 
 
 def _scan(path: Path, rows: int) -> Scan:

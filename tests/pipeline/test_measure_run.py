@@ -19,9 +19,9 @@ import pytest
 from semray.cost_model import cascade_routes as router
 from semray.cost_model.policies import MinCost
 from semray.cost_model.prices import profiles_from_serving
-from semray.cost_model.statistics import statistics_key
 from semray.operators import Filter, Scan, Schema, SemClassify, SemFilter, SemMap, SourceSpec
 from semray.operators.base import Node, walk
+from semray.operators.keys import statistics_key
 from semray.operators.semantic import Semantic
 from semray.pipeline.lowering.semantic import semantic_task
 from semray.pipeline.runs.measure_in_run import (

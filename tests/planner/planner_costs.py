@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from semray.cost_model.cardinality import default_rows
 from semray.operators import Node
-from semray.planner.paths import operator_paths
+from semray.operators.plan_paths import operator_paths
 
 PRICE = {"large": 10.0, "small": 1.0}
 QUALITY = {"large": 1.0, "small": 0.97}

@@ -18,8 +18,9 @@ from semray.cost_model.plan_cost import estimate_plan
 from semray.cost_model.policies import MaxQuality, MinCost
 from semray.cost_model.prices import TierProfile
 from semray.cost_model.quality import cascade_quality
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Node, Scan, Schema, SemClassify, SemExtract, SemFilter, SemMap, SourceSpec, walk
+from semray.operators.keys import source_key, statistics_key
 from semray.operators.semantic import QualityTarget
 from semray.pipeline.lowering.driver import lower
 from semray.pipeline.stages.base import Stage

@@ -18,6 +18,7 @@ from semray.cost_model.policies import MinCost as CostModelMinCost
 from semray.cost_model.prices import TierProfile
 from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Node, SemMap
+from semray.operators.plan_paths import operator_paths
 from semray.planner.cost_estimator import cost_model_estimator
 from semray.planner.model_selection import (
     CASCADE,
@@ -28,7 +29,6 @@ from semray.planner.model_selection import (
     select_models,
     with_targets,
 )
-from semray.planner.paths import operator_paths
 
 TABLE = pa.table({"text": ["a"]})
 PROFILES = {

@@ -11,8 +11,9 @@ from planner_reference import memory_scan
 from semray.cost_model.estimates import Interval
 from semray.cost_model.policies import MaxQuality, MinCost
 from semray.cost_model.prices import TierProfile
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Limit, Node, SemFilter, SemMap, walk
+from semray.operators.keys import source_key, statistics_key
 from semray.planner import optimize, optimize_plan
 from semray.planner.explain_estimates import render_estimates
 

@@ -15,8 +15,9 @@ import pytest
 from semray.cost_model.estimates import Interval
 from semray.cost_model.plan_cost import estimate_plan
 from semray.cost_model.prices import profiles_from_serving
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Scan, Schema, SemSearch, SourceSpec
+from semray.operators.keys import source_key, statistics_key
 from semray.operators.relational import CatalogPin
 from semray.serving.checking import _prices
 from semray.serving.config import LOCAL_EMBEDDING_PRICES, Prices, ServingConfig

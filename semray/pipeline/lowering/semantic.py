@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from semray.cost_model.statistics import statistics_key
 from semray.errors import LoweringError
 from semray.operators.base import Node
 from semray.operators.code import SemCode
-from semray.operators.keys import operator_key
+from semray.operators.keys import operator_key, statistics_key
 from semray.operators.plan import ROW_SEMANTIC
 from semray.operators.semantic import Semantic, is_row_semantic
 from semray.pipeline.lowering.registry import Inputs, Lowering

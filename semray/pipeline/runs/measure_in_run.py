@@ -50,11 +50,12 @@ from semray.cost_model.cascade_shares import CascadePool
 from semray.cost_model.estimates import Interval
 from semray.cost_model.measure import Measurement, OperatorMeasurement, measure_statistics, similarity_scores
 from semray.cost_model.relational import measure_source_filters
-from semray.cost_model.statistics import PlanStatistics, source_key, statistics_key
+from semray.cost_model.statistics import PlanStatistics
 from semray.cost_model.tokens import question_of
 from semray.errors import PlanError
 from semray.log import get_logger
 from semray.operators.base import Node, walk
+from semray.operators.keys import source_key, statistics_key
 from semray.operators.relational import Project, Scan
 from semray.operators.schema import ROW_ID
 from semray.operators.semantic import SemanticNode, is_row_semantic

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from semray.operators import Join, Node, Scan
+from semray.operators.plan_paths import document_paths, raw_document_paths
 from semray.operators.serialize import plan_from_dict
-from semray.planner.agents.grammar import paired_nodes, type_family
+from semray.planner.agents.grammar import type_family
 
 FaultKind = Literal[
     "wrong_column", "missing_operator", "wrong_type", "wrong_join_key", "wrong_aggregate", "wrong_template"
@@ -55,8 +56,8 @@ def inject(document: dict[str, Any], kind: FaultKind, rng: random.Random) -> Fau
     """One fault of ``kind`` at a random place of ``document`` (None when the plan has no such place)."""
     faulted = copy.deepcopy(document)
     plan = plan_from_dict(document)
-    nodes = list(paired_nodes(plan, faulted["plan"], "plan"))
-    raws = {path: raw for raw, path in _raw_paths(faulted["plan"], "plan")}
+    nodes = list(document_paths(plan))
+    raws = {path: raw for raw, path in raw_document_paths(faulted["plan"])}
     made = _INJECTORS[kind]([(node, raws[path], path) for node, path in nodes], faulted, rng)
     if made is None:
         return None
@@ -66,17 +67,6 @@ def inject(document: dict[str, Any], kind: FaultKind, rng: random.Random) -> Fau
 
 Site = tuple[Node, dict[str, Any], str]
 Made = tuple[str, str, Literal["grammar", "semantic"]] | None
-
-
-def _raw_paths(raw: dict[str, Any], path: str) -> list[tuple[dict[str, Any], str]]:
-    here = f"{path}.{raw['op']}"
-    found = [(raw, here)]
-    for name in ("input", "left", "right"):
-        if isinstance(raw.get(name), dict):
-            found += _raw_paths(raw[name], f"{here}.{name}")
-    for position, child in enumerate(raw.get("inputs", []) or []):
-        found += _raw_paths(child, f"{here}.inputs.{position}")
-    return found
 
 
 def _strings(raw: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from semray.errors import ColumnNotFoundError, ExpressionError, PlanError, PlanFormatError, suggest
 from semray.operators import Join, Node
+from semray.operators.plan_paths import document_paths, raw_document_paths
 from semray.operators.serialize import plan_from_dict
 from semray.planner.agents.catalog_view import CatalogView, DatasetProfile
 from semray.planner.agents.issues import PlanIssue
@@ -99,27 +100,13 @@ def check_plan_document(
         plan = plan_from_dict(raw)
     except PlanError as error:
         return GrammarReport(None, raw, (_loader_issue(error, raw.get("plan")),), repairs)
-    issues = list(_join_issues(plan, raw["plan"]))
+    issues = list(_join_issues(plan))
     return GrammarReport(None if issues else plan, raw, tuple(issues), repairs)
-
-
-def node_paths(raw: Any, path: str = "plan") -> Iterator[tuple[dict[str, Any], str]]:
-    """Every operator dict of a raw plan with its JSON path, in the loader's path format."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("op"), str):
-        return
-    here = f"{path}.{raw['op']}"
-    yield raw, here
-    for name in ("input", "left", "right"):
-        if name in raw:
-            yield from node_paths(raw[name], f"{here}.{name}")
-    if isinstance(raw.get("inputs"), list):
-        for position, child in enumerate(raw["inputs"]):
-            yield from node_paths(child, f"{here}.inputs.{position}")
 
 
 def _scan_issues(root: Any, profiles: Sequence[DatasetProfile]) -> Iterator[PlanIssue]:
     by_uri = {_normal(profile.uri): profile for profile in profiles}
-    for raw, path in node_paths(root):
+    for raw, path in raw_document_paths(root):
         if raw["op"] != "scan":
             continue
         source = raw.get("source")
@@ -178,7 +165,7 @@ def _loader_issue(error: PlanError, root: Any) -> PlanIssue:
     text = str(error.args[0]) if error.args else str(error)
     match = _AT.match(text)
     path, message = (match.group(1), match.group(2)) if match else ("plan", text)
-    nodes = dict((where, raw) for raw, where in node_paths(root))
+    nodes = dict((where, raw) for raw, where in raw_document_paths(root))
     if path in nodes:
         wanted = [error.column] if isinstance(error, ColumnNotFoundError) else _QUOTED.findall(message)
         path = _field_path(nodes[path], path, wanted) or path
@@ -229,8 +216,8 @@ def _code(error: PlanError, message: str) -> str:
     return "schema"
 
 
-def _join_issues(plan: Node, raw: dict[str, Any]) -> Iterator[PlanIssue]:
-    for node, path in paired_nodes(plan, raw, "plan"):
+def _join_issues(plan: Node) -> Iterator[PlanIssue]:
+    for node, path in document_paths(plan):
         if not isinstance(node, Join):
             continue
         left, right = node.left.output_schema, node.right.output_schema
@@ -243,18 +230,6 @@ def _join_issues(plan: Node, raw: dict[str, Any]) -> Iterator[PlanIssue]:
                     "join on keys of one kind (or cast one side in a project)",
                     "join_key",
                 )
-
-
-def paired_nodes(node: Node, raw: dict[str, Any], path: str) -> Iterator[tuple[Node, str]]:
-    here = f"{path}.{node.op}"
-    yield node, here
-    for name in type(node).child_fields:
-        value, child_raw = getattr(node, name), raw[name]
-        if isinstance(value, tuple):
-            for position, child in enumerate(value):
-                yield from paired_nodes(child, child_raw[position], f"{here}.{name}.{position}")
-        else:
-            yield from paired_nodes(value, child_raw, f"{here}.{name}")
 
 
 def type_family(kind: str) -> str:
@@ -272,7 +247,7 @@ def _anchor_scan_paths(raw: dict[str, Any], profiles: Sequence[DatasetProfile]) 
     by_uri = {_normal(profile.uri): profile for profile in profiles}
     anchored = copy.deepcopy(raw)
     repairs: list[str] = []
-    for node, _ in node_paths(anchored.get("plan")):
+    for node, _ in raw_document_paths(anchored.get("plan")):
         source = node.get("source")
         if node["op"] != "scan" or not isinstance(source, dict) or not isinstance(source.get("path"), str):
             continue

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from semray.operators.plan_paths import raw_document_paths
 from semray.planner.agents.confidence import Scorer, confidence
 from semray.planner.agents.issues import PlanIssue
 
@@ -88,7 +89,7 @@ class SpanReport:
 
 def decision_spans(node: Mapping[str, Any], path: str = "plan") -> tuple[PlanSpan, ...]:
     """The decision-relevant spans of a plan node (a ``plan`` dict of a plan document), root first."""
-    return tuple(dict.fromkeys(_spans(node, path)))
+    return tuple(dict.fromkeys(span for raw, here in raw_document_paths(node, path) for span in _spans(raw, here)))
 
 
 def score_spans(
@@ -133,9 +134,9 @@ def span_issue(report: SpanReport, threshold: float) -> PlanIssue | None:
     )
 
 
-def _spans(node: Mapping[str, Any], path: str) -> Iterator[PlanSpan]:
+def _spans(node: Mapping[str, Any], here: str) -> Iterator[PlanSpan]:
+    """The spans of one operator (not of its inputs), ``here`` its path."""
     op = node.get("op")
-    here = f"{path}.{op}"  # the grammar validator's path format (``grammar.node_paths``)
     if op == "filter" and isinstance(node.get("predicate"), str):
         yield PlanSpan("filter predicate", f"{here}.predicate", node["predicate"])
         yield from _values(node["predicate"], f"{here}.predicate")
@@ -164,12 +165,6 @@ def _spans(node: Mapping[str, Any], path: str) -> Iterator[PlanSpan]:
         yield PlanSpan("label", f"{here}.labels.{number}", label)
     if op == "sem_search" and isinstance(node.get("query"), str):
         yield PlanSpan("search query", f"{here}.query", node["query"])
-    for field in ("input", "left", "right"):
-        child = node.get(field)
-        if isinstance(child, Mapping):
-            yield from _spans(child, f"{here}.{field}")
-    for number, child in enumerate(_items(node.get("inputs"))):
-        yield from _spans(child, f"{here}.inputs.{number}")
 
 
 def _stated(text: str, question: str) -> bool:

@@ -52,6 +52,7 @@ from semray.operators import Node
 from semray.operators.base import transform
 from semray.operators.code import SemCode
 from semray.operators.keys import operator_key
+from semray.operators.plan_paths import operator_paths, rewrite_at_paths
 from semray.operators.semantic import SemExtract, SemMap
 from semray.pipeline.runs.plan_time.code_commit import (
     CODE_TIER,
@@ -71,7 +72,6 @@ from semray.pipeline.runs.plan_time.code_generation import (
 )
 from semray.pipeline.workers.metering import paid_for
 from semray.planner.cost_estimator import cost_model_estimator, operator_cost
-from semray.planner.paths import operator_paths, rewrite_at_paths
 from semray.planner.rules.prefer_validated_code import (
     CodeRuleContext,
     CodeTrial,

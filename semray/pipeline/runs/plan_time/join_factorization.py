@@ -44,6 +44,7 @@ from semray.cost_model.cardinality import row_bound
 from semray.log import get_logger
 from semray.operators import Node
 from semray.operators.keys import operator_key
+from semray.operators.plan_paths import operator_paths, rewrite_at_paths
 from semray.operators.schema import ROW_ID
 from semray.operators.semantic import SemJoin
 from semray.pipeline.lowering.set_ops import side_columns
@@ -52,7 +53,6 @@ from semray.pipeline.runs.plan_time.join_factor_check import Ask, Row, Verificat
 from semray.pipeline.workers.metering import paid_for
 from semray.planner.capabilities import rebuild
 from semray.planner.join_factors import Factorization, detect_factorization, find_factorization
-from semray.planner.paths import operator_paths, rewrite_at_paths
 from semray.serving.contract import ResponseValue
 from semray.serving.prompts.set_ops import factorization_request
 from semray.transactions import BatchLedger, LLMUsage
