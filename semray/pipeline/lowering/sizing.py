@@ -20,7 +20,7 @@ from semray.operators.base import Node
 from semray.operators.relational import Filter, Limit, Project
 from semray.operators.semantic import Semantic, SemJoin, is_row_semantic
 from semray.pipeline.stages.base import Stage
-from semray.pipeline.stages.semantic import ROUND_STAGES, SemanticStage
+from semray.pipeline.stages.semantic import SemanticStage, in_rounds
 from semray.settings import Settings
 from semray.tasks import TaskKind
 
@@ -128,12 +128,15 @@ def first_round_rows(limit: Limit) -> int | None:
 
     What lies under the LIMIT: row-wise semantic operators (cascaded ones too), relational filters
     and projections between them, perhaps ending in a SemJoin judged pair by pair (nested or
-    blocked; a factorized join's calls are per side, not per pair). Lowering sees no measured
-    statistics, so it takes the defaults of ``cost_model/cardinality.py``: a semantic filter keeps
-    ``UNMEASURED_SELECTIVITY`` (0.5), a relational filter ``DEFAULT_FILTER_SELECTIVITY`` (1/3), a
-    join ``SEMANTIC_JOIN_SELECTIVITY`` (0.1) of its pairs; later rounds correct the estimate with
-    the selectivity they see (`next_round`). Examples: ``sem_filter(a).sem_filter(b).limit(5)``
-    asks 5 / (0.5 x 0.5) = 20 rows first, ``sem_join(...).limit(5)`` 50 pairs.
+    blocked: the rounds count its pairs) or going through a factorized SemJoin (its right side is
+    asked once, whole; the rounds count its left rows, each keeping
+    ``SEMANTIC_JOIN_SELECTIVITY`` x its right rows, and go on down the left side). Lowering sees no
+    measured statistics, so it takes the defaults of ``cost_model/cardinality.py``: a semantic
+    filter keeps ``UNMEASURED_SELECTIVITY`` (0.5), a relational filter ``DEFAULT_FILTER_SELECTIVITY``
+    (1/3), a join ``SEMANTIC_JOIN_SELECTIVITY`` (0.1) of its pairs; later rounds correct the
+    estimate with the selectivity they see (`next_round`). Examples: ``sem_filter(a).sem_filter(b).limit(5)``
+    asks 5 / (0.5 x 0.5) = 20 rows first, ``sem_join(...).limit(5)`` 50 pairs, a factorized join
+    of 40 right rows 5 / (0.1 x 40) = 2 left rows.
     """
     selectivity, semantic = 1.0, 0
     node: Node = limit.input
@@ -148,6 +151,10 @@ def first_round_rows(limit: Limit) -> int | None:
             semantic += 1
             selectivity *= SEMANTIC_JOIN_SELECTIVITY.value
             break
+        elif isinstance(node, SemJoin):  # factorized: rounds of its left rows, then down the left side
+            semantic += 1
+            right_rows = row_bound(node.right)  # unknown: one output row per left row
+            selectivity *= SEMANTIC_JOIN_SELECTIVITY.value * right_rows if right_rows else 1.0
         elif not isinstance(node, Project):
             break
         node = node.children[0]
@@ -157,10 +164,10 @@ def first_round_rows(limit: Limit) -> int | None:
 
 
 def runs_in_rounds(stage: Stage) -> bool:
-    """Whether ``stage`` (a LIMIT's input, lowered) starts with a chain of `ROUND_STAGES` that
-    asks a model: what ``GrowingLimitStage`` runs on the driver."""
+    """Whether ``stage`` (a LIMIT's input, lowered) starts with a chain of stages the rounds can
+    run (``stages.semantic.in_rounds``) that asks a model: what ``GrowingLimitStage`` runs on the driver."""
     semantic = False
-    while type(stage) in ROUND_STAGES:
+    while in_rounds(stage):
         semantic = semantic or isinstance(stage, SemanticStage)
         stage = stage.inputs[0]
     return semantic

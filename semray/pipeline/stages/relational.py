@@ -77,10 +77,17 @@ class GatherSqlStage(Stage):
 @dataclass(frozen=True, slots=True)
 class BroadcastJoinStage(Stage):
     """Join each batch of inputs[0] with all of inputs[1] (gathered once): ``sql`` over
-    tables ``batch`` (left) and ``right``. Streams the left side, so LIMIT stops early."""
+    tables ``batch`` (left) and ``right``. Streams the left side, so LIMIT stops early.
+
+    ``left_rounds``: each left row's output depends on that row and the gathered right side alone
+    (a factorized join), so under a LIMIT the join is a step of the driver's round trips over its
+    left side (``stages.semantic.in_rounds``); a nested join's pairs are no such step (its rounds
+    count pairs, drawn from this stage's stream).
+    """
 
     sql: str
     right_columns: tuple[tuple[str, str], ...]
+    left_rounds: bool = False
 
     def describe(self) -> str:
         return f"BroadcastJoin {self.sql}"
