@@ -86,6 +86,18 @@ def test_a_factorized_join_under_a_limit_asks_its_left_rows_in_rounds(tmp_path: 
     filtered = lower(under.limit(5).plan, settings)
     assert isinstance(filtered, GrowingLimitStage) and filtered.first_rows == 4
     assert chain(filtered)[:4] == [GrowingLimitStage, BroadcastJoinStage, SemanticStage, SemanticStage]
+    # A cascade on the left side that the LIMIT needs fewer rows of than it would label runs on the
+    # large tier in the rounds (a first round of 4 rows is no calibration population).
+    cascaded = left.sem_filter("{a} is late").with_quality(0.9)
+    cascade_join = cascaded.sem_join(
+        right.sem_filter("{b} is new").with_quality(0.9), "{l.a} is the same colour as {r.b}", "factorized"
+    )
+    on_large = lower(cascade_join.limit(5).plan, settings)
+    assert chain(on_large)[:4] == [GrowingLimitStage, BroadcastJoinStage, SemanticStage, SemanticStage]
+    left_filter = on_large.inputs[0].inputs[0].inputs[0]
+    assert isinstance(left_filter, SemanticStage) and left_filter.task.tier == "large"
+    right_side = on_large.inputs[0].inputs[1].inputs[0]  # under the right side's question: still a cascade
+    assert type(right_side) is CascadeStage
     # Classified into the right side's values: only the left rows are asked, in the rounds.
     labels = SemJoin(
         left=left.plan, right=right.plan, instruction="{l.a} is the colour {r.b}", implementation="factorized",

@@ -66,12 +66,16 @@ def limit_first_rows(limit: Limit) -> int | None:
     and each relational filter at its ``DEFAULT_FILTER_SELECTIVITY`` (1/3), both from
     `semray.cost_model.cardinality`; maps, classifications
     and extractions keep every row. Example: ``sem_filter(a).sem_filter(b).limit(5)`` asks
-    5 / (0.5 x 0.5) = 20 rows first. A cascaded operator joins the chain only when the LIMIT needs
-    no more rows than its calibration would label (`limit_chain`): it then runs on the large tier.
+    5 / (0.5 x 0.5) = 20 rows first. A factorized join is part of the chain, its left side below it
+    (`_left_row_yield`). A cascaded operator joins the chain only when the LIMIT needs no more rows
+    than its calibration would label (`limit_chain`): it then runs on the large tier.
     """
     selectivity, semantic, labels = 1.0, 0, math.inf
     for node in _chain(limit.input):
-        if isinstance(node, Semantic):
+        if isinstance(node, SemJoin):  # factorized: its left rows are the rounds' rows
+            semantic += 1
+            selectivity *= _left_row_yield(node)
+        elif isinstance(node, Semantic):
             semantic += 1
             target = node.cascades()
             if target is not None:
@@ -99,7 +103,7 @@ def limit_chain(limit: Limit) -> Node:
     def rebuilt(node: Node) -> Node:
         if not _in_chain(node):
             return node
-        below = node.with_children((rebuilt(node.children[0]),))
+        below = node.with_children((rebuilt(node.children[0]), *node.children[1:]))  # a join's right side kept
         if isinstance(below, Semantic) and below.cascades() is not None:
             fields = {name: getattr(below, name) for name in type(below).model_fields}
             return type(below).model_validate({**fields, "tier": "large", "quality": None})
@@ -109,7 +113,8 @@ def limit_chain(limit: Limit) -> Node:
 
 
 def _chain(node: Node) -> list[Node]:
-    """The row-wise semantic operators, relational filters and projections directly under a LIMIT."""
+    """The row-wise semantic operators, relational filters, projections and factorized joins (down
+    their left side) directly under a LIMIT."""
     chain: list[Node] = []
     while _in_chain(node):
         chain.append(node)
@@ -118,7 +123,18 @@ def _chain(node: Node) -> list[Node]:
 
 
 def _in_chain(node: Node) -> bool:
-    return is_row_semantic(node) or isinstance(node, Filter | Project)
+    return is_row_semantic(node) or isinstance(node, Filter | Project) or _factorized(node)
+
+
+def _factorized(node: Node) -> bool:
+    return isinstance(node, SemJoin) and node.implementation == "factorized"
+
+
+def _left_row_yield(join: SemJoin) -> float:
+    """Rows a factorized join is expected to keep per left row: ``SEMANTIC_JOIN_SELECTIVITY`` of
+    its right rows, or 1 when the right side states no row count."""
+    right_rows = row_bound(join.right)
+    return SEMANTIC_JOIN_SELECTIVITY.value * right_rows if right_rows else 1.0
 
 
 def first_round_rows(limit: Limit) -> int | None:
@@ -153,8 +169,7 @@ def first_round_rows(limit: Limit) -> int | None:
             break
         elif isinstance(node, SemJoin):  # factorized: rounds of its left rows, then down the left side
             semantic += 1
-            right_rows = row_bound(node.right)  # unknown: one output row per left row
-            selectivity *= SEMANTIC_JOIN_SELECTIVITY.value * right_rows if right_rows else 1.0
+            selectivity *= _left_row_yield(node)
         elif not isinstance(node, Project):
             break
         node = node.children[0]
