@@ -130,7 +130,8 @@ class LimitStage(Stage):
 @dataclass(frozen=True, slots=True)
 class GrowingLimitStage(LimitStage):
     """A LIMIT over a chain of row-wise semantic stages, cascades, a pair join's verification and
-    per-batch SQL between them (``stages.semantic.ROUND_STAGES``) that the driver runs in round trips
+    per-batch SQL between them, and factorized joins over their left side (``stages.semantic.in_rounds``),
+    that the driver runs in round trips
     that grow: the first over ``first_rows`` input rows, each later one
     ``growth`` times the last (at most ``max_rows``), none once ``count + offset`` rows passed.
 
