@@ -11,7 +11,8 @@
   ``--nested-max`` rows are **extrapolated** from the largest measured size (calls exactly
   N squared less duplicate prompts; time linearly per call; quality as measured), and marked so.
 * **Factorization**: self-joins of the first ``--factor-rows`` texts whose predicate is worded freely
-  (``WORDINGS``), before and after the plan-time factorization choice (``--factor-before``), with the
+  (``WORDINGS``), with the check off (``--factor-before``: ``with_join_factorization(None)``) and as a
+  plain ``execute()`` runs them under the default ``Settings.join_factorization``, with the
   verification's calls; ``--only-factorization`` runs only these. The ``auto`` join rows show rule 7
   factorizing the fixed "same diagnosis" wording.
 * **SemAgg**: "how many patients have each diagnosis" and "the most common diagnosis" over N
@@ -213,12 +214,15 @@ def different_pairs(table: pa.Table) -> set[tuple[int, int]]:
 
 
 def run_factorization(args: argparse.Namespace, medical: pa.Table, settings: Any, figures: dict[str, Any]) -> None:
-    """Self-joins in free-form wording: the plan as it runs without the choice (before), and after
-    ``choose_factorization_for_run`` (its verification calls counted separately)."""
+    """Self-joins in free-form wording: the plan as written with the check turned off (before:
+    ``with_join_factorization(None)``), and as a plain ``execute()`` runs it under the default
+    ``Settings.join_factorization`` (after: the check applied by the run). The run journals the
+    check in a run of its own, so its calls are counted by one more ``choose_factorization_for_run``
+    on the same plan and settings (the simulated tier answers it alike), reported apart."""
     import semray
+    from semray.operators import SemJoin, walk
     from semray.pipeline.runs.plan_time.join_factorization import FactorizationChoice
     from semray.pipeline.runs.plan_time.join_factorization_run import choose_factorization_for_run
-    from semray.query import Query
     from semray.serving.config import ServingConfig, TierConfig
 
     table = medical.slice(0, args.factor_rows)
@@ -237,11 +241,14 @@ def run_factorization(args: argparse.Namespace, medical: pa.Table, settings: Any
         joined = query.sem_join(query, wording)
         runs: list[tuple[str, Any, int]] = []
         if args.factor_before:
-            runs.append(("before", joined, 0))
+            runs.append(("before", joined.with_join_factorization(None), 0))
         started = time.perf_counter()
-        decision = choose_factorization_for_run(joined.plan, settings, serving, FactorizationChoice())
+        target = settings.join_factorization
+        decision = choose_factorization_for_run(
+            joined.plan, settings, serving, FactorizationChoice(target) if target else FactorizationChoice()
+        )
         choice_seconds = round(time.perf_counter() - started, 2)
-        runs.append(("after", Query(decision.plan, settings, serving), decision.calls))
+        runs.append(("after", joined, decision.calls))  # a plain execute(): the default settings check it
         for stage, planned, verification_calls in runs:
             started = time.perf_counter()
             result = planned.execute()
@@ -253,7 +260,9 @@ def run_factorization(args: argparse.Namespace, medical: pa.Table, settings: Any
                     strict=True,
                 )
             )
-            entry = {"rows": args.factor_rows, "wording": name, "plan": stage, "calls": result.usage.calls}
+            joins = [node for node in walk(result.plan) if isinstance(node, SemJoin)]
+            ran = ",".join(join.implementation for join in joins)
+            entry = {"rows": args.factor_rows, "wording": name, "plan": stage, "calls": result.usage.calls, "ran": ran}
             entry.update(verification_calls=verification_calls, seconds=seconds, **quality(found, truths[name]))
             if stage == "after":
                 entry.update(choice_seconds=choice_seconds, decision=decision.explain())
@@ -493,17 +502,18 @@ def render(figures: dict[str, Any]) -> str:
         lines += [
             "",
             "Self-joins whose pair predicate is worded freely (`WORDINGS`: same diagnosis, different diagnoses), "
-            "as planned without the plan-time choice (before: `auto`, i.e. blocked above 20,000 pairs) and after "
-            "`choose_factorization_for_run` (the verification's calls counted apart):",
+            "with the check turned off (before: `with_join_factorization(None)`, `auto`: nested up to 20,000 pairs, "
+            "blocked above) and as a plain `execute()` runs them under the default `Settings.join_factorization` "
+            "(after: the run checks and factorizes; the check's calls, journaled in a run of its own, counted apart):",
             "",
-            "| rows | wording | plan | calls | verification calls | precision | recall | F1 | decision |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| rows | wording | plan | join ran as | calls | verification calls | precision | recall | F1 | decision |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for row in factorization:
             decision = str(row.get("decision", "")).split("': ", 1)[-1]
             lines.append(
-                f"| {row['rows']} | {row['wording']} | {row['plan']} | {row['calls']:,} | {row['verification_calls']} "
-                f"| {row['precision']} | {row['recall']} | {row['f1']} | {decision} |"
+                f"| {row['rows']} | {row['wording']} | {row['plan']} | {row.get('ran', '')} | {row['calls']:,} | "
+                f"{row['verification_calls']} | {row['precision']} | {row['recall']} | {row['f1']} | {decision} |"
             )
     topk = figures.get("topk")
     if topk:

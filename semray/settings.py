@@ -87,13 +87,14 @@ class Settings(BaseSettings):
         "and resumable (`semray runs resume ID --max-cost HIGHER`); None: no budget",
     )
     join_factorization: float | None = Field(
-        default=None,
+        default=0.9,
         gt=0.0,
         le=1.0,
-        description="the agreement target of the checked join factorization every run applies first (SQL, JSON "
-        "plans and the CLI reach it through SEMRAY_JOIN_FACTORIZATION=0.9): each semantic join still on "
-        "implementation auto whose pair predicate compares one per-row property is factorized when a sampled "
-        "check against its pairwise answers meets it (Query.with_join_factorization); None: off",
+        description="the agreement target of the checked join factorization every optimized run applies first "
+        "(SQL, JSON plans and the CLI too; SEMRAY_JOIN_FACTORIZATION=0.95, or off): each semantic join still on "
+        "implementation auto, large enough that its pairs cost more than the check's worst case and the "
+        "factorized join, whose pair predicate compares one per-row property is factorized when a sampled check "
+        "against its pairwise answers meets it (Query.with_join_factorization); None (off): never checked",
     )
     topic_pruning: bool = Field(
         default=False,
@@ -201,6 +202,14 @@ class Settings(BaseSettings):
         description="inside a Ray job, accept a state folder in the job's temporary working directory (its runs, "
         "journals and cache are lost when the job ends; see docs/cluster.md)",
     )
+
+    @field_validator("join_factorization", mode="before")
+    @classmethod
+    def _factorization_off(cls, value: object) -> object:
+        """``SEMRAY_JOIN_FACTORIZATION=off`` (or none, empty) turns the checked factorization off."""
+        if isinstance(value, str) and value.strip().lower() in ("", "off", "none"):
+            return None
+        return value
 
     @field_validator("state_dir", mode="before")
     @classmethod

@@ -318,3 +318,14 @@ def test_for_a_run_a_join_without_a_candidate_opens_no_run_and_starts_no_tier(tm
     decision = choose_factorization_for_run(similar, Settings(state_dir=tmp_path), ServingConfig())
     assert decision.plan == similar and not (tmp_path / "runs").exists()
     assert "pairwise (no form detected" in decision.explain()
+
+
+def test_the_check_is_on_by_default_and_the_environment_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().join_factorization == 0.9
+    monkeypatch.setenv("SEMRAY_JOIN_FACTORIZATION", "0.95")
+    assert Settings().join_factorization == 0.95
+    for off in ("off", "none", ""):
+        monkeypatch.setenv("SEMRAY_JOIN_FACTORIZATION", off)
+        assert Settings().join_factorization is None
+    with pytest.raises(ValueError, match="join_factorization"):
+        Settings(join_factorization=0.0)

@@ -112,15 +112,17 @@ def test_a_checked_free_form_join_runs_factorized_with_the_calls_the_cost_model_
     assert result.usage.calls <= estimated <= 2 * result.usage.calls  # the stated factor: 2
 
 
-def test_the_setting_applies_the_check_to_every_run_and_none_turns_it_off(tickets: Tickets, settings: Settings) -> None:
-    on = settings.model_copy(update={"join_factorization": 0.9})
-    query = self_join(tickets, on)
+def test_every_run_applies_the_check_by_default_and_none_turns_it_off(tickets: Tickets, settings: Settings) -> None:
+    assert settings.join_factorization == 0.9  # the default: the fixture sets nothing
+    query = self_join(tickets, settings)
     assert the_join(query).implementation == "auto"  # the check runs with the run, not when the plan is built
     result = query.execute()
     assert pairs_of(result.table) == true_pairs(tickets)
     assert result.usage.calls <= 2 * ROWS  # factorized: the check's calls are the choice run's own
     off = query.with_join_factorization(None)
     assert off.settings.join_factorization is None and off.plan == query.plan
+    pairwise = off.limit(3).execute()  # pairwise, in a LIMIT's rounds: a few batches of pairs
+    assert len(pairs_of(pairwise.table)) == 3 and pairs_of(pairwise.table) <= true_pairs(tickets)
 
 
 def test_a_similar_topic_join_is_not_factorized(tickets: Tickets, settings: Settings) -> None:

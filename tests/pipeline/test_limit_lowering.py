@@ -9,7 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from semray.operators.semantic import QualityTarget
+from semray.operators.relational import Limit
+from semray.operators.semantic import QualityTarget, SemJoin
 from semray.pipeline.lowering.driver import lower
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.relational import BroadcastJoinStage, GrowingLimitStage, LimitStage
@@ -69,11 +70,49 @@ def test_a_pair_join_under_a_limit_judges_its_pairs_in_rounds(tmp_path: Path) ->
     assert chain(over)[:4] == [GrowingLimitStage, SemanticStage, SemanticStage, BroadcastJoinStage]
 
 
-def test_a_factorized_join_and_relational_plans_keep_a_plain_limit(tmp_path: Path) -> None:
+def test_a_factorized_join_under_a_limit_asks_its_left_rows_in_rounds(tmp_path: Path) -> None:
     settings = Settings(state_dir=tmp_path / "state")
     left, right = scan(tmp_path, "a", 40), scan(tmp_path, "b", 30)
     factorized = left.sem_join(right, "{l.a} is the same colour as {r.b}", implementation="factorized")
-    assert type(lower(factorized.limit(5).plan, settings)) is LimitStage
+    limited = lower(factorized.limit(5).plan, settings)
+    # Each left row keeps 0.1 x 30 right rows: 5 / 3 -> 2 left rows first; the right side is asked whole.
+    assert isinstance(limited, GrowingLimitStage) and limited.first_rows == 2
+    assert chain(limited)[:3] == [GrowingLimitStage, BroadcastJoinStage, SemanticStage]
+    join = limited.inputs[0]
+    assert isinstance(join, BroadcastJoinStage) and join.left_rounds
+    assert type(join.inputs[1]) is SemanticStage  # the right side's question, on its actor pool
+    # A semantic filter on the left side runs in the same rounds: 5 / (3 x 0.5) -> 4 rows first.
+    under = left.sem_filter("{a} is late").sem_join(right, "{l.a} is the same colour as {r.b}", "factorized")
+    filtered = lower(under.limit(5).plan, settings)
+    assert isinstance(filtered, GrowingLimitStage) and filtered.first_rows == 4
+    assert chain(filtered)[:4] == [GrowingLimitStage, BroadcastJoinStage, SemanticStage, SemanticStage]
+    # A cascade on the left side that the LIMIT needs fewer rows of than it would label runs on the
+    # large tier in the rounds (a first round of 4 rows is no calibration population).
+    cascaded = left.sem_filter("{a} is late").with_quality(0.9)
+    cascade_join = cascaded.sem_join(
+        right.sem_filter("{b} is new").with_quality(0.9), "{l.a} is the same colour as {r.b}", "factorized"
+    )
+    on_large = lower(cascade_join.limit(5).plan, settings)
+    assert chain(on_large)[:4] == [GrowingLimitStage, BroadcastJoinStage, SemanticStage, SemanticStage]
+    left_filter = on_large.inputs[0].inputs[0].inputs[0]
+    assert isinstance(left_filter, SemanticStage) and left_filter.task.tier == "large"
+    right_side = on_large.inputs[0].inputs[1].inputs[0]  # under the right side's question: still a cascade
+    assert type(right_side) is CascadeStage
+    # Classified into the right side's values: only the left rows are asked, in the rounds.
+    labels = SemJoin(
+        left=left.plan, right=right.plan, instruction="{l.a} is the colour {r.b}", implementation="factorized",
+        labels=("red", "blue"), right_labels=True,
+    )  # fmt: skip
+    into = lower(Limit(input=labels, count=5), settings)
+    assert isinstance(into, GrowingLimitStage) and into.first_rows == 2
+    assert chain(into)[:3] == [GrowingLimitStage, BroadcastJoinStage, SemanticStage]
+
+
+def test_a_nested_join_is_no_step_of_the_rounds_and_relational_plans_keep_a_plain_limit(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path / "state")
+    left, right = scan(tmp_path, "a", 40), scan(tmp_path, "b", 30)
+    nested = lower(left.sem_join(right, "{l.a} matches {r.b}", implementation="nested").plan, settings)
+    assert isinstance(nested.inputs[0], BroadcastJoinStage) and not nested.inputs[0].left_rounds
     assert type(lower(left.filter("a <> ''").limit(5).plan, settings)) is LimitStage
 
 

@@ -123,6 +123,23 @@ def test_factorized_equals_nested_at_error_rate_zero(tickets: Tickets, settings:
     assert sorted(nested.table.column("_rowid").to_pylist()) == sorted(factorized.table.column("_rowid").to_pylist())
 
 
+def test_a_factorized_join_under_a_limit_asks_the_right_side_and_only_the_left_rows_it_needs(
+    tickets: Tickets, settings: Settings
+) -> None:
+    left, right = tickets.table, tickets.table.slice(0, 12)  # 4 right rows of each topic, distinct texts
+    joined = query(tickets, settings, left).sem_join(query(tickets, settings, right), JOIN, "factorized")
+    limited = joined.limit(3).execute()
+    everything = true_pairs(tickets, left.column("ticket_id").to_pylist(), right.column("ticket_id").to_pylist())
+    found = pairs_of(limited.table)
+    assert len(found) == 3 and found <= everything
+    # The right side once (12 calls), then a first round of 3 / (0.1 x 12) -> 3 left rows, whose
+    # 12 pairs already cover the LIMIT: nothing more is asked, nothing is in flight at the stop.
+    assert limited.usage.calls == right.num_rows + 3
+    assert {a for a, _ in found} <= set(left.column("ticket_id").to_pylist()[:3])
+    whole = joined.execute()
+    assert pairs_of(whole.table) == everything and whole.usage.calls == left.num_rows - 1 + right.num_rows
+
+
 def test_self_join_with_duplicates_blocked_covers_all_when_blocks_are_large(
     tickets: Tickets, settings: Settings
 ) -> None:

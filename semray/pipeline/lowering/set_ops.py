@@ -8,7 +8,8 @@ A SemJoin lowers by its ``implementation``:
 * ``factorized``: each side asked once for the property the condition compares (n + m calls),
   then an exact relational join of the answers by the node's ``relation`` (equal, different, or
   ordered scores); with ``right_labels`` only the left rows are classified into the right side's
-  values (n calls);
+  values (n calls). Under a LIMIT the left rows are asked in the LIMIT's round trips
+  (``BroadcastJoinStage.left_rounds``): m calls and about what the LIMIT needs of the n;
 * ``auto``: nested up to ``NESTED_MAX_PAIRS`` estimated pairs, blocked above.
 """
 
@@ -197,12 +198,14 @@ def lower_factorized_join(node: SemJoin, left: Stage, right: Stage, settings: Se
         return BroadcastJoinStage(
             sql=_pair_sql(node, factor_condition("=", right=f"r.{quote(column)}")),
             right_columns=_typed(node.right),
+            left_rounds=True,
             inputs=(keyed("l", left), right),
         )
     key_type = "DOUBLE" if node.relation in ("<", ">") else "VARCHAR"
     return BroadcastJoinStage(
         sql=_pair_sql(node, factor_condition(node.relation)),
         right_columns=_typed(node.right, (FACTOR_KEY, key_type)),
+        left_rounds=True,  # under a LIMIT: rounds of left rows against the right side asked once
         inputs=(keyed("l", left), keyed("r", right)),
     )
 

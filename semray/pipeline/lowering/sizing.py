@@ -20,7 +20,7 @@ from semray.operators.base import Node
 from semray.operators.relational import Filter, Limit, Project
 from semray.operators.semantic import Semantic, SemJoin, is_row_semantic
 from semray.pipeline.stages.base import Stage
-from semray.pipeline.stages.semantic import ROUND_STAGES, SemanticStage
+from semray.pipeline.stages.semantic import SemanticStage, in_rounds
 from semray.settings import Settings
 from semray.tasks import TaskKind
 
@@ -66,12 +66,16 @@ def limit_first_rows(limit: Limit) -> int | None:
     and each relational filter at its ``DEFAULT_FILTER_SELECTIVITY`` (1/3), both from
     `semray.cost_model.cardinality`; maps, classifications
     and extractions keep every row. Example: ``sem_filter(a).sem_filter(b).limit(5)`` asks
-    5 / (0.5 x 0.5) = 20 rows first. A cascaded operator joins the chain only when the LIMIT needs
-    no more rows than its calibration would label (`limit_chain`): it then runs on the large tier.
+    5 / (0.5 x 0.5) = 20 rows first. A factorized join is part of the chain, its left side below it
+    (`_left_row_yield`). A cascaded operator joins the chain only when the LIMIT needs no more rows
+    than its calibration would label (`limit_chain`): it then runs on the large tier.
     """
     selectivity, semantic, labels = 1.0, 0, math.inf
     for node in _chain(limit.input):
-        if isinstance(node, Semantic):
+        if isinstance(node, SemJoin):  # factorized: its left rows are the rounds' rows
+            semantic += 1
+            selectivity *= _left_row_yield(node)
+        elif isinstance(node, Semantic):
             semantic += 1
             target = node.cascades()
             if target is not None:
@@ -99,7 +103,7 @@ def limit_chain(limit: Limit) -> Node:
     def rebuilt(node: Node) -> Node:
         if not _in_chain(node):
             return node
-        below = node.with_children((rebuilt(node.children[0]),))
+        below = node.with_children((rebuilt(node.children[0]), *node.children[1:]))  # a join's right side kept
         if isinstance(below, Semantic) and below.cascades() is not None:
             fields = {name: getattr(below, name) for name in type(below).model_fields}
             return type(below).model_validate({**fields, "tier": "large", "quality": None})
@@ -109,7 +113,8 @@ def limit_chain(limit: Limit) -> Node:
 
 
 def _chain(node: Node) -> list[Node]:
-    """The row-wise semantic operators, relational filters and projections directly under a LIMIT."""
+    """The row-wise semantic operators, relational filters, projections and factorized joins (down
+    their left side) directly under a LIMIT."""
     chain: list[Node] = []
     while _in_chain(node):
         chain.append(node)
@@ -118,7 +123,18 @@ def _chain(node: Node) -> list[Node]:
 
 
 def _in_chain(node: Node) -> bool:
-    return is_row_semantic(node) or isinstance(node, Filter | Project)
+    return is_row_semantic(node) or isinstance(node, Filter | Project) or _factorized(node)
+
+
+def _factorized(node: Node) -> bool:
+    return isinstance(node, SemJoin) and node.implementation == "factorized"
+
+
+def _left_row_yield(join: SemJoin) -> float:
+    """Rows a factorized join is expected to keep per left row: ``SEMANTIC_JOIN_SELECTIVITY`` of
+    its right rows, or 1 when the right side states no row count."""
+    right_rows = row_bound(join.right)
+    return SEMANTIC_JOIN_SELECTIVITY.value * right_rows if right_rows else 1.0
 
 
 def first_round_rows(limit: Limit) -> int | None:
@@ -128,12 +144,15 @@ def first_round_rows(limit: Limit) -> int | None:
 
     What lies under the LIMIT: row-wise semantic operators (cascaded ones too), relational filters
     and projections between them, perhaps ending in a SemJoin judged pair by pair (nested or
-    blocked; a factorized join's calls are per side, not per pair). Lowering sees no measured
-    statistics, so it takes the defaults of ``cost_model/cardinality.py``: a semantic filter keeps
-    ``UNMEASURED_SELECTIVITY`` (0.5), a relational filter ``DEFAULT_FILTER_SELECTIVITY`` (1/3), a
-    join ``SEMANTIC_JOIN_SELECTIVITY`` (0.1) of its pairs; later rounds correct the estimate with
-    the selectivity they see (`next_round`). Examples: ``sem_filter(a).sem_filter(b).limit(5)``
-    asks 5 / (0.5 x 0.5) = 20 rows first, ``sem_join(...).limit(5)`` 50 pairs.
+    blocked: the rounds count its pairs) or going through a factorized SemJoin (its right side is
+    asked once, whole; the rounds count its left rows, each keeping
+    ``SEMANTIC_JOIN_SELECTIVITY`` x its right rows, and go on down the left side). Lowering sees no
+    measured statistics, so it takes the defaults of ``cost_model/cardinality.py``: a semantic
+    filter keeps ``UNMEASURED_SELECTIVITY`` (0.5), a relational filter ``DEFAULT_FILTER_SELECTIVITY``
+    (1/3), a join ``SEMANTIC_JOIN_SELECTIVITY`` (0.1) of its pairs; later rounds correct the
+    estimate with the selectivity they see (`next_round`). Examples: ``sem_filter(a).sem_filter(b).limit(5)``
+    asks 5 / (0.5 x 0.5) = 20 rows first, ``sem_join(...).limit(5)`` 50 pairs, a factorized join
+    of 40 right rows 5 / (0.1 x 40) = 2 left rows.
     """
     selectivity, semantic = 1.0, 0
     node: Node = limit.input
@@ -148,6 +167,9 @@ def first_round_rows(limit: Limit) -> int | None:
             semantic += 1
             selectivity *= SEMANTIC_JOIN_SELECTIVITY.value
             break
+        elif isinstance(node, SemJoin):  # factorized: rounds of its left rows, then down the left side
+            semantic += 1
+            selectivity *= _left_row_yield(node)
         elif not isinstance(node, Project):
             break
         node = node.children[0]
@@ -157,10 +179,10 @@ def first_round_rows(limit: Limit) -> int | None:
 
 
 def runs_in_rounds(stage: Stage) -> bool:
-    """Whether ``stage`` (a LIMIT's input, lowered) starts with a chain of `ROUND_STAGES` that
-    asks a model: what ``GrowingLimitStage`` runs on the driver."""
+    """Whether ``stage`` (a LIMIT's input, lowered) starts with a chain of stages the rounds can
+    run (``stages.semantic.in_rounds``) that asks a model: what ``GrowingLimitStage`` runs on the driver."""
     semantic = False
-    while type(stage) in ROUND_STAGES:
+    while in_rounds(stage):
         semantic = semantic or isinstance(stage, SemanticStage)
         stage = stage.inputs[0]
     return semantic

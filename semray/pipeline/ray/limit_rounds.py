@@ -1,21 +1,25 @@
 """Ray Data builder of a LIMIT over a chain of semantic steps (``GrowingLimitStage``): the chain's
 stages become steps the driver runs in round trips (``workers/limit_rounds.limited_rows``) over the
-stream of what lies under the chain, which stops once the rounds are done."""
+stream of what lies under the chain, which stops once the rounds are done. A factorized join in the
+chain (``BroadcastJoinStage.left_rounds``) is a step too: its right side (each right row asked once)
+is gathered at its first round, and each round of left rows is asked, then joined to it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import pyarrow as pa
+import ray
 import ray.data as rd
 
 from semray.errors import LoweringError
 from semray.pipeline.ray.cascade import cascade_rounds
 from semray.pipeline.ray.failures import reported_failures
 from semray.pipeline.ray.materialize import Builder, ExecutionContext, materialize
+from semray.pipeline.ray.relational import gathered
 from semray.pipeline.stages.base import Stage
-from semray.pipeline.stages.relational import BatchSqlStage, GrowingLimitStage
-from semray.pipeline.stages.semantic import ROUND_STAGES, CascadeStage, SemanticStage
+from semray.pipeline.stages.relational import BatchSqlStage, BroadcastJoinStage, GrowingLimitStage
+from semray.pipeline.stages.semantic import CascadeStage, SemanticStage, in_rounds
 from semray.pipeline.workers.batch_sql import run_sql
 from semray.pipeline.workers.limit_rounds import limited_rows
 from semray.pipeline.workers.row_counts import count_rows
@@ -27,7 +31,7 @@ def build_growing_limit(stage: GrowingLimitStage, context: ExecutionContext) -> 
     ``workers/limit_rounds.py``); what lies under the chain streams, and stops once the rounds are done."""
     steps: list[Callable[[pa.Table], pa.Table]] = []
     below = stage.inputs[0]
-    while type(below) in ROUND_STAGES:
+    while in_rounds(below):
         steps.append(_driver_step(below, context))
         below = below.inputs[0]
     steps.reverse()
@@ -62,12 +66,32 @@ def _driver_step(stage: Stage, context: ExecutionContext) -> Callable[[pa.Table]
             row_counts=context.row_counts,
             counted_as=stage.operators,
         )
+    if type(stage) is BroadcastJoinStage:
+        return _join_step(stage, context)
     if not isinstance(stage, BatchSqlStage):
-        raise LoweringError(f"{type(stage).__name__} cannot run in a LIMIT's round trips (ROUND_STAGES)")
+        raise LoweringError(f"{type(stage).__name__} cannot run in a LIMIT's round trips (stages.semantic.in_rounds)")
     sql, counts, operators = stage.sql, context.row_counts, stage.operators
 
     def step(batch: pa.Table) -> pa.Table:
         output = run_sql(batch, sql)
+        if counts is not None and operators:
+            count_rows(output, counts, operators)
+        return output
+
+    return step
+
+
+def _join_step(stage: BroadcastJoinStage, context: ExecutionContext) -> Callable[[pa.Table], pa.Table]:
+    """A factorized join as a step over its left rows: the right side (its own pipeline, each row
+    asked once on the actor pool) is gathered at the first round that reaches the join, so a LIMIT
+    whose rounds end before any left row passed asks none of it."""
+    right: list[pa.Table] = []
+    counts, operators = context.row_counts, stage.operators
+
+    def step(batch: pa.Table) -> pa.Table:
+        if not right:
+            right.append(ray.get(gathered(stage.inputs[1], stage.right_columns, context)))
+        output = run_sql(batch, stage.sql, right_side=right[0])
         if counts is not None and operators:
             count_rows(output, counts, operators)
         return output

@@ -127,10 +127,10 @@ def build_batch_sql(stage: BatchSqlStage, context: ExecutionContext) -> rd.Datas
 
 
 def build_gather_sql(stage: GatherSqlStage, context: ExecutionContext) -> rd.Dataset:
-    return rd.from_arrow_refs([_gathered(stage.inputs[0], stage.input_columns, context, stage.sql)])
+    return rd.from_arrow_refs([gathered(stage.inputs[0], stage.input_columns, context, stage.sql)])
 
 
-def _gathered(
+def gathered(
     stage: Stage, columns: tuple[tuple[str, str], ...], context: ExecutionContext, sql: str = "SELECT * FROM batch"
 ) -> Any:
     """Run the upstream pipeline, then ``sql`` over all its rows in one task; an ObjectRef."""
@@ -141,7 +141,7 @@ def _gathered(
 
 def build_broadcast_join(stage: BroadcastJoinStage, context: ExecutionContext) -> rd.Dataset:
     left, right = stage.inputs
-    right_table = _gathered(right, stage.right_columns, context)
+    right_table = gathered(right, stage.right_columns, context)
     return materialize(left, context).map_batches(
         _join_batch,  # type: ignore[arg-type]
         fn_args=(right_table, stage.sql),

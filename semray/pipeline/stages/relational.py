@@ -77,10 +77,17 @@ class GatherSqlStage(Stage):
 @dataclass(frozen=True, slots=True)
 class BroadcastJoinStage(Stage):
     """Join each batch of inputs[0] with all of inputs[1] (gathered once): ``sql`` over
-    tables ``batch`` (left) and ``right``. Streams the left side, so LIMIT stops early."""
+    tables ``batch`` (left) and ``right``. Streams the left side, so LIMIT stops early.
+
+    ``left_rounds``: each left row's output depends on that row and the gathered right side alone
+    (a factorized join), so under a LIMIT the join is a step of the driver's round trips over its
+    left side (``stages.semantic.in_rounds``); a nested join's pairs are no such step (its rounds
+    count pairs, drawn from this stage's stream).
+    """
 
     sql: str
     right_columns: tuple[tuple[str, str], ...]
+    left_rounds: bool = False
 
     def describe(self) -> str:
         return f"BroadcastJoin {self.sql}"
@@ -123,7 +130,8 @@ class LimitStage(Stage):
 @dataclass(frozen=True, slots=True)
 class GrowingLimitStage(LimitStage):
     """A LIMIT over a chain of row-wise semantic stages, cascades, a pair join's verification and
-    per-batch SQL between them (``stages.semantic.ROUND_STAGES``) that the driver runs in round trips
+    per-batch SQL between them, and factorized joins over their left side (``stages.semantic.in_rounds``),
+    that the driver runs in round trips
     that grow: the first over ``first_rows`` input rows, each later one
     ``growth`` times the last (at most ``max_rows``), none once ``count + offset`` rows passed.
 

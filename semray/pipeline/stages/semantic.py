@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from semray.pipeline.stages.base import Stage
-from semray.pipeline.stages.relational import BatchSqlStage
+from semray.pipeline.stages.relational import BatchSqlStage, BroadcastJoinStage
 from semray.tasks import Question, TaskKind
 
 
@@ -92,3 +92,10 @@ class CascadeStage(SemanticStage):
 ROUND_STAGES = (SemanticStage, CascadeStage, BatchSqlStage)
 """Stages the driver runs in round trips under a LIMIT (``GrowingLimitStage``; exact types: an
 embedding, top-k or aggregation stage subclasses ``SemanticStage`` but is no row-wise step)."""
+
+
+def in_rounds(stage: Stage) -> bool:
+    """Whether the driver can run ``stage`` as one step of a LIMIT's round trips over its first
+    input: a `ROUND_STAGES` type, or a broadcast join whose left rows each join on their own
+    (``BroadcastJoinStage.left_rounds``: a factorized join, its right side gathered once)."""
+    return type(stage) in ROUND_STAGES or (type(stage) is BroadcastJoinStage and stage.left_rounds)
