@@ -15,10 +15,8 @@ from semray.planner.rules.prefer_validated_code import trial_key
 
 def own(level: float, delta: float = 0.05) -> SemExtract:
     """The dates extraction with a quality target of its own."""
-    node = extraction()
-    return SemExtract(
-        input=node.input, instruction=node.instruction, fields=node.fields, quality=QualityTarget(level=level, delta=delta)
-    )
+    node, target = extraction(), QualityTarget(level=level, delta=delta)
+    return SemExtract(input=node.input, instruction=node.instruction, fields=node.fields, quality=target)
 
 
 def test_agreement_above_the_operators_target_chooses_the_function() -> None:
