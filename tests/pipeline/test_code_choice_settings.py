@@ -6,6 +6,7 @@ and no tier started; without the setting the same plans keep the per-row extract
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,9 @@ def no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_: Any, **__: Any) -> Any:
         raise AssertionError("the journaled choice must be reused without connecting or starting tiers")
 
+    # EXPLAIN imports the execution module, which binds connect and start_tiers by name: imported
+    # while they are patched it would keep the refusal for the rest of the session's Ray tests
+    importlib.import_module("semray.pipeline.runs.execute")
     monkeypatch.setattr("semray.cluster.connect.connect", refuse)
     monkeypatch.setattr("semray.serving.deployments.start_tiers", refuse)
 

@@ -10,10 +10,13 @@ row-wise map or extraction, and keep the function only where it met the quality 
    validation calls ``cost_model/code_cost.py`` prices (one to three generation calls and one
    to ``max_rows`` rounds of per-row answers, on the large tier; execution is CPU only), in the planner's
    cost (``operator_cost``). A candidate whose code could cost more than its per-row calls (the
-   draft's high estimate against the per-row expected cost: small inputs) is not tried.
+   draft's high estimate against the per-row expected cost: small inputs) is not tried; nor is
+   one whose target no sample of ``max_rows`` rows could show (``bounds.can_accept``).
 2. **Trial**: the first ``max_rows`` rows of the operator's input are drawn; the large tier
    writes the function and it is validated on the first round of ``sample_rows`` rows against
-   the model's own per-row answers with ``min_agreement = choice.target``
+   the model's own per-row answers with ``min_agreement`` = the target: the operator's own
+   quality target where it has one (its level, at confidence ``1 - delta``), else
+   ``choice.target`` at ``choice.confidence`` (``prefer_validated_code.agreement_target``)
    (``code_generation.try_code``: up to two retries). Then the statistical decision
    (``cost_model/bounds.py``): the function passes only when the one-sided Wilson lower bound on
    its agreement reaches the target, each look at ``1 - (1 - confidence) / looks`` (Bonferroni);
@@ -112,9 +115,10 @@ _ROUND_SCHEMA = pa.schema([("answer", pa.string())])
 
 @dataclass(frozen=True, slots=True)
 class CodeChoice:
-    """The opt-in: consider a SemCode for every candidate, kept when the one-sided lower bound (at
-    ``confidence``) on its agreement reaches ``target``; validated in rounds of ``sample_rows``
-    rows, up to ``max_rows``, while the bound is undecided."""
+    """The opt-in (``Query.with_code_choice``; ``Settings.code_choice`` sets ``target``): consider a
+    SemCode for every candidate, kept when the one-sided lower bound (at ``confidence``) on its
+    agreement reaches ``target`` (a candidate's own quality target instead, where it has one);
+    validated in rounds of ``sample_rows`` rows, up to ``max_rows``, while the bound is undecided."""
 
     target: float = 0.9
     sample_rows: int = 20
