@@ -161,15 +161,26 @@ def _add_quality(parser: argparse.ArgumentParser) -> None:
         help="refuse to run a plan whose quality targets cannot be certified with their calibration labels "
         "(without it they run on the large tier, with a warning)",
     )
+    parser.add_argument(
+        "--code-choice",
+        type=_agreement,
+        metavar="TARGET",
+        help="let the large tier write a function for each tier-auto map or extraction whose per-row calls cost "
+        "more, kept where the 95%% lower bound of its agreement with the model's per-row answers reaches TARGET "
+        "(or the operator's own quality target); its trials are paid before the run (default: "
+        "$SEMRAY_CODE_CHOICE, else off)",
+    )
 
 
 def _with_quality(query: Any, args: argparse.Namespace, explaining: bool = False) -> Any:
-    """``--quality`` applied, then each unmeetable target said once (refused under ``--strict``):
+    """``--quality`` and ``--code-choice`` applied, then each unmeetable target said once (refused under ``--strict``):
     on standard error before a run, in the plan's text when ``explaining`` (EXPLAIN says it)."""
     from semray.operators.base import quality_warnings
 
     if args.quality is not None:
         query = query.with_quality(args.quality)
+    if args.code_choice is not None:  # made when the query runs or is explained (Settings.code_choice)
+        query = query.with_settings(query.settings.model_copy(update={"code_choice": args.code_choice}))
     warnings = quality_warnings(query.plan)
     if warnings and args.strict:
         raise SemrayError("; ".join(warnings).replace("; strict=True (--strict) refuses instead", "") + " (--strict)")
@@ -189,6 +200,16 @@ def _quality(text: str) -> Any:
         raise argparse.ArgumentTypeError(
             f"{text!r}: give a level in (0, 1), optionally after accuracy:, precision: or recall:"
         ) from error
+
+
+def _agreement(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a share of agreeing rows in (0, 1], e.g. 0.9")
+    return value
 
 
 def _add_planning(parser: argparse.ArgumentParser) -> None:

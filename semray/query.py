@@ -124,21 +124,33 @@ class Query:
         return self._then(with_quality(self._plan, target))
 
     def with_code_choice(
-        self, target: float = 0.9, *, sample_rows: int = 20, max_rows: int = 200, confidence: float = 0.95
+        self, target: float | None = 0.9, *, sample_rows: int = 20, max_rows: int = 200, confidence: float = 0.95
     ) -> Query:
         """Let the large tier write code for each ``tier="auto"`` map or extraction where that is cheaper.
 
         Each candidate's function is checked against the model's own answers, in rounds of
         ``sample_rows`` rows up to ``max_rows``, and replaces the per-row operator only when the
-        one-sided lower bound (at ``confidence``) on their agreement reaches ``target``; the trials
+        one-sided lower bound (at ``confidence``) on their agreement reaches ``target``, or the
+        operator's own quality target (its level at ``1 - delta``) where it has one; the trials
         run now, journaled as one run (``semray/pipeline/runs/plan_time/code_choice.py``). On a simulated large
-        tier, which cannot write code, the query is returned unchanged.
+        tier, which cannot write code, the plan is returned unchanged. The query returned carries
+        the choice in its plan, so it does not make the choice ``Settings.code_choice`` asks for
+        again; ``target=None`` runs this query without that choice.
         """
+        unset = self.settings.model_copy(update={"code_choice": None})
+        if target is None:
+            return Query(self._plan, unset, self._serving)
         from semray.pipeline.runs.plan_time.code_choice import CodeChoice, choose_code_for_run
 
         choice = CodeChoice(target, sample_rows, max_rows, confidence)
         decision = choose_code_for_run(self._plan, self.settings, self._tiers(), choice)
-        return self._then(decision.plan)
+        return Query(decision.plan, unset, self._serving)
+
+    def _code_chosen(self, optimize: bool) -> Query:
+        """This query after the code choice ``Settings.code_choice`` asks for (a choice of the
+        optimizer: not without ``optimize``); itself when the setting is off."""
+        target = self.settings.code_choice
+        return self.with_code_choice(target) if target is not None and optimize else self
 
     def with_join_factorization(
         self,
@@ -297,10 +309,17 @@ class Query:
         tier: Tier = "auto",
         on_error: OnError = "default",
         diagnostics: bool = False,
+        quality: QualityTarget | float | None = None,
     ) -> Query:
-        """Extract typed fields: ``q.sem_extract("{email}", "sender: text, subject: text")``."""
+        """Extract typed fields: ``q.sem_extract("{email}", "sender: text, subject: text")``.
+
+        ``quality`` (an accuracy such as 0.97, or a ``QualityTarget``) does not cascade an
+        extraction: it is the agreement with its per-row answers a function the code choice writes
+        must show to replace them (`with_code_choice`), instead of the query's target.
+        """
         parsed = parse_fields(fields) if isinstance(fields, str) else tuple(fields)
-        return self._row_wise(SemExtract, instruction, tier, on_error, diagnostics, fields=parsed)
+        own = as_quality(quality)
+        return self._row_wise(SemExtract, instruction, tier, on_error, diagnostics, fields=parsed, quality=own)
 
     def sem_classify(
         self,
@@ -470,7 +489,7 @@ class Query:
         from semray.planner.explain_estimates import render_estimates
 
         ran = getattr(result, "plan", None)  # a measured run chose its plan itself
-        runs = ran if ran is not None else self._runnable(optimize)
+        runs = ran if ran is not None else self._code_chosen(optimize)._runnable(optimize)
         statistics = source_statistics(runs)
         if getattr(result, "statistics", None) is not None:
             statistics = statistics.merged(result.statistics)
@@ -530,6 +549,8 @@ class Query:
 
         if pending_code(self._plan):
             return self.with_code().execute(optimize, policy=policy, measure=measure, progress=progress)
+        if optimize and self.settings.code_choice is not None:
+            return self._code_chosen(optimize).execute(optimize, policy=policy, measure=measure, progress=progress)
         run = self._to_run(optimize, policy, measure)
         result = execute(*run, self._tiers(), self._planning(policy, measure), progress)
         warnings = quality_warnings(self._plan)
@@ -553,7 +574,10 @@ class Query:
         from semray.pipeline.runs.plan_time.code_commit import pending_code
 
         if pending_code(self._plan):
-            return self.with_code().iter_batches(batch_rows, optimize, policy=policy, measure=measure)
+            return self.with_code().iter_batches(batch_rows, optimize, policy=policy, measure=measure, row_ids=row_ids)
+        if optimize and self.settings.code_choice is not None:
+            chosen = self._code_chosen(optimize)
+            return chosen.iter_batches(batch_rows, optimize, policy=policy, measure=measure, row_ids=row_ids)
         plan, settings = self._to_run(optimize, policy, measure)
         batches = iter_batches(plan, settings, batch_rows, self._tiers(), self._planning(policy, measure))
         return batches if row_ids else (without_row_ids(batch) for batch in batches)
@@ -574,6 +598,9 @@ class Query:
 
         if pending_code(self._plan):
             return self.with_code().publish_parquet(path, optimize, policy=policy, measure=measure, progress=progress)
+        if optimize and self.settings.code_choice is not None:
+            chosen = self._code_chosen(optimize)
+            return chosen.publish_parquet(path, optimize, policy=policy, measure=measure, progress=progress)
         plan, settings = self._to_run(optimize, policy, measure)
         return publish_parquet(plan, settings, Path(path), self._tiers(), self._planning(policy, measure), progress)
 

@@ -96,6 +96,19 @@ class Settings(BaseSettings):
         "factorized join, whose pair predicate compares one per-row property is factorized when a sampled check "
         "against its pairwise answers meets it (Query.with_join_factorization); None (off): never checked",
     )
+    code_choice: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1.0,
+        description="the agreement target of the optimizer's code choice every optimized run makes first (SQL, JSON "
+        "plans and the CLI reach it through SEMRAY_CODE_CHOICE=0.9 or --code-choice 0.9; Query.with_code_choice): "
+        "each tier-auto SemMap without a score range or SemExtract whose per-row calls would cost more than a "
+        "function gets one written by the large tier, which replaces the per-row calls when the 95% lower bound of "
+        "its agreement with the model's own per-row answers reaches this (an operator's own quality target instead, "
+        "where it has one). None: off, because the trials cost generation and validation calls before the run (1 to "
+        "3 code calls and 20 to 200 per-row answers per candidate, on the large tier), the values then hold only "
+        "within the measured agreement, and a one-off query over a modest input may not win them back",
+    )
     topic_pruning: bool = Field(
         default=False,
         description="prune each semantic filter that names one topic of an organised, catalogued documents dataset "

@@ -87,3 +87,15 @@ def rows_to_accept(target: float, round_rows: int, max_rows: int, confidence: fl
         if agreement_lower_bound(rows, rows, per_look) >= target:
             return rows
     return max_rows
+
+
+def can_accept(target: float, round_rows: int, max_rows: int, confidence: float) -> bool:
+    """Whether a function agreeing on every one of ``max_rows`` rows would be accepted at ``target``
+    (looks of ``round_rows``, Bonferroni at ``confidence``): above a level no sample this size can
+    show, a trial would pay for its rows only to be refused.
+
+    >>> can_accept(0.9, 20, 200, 0.95), can_accept(0.97, 20, 200, 0.95), can_accept(0.97, 20, 1000, 0.95)
+    (True, False, True)
+    """
+    per_look = look_confidence(confidence, looks_for(round_rows, max_rows))
+    return agreement_lower_bound(max_rows, max_rows, per_look) >= target

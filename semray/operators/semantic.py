@@ -172,7 +172,10 @@ class Semantic(Unary, SemanticNode):
     diagnostics: bool = Field(default=False, strict=True)
     """Add ``_tier``, ``_confidence`` and ``_error`` columns (row-wise operators only)."""
     quality: QualityTarget | None = None
-    """A cascade's target; setting it on a ``tier="auto"`` operator asks for a cascade."""
+    """A cascade's target; setting it on a ``tier="auto"`` operator asks for a cascade. On a
+    ``tier="auto"`` operator no cascade routes (a SemMap without a score range, a SemExtract) it is
+    the agreement a validated function must reach with its per-row answers to replace it
+    (`agreement_target`; ``planner/rules/prefer_validated_code.py``)."""
 
     @abstractmethod
     def question(self) -> Question:
@@ -195,9 +198,27 @@ class Semantic(Unary, SemanticNode):
 
     def cascade_target(self) -> QualityTarget | None:
         """The target this operator asks a cascade for, or None when it runs on one tier."""
+        if self.agreement_target() is not None:
+            return None
         if self.tier == "cascade" or (self.tier == "auto" and self.quality is not None):
             return self.quality or QualityTarget()
         return None
+
+    def agreement_target(self) -> QualityTarget | None:
+        """Its own quality target when that is not a cascade's but the bar of the code choice: on a
+        ``tier="auto"`` row-wise operator no cascade routes (a SemMap without a score range, a
+        SemExtract), the share of rows on which a validated function must agree with its per-row
+        answers, at confidence ``1 - delta``, to replace it (``planner/rules/prefer_validated_code.py``).
+        None otherwise; it then runs on the large tier, as ``auto`` does without a target.
+
+        >>> from semray.operators import Scan, Schema, SourceSpec
+        >>> scan = Scan(source=SourceSpec(kind="csv", path="d.csv"), source_schema=Schema.of(("raw", "VARCHAR")))
+        >>> SemMap(input=scan, instruction="{raw} as a date", output="day", quality=QualityTarget(level=0.97)).label()
+        "SemMap [code agreement>=0.97 delta=0.05] '{raw} as a date'"
+        """
+        if self.tier != "auto" or self.quality is None or not self.row_wise or self.cascade_kind() is not None:
+            return None
+        return self.quality if self.task_kind() in (TaskKind.MAP, TaskKind.EXTRACT) else None
 
     def cascades(self) -> QualityTarget | None:
         """The target this operator runs as a cascade for: ``cascade_target()`` when it can be
@@ -211,6 +232,15 @@ class Semantic(Unary, SemanticNode):
         return target.shortfall(f"{type(self).__name__} {self.instruction!r}") if target is not None else None
 
     def check_quality(self) -> None:
+        own = self.agreement_target()
+        if own is not None:
+            if own.metric != "accuracy" or own.delta >= 0.5:
+                raise PlanError(
+                    f"{type(self).__name__}: its quality target is the agreement a validated function must reach "
+                    f"with its per-row answers: give metric 'accuracy' and a delta below 0.5, not {own.metric} "
+                    f"at delta {own.delta:g}"
+                )
+            return
         target = self.cascade_target()
         if self.quality is not None and target is None:
             raise PlanError(
@@ -256,8 +286,10 @@ class Semantic(Unary, SemanticNode):
         return Schema(columns=self.input_schema.columns + columns)
 
     def label(self) -> str:
-        target = self.cascades()
-        if self.quality_shortfall() is not None:
+        target, own = self.cascades(), self.agreement_target()
+        if own is not None:
+            tier = f" [code agreement>={own.level} delta={own.delta}]"
+        elif self.quality_shortfall() is not None:
             tier = " [large: the cascade's target cannot be certified]"
         elif target is not None:
             tier = f" [cascade {target.metric}>={target.level} delta={target.delta}]"

@@ -37,8 +37,18 @@ def test_auto_tier_cascades_only_with_a_target() -> None:
     ("make", "message"),
     [
         (lambda q: SemFilter(input=SCAN, instruction="{review} x", tier="small", quality=q), "needs tier 'auto'"),
-        (lambda q: SemExtract(input=SCAN, instruction="{review}", fields=parse_fields("a"), quality=q), "one tier"),
-        (lambda q: SemMap(input=SCAN, instruction="{review}", output="o", quality=q), "one tier"),
+        (
+            lambda q: SemExtract(
+                input=SCAN, instruction="{review}", fields=parse_fields("a"), tier="cascade", quality=q
+            ),
+            "one tier",
+        ),
+        (
+            lambda q: SemMap(
+                input=SCAN, instruction="{review}", output="o", quality=q.model_copy(update={"metric": "recall"})
+            ),
+            "metric 'accuracy'",
+        ),
         (
             lambda q: SemClassify(
                 input=SCAN, instruction="{review}", labels=("a", "b"), quality=q.model_copy(update={"metric": "recall"})
@@ -50,6 +60,22 @@ def test_auto_tier_cascades_only_with_a_target() -> None:
 def test_targets_that_cannot_be_met_are_refused_at_plan_time(make, message: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(PlanError, match=message):
         make(QualityTarget()).output_schema  # noqa: B018
+
+
+def test_a_map_or_extraction_takes_a_target_as_the_code_choices_bar_not_a_cascade() -> None:
+    # no router cascades free text or fields: the target is the agreement a function must reach
+    extract = SemExtract(
+        input=SCAN, instruction="{review}", fields=parse_fields("a"), quality=QualityTarget(level=0.97)
+    )
+    free = SemMap(input=SCAN, instruction="{review}", output="o", quality=QualityTarget(level=0.97))
+    for node in (extract, free):
+        assert node.agreement_target() == QualityTarget(level=0.97) and node.cascade_target() is None
+        assert node.resolved_tier() == "large" and not node.tier_is_open()
+        assert "[code agreement>=0.97 delta=0.05]" in node.label()
+    score = SemMap(
+        input=SCAN, instruction="{review}", output="o", output_type="int", lo=1.0, hi=5.0, quality=QualityTarget()
+    )
+    assert score.agreement_target() is None and score.cascade_target() is not None
 
 
 def test_bad_levels_fail_with_the_field() -> None:

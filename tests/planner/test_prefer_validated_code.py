@@ -7,7 +7,7 @@ import pytest
 
 from semray.operators import Filter, Scan, Schema, SourceSpec, render_tree
 from semray.operators.code import SemCode
-from semray.operators.semantic import ExtractField, SemClassify, SemExtract, SemMap
+from semray.operators.semantic import ExtractField, QualityTarget, SemClassify, SemExtract, SemMap
 from semray.planner import rules
 from semray.planner.rules import RULES
 from semray.planner.rules.prefer_validated_code import (
@@ -95,6 +95,15 @@ def test_without_trials_nothing_changes() -> None:
 )
 def test_only_plain_row_wise_maps_and_extractions_are_candidates(node: object) -> None:
     assert not code_candidate(node)  # type: ignore[arg-type]
+
+
+def test_an_operator_with_its_own_target_is_a_candidate_held_to_that_target() -> None:
+    strict = extract(quality=QualityTarget(level=0.97))
+    assert code_candidate(strict) and "[code agreement>=0.97 delta=0.05]" in strict.label()
+    measured_at_query_target = CodeTrial(CODE, 0.99, 0.9, 20)  # decided against 0.9, not the operator's 0.97
+    assert prefer_validated_code(strict, trials(The=measured_at_query_target)) == strict
+    chosen = prefer_validated_code(strict, trials(The=CodeTrial(CODE, 0.99, 0.97, 200)))
+    assert isinstance(chosen, SemCode) and chosen.min_agreement == 0.97 and chosen.output_schema == strict.output_schema
 
 
 def test_trials_are_keyed_by_operator_instruction_and_outputs_not_input() -> None:

@@ -12,10 +12,13 @@ large tier write and validate the function, and hands each trial to the rule thr
 fixpoint passes) the rule returns its input, so it is opt-in.
 
 Precondition: a ``SemMap`` without a score range or a ``SemExtract``, on ``tier="auto"``,
-without diagnostics, ``on_error`` not ``skip``, no quality target of its own, whose instruction
-reads at least one column (`code_candidate`); and a trial for it (`trial_key`: operator,
-instruction and outputs, so the trial holds whatever input the rules gave the operator) whose
-function passed validation with ``agreement >= target``.
+without diagnostics, ``on_error`` not ``skip``, whose instruction reads at least one column
+(`code_candidate`); and a trial for it (`trial_key`: operator, instruction and outputs, so the
+trial holds whatever input the rules gave the operator) whose function passed validation with
+``agreement >= target``. The target is the operator's own quality target when it has one
+(``Semantic.agreement_target``: its level, at confidence ``1 - delta``), stricter or looser than
+the query's, else the query's (`agreement_target`); a trial measured against a lower target
+than the operator's own does not pass.
 
 Why results are preserved, and how far: the output columns keep their names, types and order
 (the function's outputs are the operator's fields; ``_rowid`` and the input columns pass
@@ -98,11 +101,30 @@ def code_candidate(node: Node) -> bool:
     module's precondition)."""
     if not isinstance(node, SemMap | SemExtract):
         return False
-    if node.tier != "auto" or node.diagnostics or node.on_error == "skip" or node.quality is not None:
+    if node.tier != "auto" or node.diagnostics or node.on_error == "skip":
         return False
     if isinstance(node, SemMap) and node.lo is not None:
         return False  # a score is a judgement with a range; it cascades instead
     return bool(template_columns(node.instruction, type(node).__name__))
+
+
+def agreement_target(node: SemMap | SemExtract, target: float, confidence: float) -> tuple[float, float]:
+    """The (target, confidence) ``node``'s function must reach: its own quality target's level at
+    ``1 - delta`` when it has one (it wins over the query's, stricter or looser), else the query's.
+
+    >>> from semray.operators import Scan, Schema, SourceSpec
+    >>> from semray.operators.semantic import QualityTarget
+    >>> scan = Scan(source=SourceSpec(kind="csv", path="d.csv"), source_schema=Schema.of(("raw", "VARCHAR")))
+    >>> def day(**own: object) -> SemMap:
+    ...     return SemMap(input=scan, instruction="{raw} as a date", output="day", output_type="date", **own)
+    >>> strict = day(quality=QualityTarget(level=0.97, delta=0.01))
+    >>> agreement_target(day(), 0.9, 0.95), agreement_target(strict, 0.9, 0.95)
+    ((0.9, 0.95), (0.97, 0.99))
+    """
+    own = node.agreement_target()
+    if own is None:
+        return target, confidence
+    return own.level, round(1.0 - own.delta, 12)
 
 
 def code_outputs(node: SemMap | SemExtract) -> tuple[ExtractField, ...]:
@@ -150,13 +172,17 @@ def prefer_validated_code(plan: Node, context: RuleContext = EMPTY_CONTEXT) -> N
         trial = trial_of(node)
         if trial is None:
             return node
-        if not trial.meets_target or trial.code is None:
+        own = node.agreement_target()
+        if not trial.meets_target or trial.code is None or (own is not None and trial.target < own.level):
+            problem = trial.problem
+            if own is not None and trial.target < own.level:
+                problem = f"the trial was measured against {trial.target:.2f}, below the operator's own {own.level:.2f}"
             log.info(
                 "planner.code_not_chosen",
                 operator=node.label(),
                 agreement=trial.agreement,
-                target=trial.target,
-                problem=trial.problem,
+                target=max(trial.target, own.level if own is not None else 0.0),
+                problem=problem,
             )
             return node
         draft = code_draft(node, trial.target, trial.sample_rows)

@@ -10,10 +10,13 @@ row-wise map or extraction, and keep the function only where it met the quality 
    validation calls ``cost_model/code_cost.py`` prices (one to three generation calls and one
    to ``max_rows`` rounds of per-row answers, on the large tier; execution is CPU only), in the planner's
    cost (``operator_cost``). A candidate whose code could cost more than its per-row calls (the
-   draft's high estimate against the per-row expected cost: small inputs) is not tried.
+   draft's high estimate against the per-row expected cost: small inputs) is not tried; nor is
+   one whose target no sample of ``max_rows`` rows could show (``bounds.can_accept``).
 2. **Trial**: the first ``max_rows`` rows of the operator's input are drawn; the large tier
    writes the function and it is validated on the first round of ``sample_rows`` rows against
-   the model's own per-row answers with ``min_agreement = choice.target``
+   the model's own per-row answers with ``min_agreement`` = the target: the operator's own
+   quality target where it has one (its level, at confidence ``1 - delta``), else
+   ``choice.target`` at ``choice.confidence`` (``prefer_validated_code.agreement_target``)
    (``code_generation.try_code``: up to two retries). Then the statistical decision
    (``cost_model/bounds.py``): the function passes only when the one-sided Wilson lower bound on
    its agreement reaches the target, each look at ``1 - (1 - confidence) / looks`` (Bonferroni);
@@ -45,7 +48,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from semray.cost_model.bounds import agreement_lower_bound, decide, look_confidence, looks_for
+from semray.cost_model.bounds import agreement_lower_bound, can_accept, decide, look_confidence, looks_for
 from semray.cost_model.statistics import PlanStatistics
 from semray.log import get_logger
 from semray.operators import Node
@@ -76,6 +79,7 @@ from semray.planner.rules.prefer_validated_code import (
     CodeRuleContext,
     CodeTrial,
     TrialKey,
+    agreement_target,
     code_candidate,
     code_draft,
     prefer_validated_code,
@@ -111,9 +115,10 @@ _ROUND_SCHEMA = pa.schema([("answer", pa.string())])
 
 @dataclass(frozen=True, slots=True)
 class CodeChoice:
-    """The opt-in: consider a SemCode for every candidate, kept when the one-sided lower bound (at
-    ``confidence``) on its agreement reaches ``target``; validated in rounds of ``sample_rows``
-    rows, up to ``max_rows``, while the bound is undecided."""
+    """The opt-in (``Query.with_code_choice``; ``Settings.code_choice`` sets ``target``): consider a
+    SemCode for every candidate, kept when the one-sided lower bound (at ``confidence``) on its
+    agreement reaches ``target`` (a candidate's own quality target instead, where it has one);
+    validated in rounds of ``sample_rows`` rows, up to ``max_rows``, while the bound is undecided."""
 
     target: float = 0.9
     sample_rows: int = 20
@@ -228,6 +233,15 @@ def choose_code(
         prices[key] = price
         if key in trials or key in not_tried:
             continue
+        draft = _drafting(choice)(node)
+        assert draft.min_agreement is not None
+        if not can_accept(draft.min_agreement, choice.sample_rows, choice.max_rows, draft.confidence):
+            not_tried[key] = (
+                f"even a function agreeing on all {choice.max_rows} rows could not show agreement >= "
+                f"{draft.min_agreement:g} at {draft.confidence:.0%}: raise max_rows or lower the target"
+            )
+            log.info("code_not_tried", operator=node.label(), target=draft.min_agreement, max_rows=choice.max_rows)
+            continue
         if not price.worth_trying:
             not_tried[key] = (
                 f"writing and validating a function may cost {price.code_high:.4g}, "
@@ -235,13 +249,13 @@ def choose_code(
             )
             log.info("code_not_tried", operator=node.label(), code_dollars=price.code_high, per_row=price.per_row)
             continue
-        measured = _trial(_drafting(choice)(node), ask, sample, choice, ledger, earlier)
+        measured = _trial(draft, ask, sample, ledger, earlier)
         trials[key] = measured.trial
         if measured.trial.code is not None:
             bounds[measured.trial.code] = measured
     context = CodeRuleContext(code_trial=lambda node: trials.get(trial_key(node)))  # type: ignore[arg-type]
     chosen = prefer_validated_code(plan, context)
-    return CodeDecision(plan=_with_bounds(chosen, bounds, choice), prices=prices, trials=trials, not_tried=not_tried)
+    return CodeDecision(plan=_with_bounds(chosen, bounds), prices=prices, trials=trials, not_tried=not_tried)
 
 
 def choose_code_for_run(
@@ -308,13 +322,15 @@ def choice_run_identity(plan: Node, serving: ServingConfig, choice: CodeChoice) 
 
 
 def _drafting(choice: CodeChoice) -> Callable[[Node], SemCode]:
-    """The draft of a candidate: validated in rounds up to ``max_rows``, its bound at ``confidence``."""
+    """The draft of a candidate: validated in rounds up to ``max_rows``, its bound at ``confidence``,
+    against the candidate's own target when it has one, else the choice's (`agreement_target`)."""
 
     def draft(node: Node) -> SemCode:
         assert isinstance(node, SemMap | SemExtract)
-        drafted = code_draft(node, choice.target, choice.sample_rows)
+        target, confidence = agreement_target(node, choice.target, choice.confidence)
+        drafted = code_draft(node, target, choice.sample_rows)
         fields = {name: getattr(drafted, name) for name in type(drafted).model_fields}
-        fields.update(max_sample_rows=choice.max_rows, confidence=choice.confidence)
+        fields.update(max_sample_rows=choice.max_rows, confidence=confidence)
         return SemCode.model_validate(fields)
 
     return draft
@@ -327,9 +343,10 @@ class _Measured:
     trial: CodeTrial
     lower_bound: float | None
     checked_rows: int
+    confidence: float
 
 
-def _with_bounds(plan: Node, measured: Mapping[str, _Measured], choice: CodeChoice) -> Node:
+def _with_bounds(plan: Node, measured: Mapping[str, _Measured]) -> Node:
     """``plan`` with each chosen SemCode carrying its bound and sample size (EXPLAIN shows them)."""
 
     def annotate(node: Node) -> Node:
@@ -341,7 +358,7 @@ def _with_bounds(plan: Node, measured: Mapping[str, _Measured], choice: CodeChoi
             code_sha256=None,
             agreement_bound=found.lower_bound,
             checked_rows=found.checked_rows,
-            confidence=choice.confidence,
+            confidence=found.confidence,
         )
         return SemCode.model_validate(fields)
 
@@ -360,7 +377,6 @@ def _trial(
     draft: SemCode,
     ask: Ask,
     sample: Callable[[SemCode], pa.Table],
-    choice: CodeChoice,
     ledger: BatchLedger | None,
     earlier: Lookup | None = None,
 ) -> _Measured:
@@ -379,21 +395,22 @@ def _trial(
         row = found.to_pylist()[0]
         bound, checked = row.pop("lower_bound", None), row.pop("checked_rows", 0)
         log.info("code_trial_reused", instruction=draft.instruction, agreement=row["agreement"], lower_bound=bound)
-        return _Measured(CodeTrial(**row), bound, checked)
+        return _Measured(CodeTrial(**row), bound, checked, draft.confidence)
     assert draft.min_agreement is not None and draft.max_sample_rows is not None
+    target, confidence = draft.min_agreement, draft.confidence  # the candidate's own, else the choice's
     table = sample(draft).slice(0, draft.max_sample_rows)
     rounds = _Rounds(draft, table, ask, ledger, earlier)
     first = rounds.answers(0)
     outcome = try_code(draft, rounds.rows(0), ask, answers=first)
     rounds.pay(outcome.usage, outcome.calls)
     looks = looks_for(draft.sample_rows, draft.max_sample_rows)
-    per_look = look_confidence(choice.confidence, looks)
+    per_look = look_confidence(confidence, looks)
     lower: float | None = None
     compared = sum(1 for answer in first if answer)
     agreeing = round((outcome.agreement or 0.0) * compared)
     if isinstance(outcome, GeneratedCode):
         code: str | None = outcome.code
-        verdict, look, problem = decide(agreeing, compared, choice.target, per_look), 1, None
+        verdict, look, problem = decide(agreeing, compared, target, per_look), 1, None
         produced: list[dict[str, object]] | str | None = None
         while verdict == "undecided" and look < looks and look * draft.sample_rows < table.num_rows:
             if produced is None:  # the function runs once, on every drawn row; the answers are the cost
@@ -404,12 +421,12 @@ def _trial(
             start = look * draft.sample_rows
             counted = count_agreement(draft, produced[start : start + draft.sample_rows], rounds.answers(look))
             agreeing, compared, look = agreeing + counted.agreeing, compared + counted.compared, look + 1
-            verdict = decide(agreeing, compared, choice.target, per_look)
+            verdict = decide(agreeing, compared, target, per_look)
         lower = agreement_lower_bound(agreeing, compared, per_look)
         if problem is None and verdict != "accepted":
             problem = (
-                f"it agrees on {agreeing} of {compared} rows; the {choice.confidence:.0%} lower bound "
-                f"{lower:.3f} is below the target {choice.target:.2f} "
+                f"it agrees on {agreeing} of {compared} rows; the {confidence:.0%} lower bound "
+                f"{lower:.3f} is below the target {target:.2f} "
                 + ("(refused: the upper bound is below it too)" if verdict == "refused" else "(undecided at the cap)")
             )
         if problem is not None:
@@ -418,7 +435,7 @@ def _trial(
     else:
         code, agreement = None, outcome.agreement
         problem = "; ".join(f"attempt {i + 1}: {a.problem}" for i, a in enumerate(outcome.attempts))
-    trial = CodeTrial(code, agreement, choice.target, rounds.drawn, rounds.calls, rounds.dollars, problem=problem)
+    trial = CodeTrial(code, agreement, target, rounds.drawn, rounds.calls, rounds.dollars, problem=problem)
     log.info(
         "code_trial",
         instruction=draft.instruction,
@@ -448,7 +465,7 @@ def _trial(
         )
         # the rounds' answers are journaled with their own price
         ledger.commit(key, TRIAL_BATCH, (), record, usage=paid_for(outcome.usage, outcome.calls))
-    return _Measured(trial, lower, compared)
+    return _Measured(trial, lower, compared, draft.confidence)
 
 
 class _Rounds:
