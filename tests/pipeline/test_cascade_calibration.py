@@ -23,12 +23,17 @@ from test_limit_cascade_rounds import FakeTiers, Tickets, cascade, journaled_cal
 
 from semray.cost_model import cascade_routes as router
 from semray.pipeline.stages.semantic import SemanticTask
-from semray.pipeline.workers.cascade_calibration import answer_at_once, calibrate
+from semray.pipeline.workers.cascade_calibration import (
+    answer_at_once,
+    calibrate,
+    calibrate_embedding,
+    choose_small_route,
+)
 from semray.pipeline.workers.cascade_tiers import PROXY, PROXY_LABEL, ProxyUDF
 from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.settings import Settings
-from semray.transactions import Run, open_run
+from semray.transactions import Run, open_run, resume_run
 
 
 @dataclass
@@ -106,3 +111,46 @@ def test_the_small_tier_is_asked_only_about_drawn_rows_before_the_route_is_chose
     assert tiers.asked["large"] == drawn
     assert tiers.asked["small"] == {row_id for row_id in drawn if not decided[row_id]}
     assert len(tiers.asked["small"]) < len(ids) - sum(decided.values()), "not every row the embedding leaves"
+
+
+def test_a_resumed_calibration_pays_for_nothing_again(tmp_path: Path) -> None:
+    """What the whole-input cascade does before it routes (`calibrate_embedding` on the driver, then
+    `choose_small_route`, which a Ray task runs), in a run and again in its resumed attempt: the
+    second attempt asks no tier anything and reaches the same route, journaled once."""
+    tickets = Tickets.generate(1_000)
+    stage = cascade()
+    settings = Settings(state_dir=tmp_path)
+
+    def calibrate_in(opened: Run, tiers: FakeTiers) -> router.Route:
+        proxied = ProxyUDF(stage.task, tiers, tiers.embed(["is urgent"])[0], None)(next(tickets.batches(1_000)))  # type: ignore[arg-type]
+        proxied = proxied.sort_by("_rowid")
+        ids = [str(value) for value in proxied.column("_rowid").to_pylist()]
+        proxy = proxied.column(PROXY).to_numpy()
+        large = _udf(tiers, opened, "large", stage.operator_key)
+        small = _udf(tiers, opened, "small", stage.operator_key + ":small")
+
+        def rows_of(row_ids: list[str]) -> pa.Table:
+            return proxied.filter(pc.is_in(proxied.column("_rowid"), pa.array(row_ids, pa.string())))
+
+        target = router.Target("filter", "accuracy", 0.9, 0.05, stage.labels)
+        label = proxied.column(PROXY_LABEL).to_numpy()
+        calibration = calibrate_embedding(stage, target, large, ids, proxy, label, rows_of, seed=1)
+        drawn = rows_of(calibration.sample)
+        return choose_small_route(stage, calibration, small, proxy, drawn, ids, opened.ledger)
+
+    first_tiers = FakeTiers(tickets)
+    with open_run(settings, plan={"test": "cascade resume"}, output=None) as first:
+        route = calibrate_in(first, first_tiers)
+        paid = journaled_calls(first)
+        run_id = first.run_id
+        first.finish("cancelled", "stopped before routing")
+    assert first_tiers.calls["large"] > 0 and first_tiers.calls["small"] > 0
+    assert paid == first_tiers.calls["large"] + first_tiers.calls["small"]
+
+    again_tiers = FakeTiers(tickets)
+    with resume_run(settings, run_id) as again:
+        assert calibrate_in(again, again_tiers) == route
+        assert journaled_calls(again) == paid
+        journaled = again.ledger.committed(stage.operator_key + ":calibration", "route")
+    assert (again_tiers.calls["large"], again_tiers.calls["small"]) == (0, 0)
+    assert journaled is not None and journaled.attempt == 1, "the route is journaled by the first attempt only"
