@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from semray.cost_model.sampling import Estimate, FloatArray, ImportanceProposal, SampleDesign, estimate_mean
 from semray.cost_model.thresholds import (
+    PROBABILITY_GRID,
     ScoredRows,
     select_cascade_thresholds,
     select_confidence_threshold,
@@ -208,10 +209,12 @@ def route_small(
 ) -> Route:
     """Choose the small tier's confidence threshold over the rows the embedding left.
 
-    ``small_confidence`` holds every row's small-tier confidence (`NOT_ASKED` where it did not
-    answer); ``small_correct[j]`` is 1 where its answer for draw ``j`` equals the large tier's.
-    Draws the embedding stage decided are counted as correct here: their errors are charged
-    to the embedding stage's budget.
+    ``small_confidence`` holds a small-tier confidence per row (`NOT_ASKED` where it did not
+    answer), read at the draws only: the thresholds tried are `PROBABILITY_GRID`, fixed before any
+    row is seen, so the small tier need not have answered the rows outside the sample (the pipeline
+    asks it about those while it routes them). ``small_correct[j]`` is 1 where its answer for draw
+    ``j`` equals the large tier's. Draws the embedding stage decided are counted as correct here:
+    their errors are charged to the embedding stage's budget.
     """
     if not route.uses_small:
         return route
@@ -223,8 +226,13 @@ def route_small(
     decided = route.embedding_decides(proxy)
     confidence = np.where(decided, NOT_ASKED, small_confidence)
     correct = np.where(decided[design.draws], 1.0, small_correct)
-    chosen = select_confidence_threshold(confidence, design, correct, target_accuracy=level, delta=delta)
+    candidates = ScoredRows.from_scores(confidence, candidates=PROBABILITY_GRID)
+    chosen = select_confidence_threshold(candidates, design, correct, target_accuracy=level, delta=delta)
     threshold = chosen.threshold if chosen.threshold > NOT_ASKED else math.nextafter(NOT_ASKED, math.inf)
+    if threshold > float(np.max(confidence[design.draws])):
+        # Grid points above every answered draw pass with no draw decided: such a threshold was
+        # never put to the test on a row, so the small tier decides nothing (always safe).
+        return replace(route, small_confidence=math.inf, small_method="none")
     return replace(route, small_confidence=threshold, small_method=chosen.method)
 
 

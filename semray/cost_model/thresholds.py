@@ -43,6 +43,10 @@ import numpy.typing as npt
 from semray.cost_model.sampling import FloatArray, SampleDesign, SamplingError
 
 MAX_CANDIDATES = 2000
+PROBABILITY_GRID: FloatArray = np.linspace(0.0, 1.0, MAX_CANDIDATES)
+"""Candidate thresholds for a score that is a probability (a model's confidence): fixed before any
+row is seen, so a threshold can be chosen from the calibration draws alone."""
+PROBABILITY_GRID.setflags(write=False)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -59,13 +63,19 @@ class ScoredRows:
     candidates: FloatArray
 
     @classmethod
-    def from_scores(cls, scores: npt.ArrayLike) -> ScoredRows:
+    def from_scores(cls, scores: npt.ArrayLike, candidates: npt.ArrayLike | None = None) -> ScoredRows:
+        """``candidates``: the thresholds to try, when they must not wait for every row's score (a
+        grid fixed before the draw, e.g. `PROBABILITY_GRID` for a confidence); by default the
+        scores themselves, thinned. Either way the sequence is label-free and fixed given the input."""
         values = np.array(scores, dtype=np.float64)
         if values.ndim != 1 or values.shape[0] == 0 or not np.all(np.isfinite(values)):
             raise SamplingError("proxy scores must be a non-empty 1-D array of finite numbers, one per row")
         order = np.argsort(values, kind="stable").astype(np.int64)
         ascending = values[order]
-        candidates = _thin(np.unique(ascending))
+        if candidates is None:
+            candidates = _thin(np.unique(ascending))
+        else:
+            candidates = _thin(np.unique(np.asarray(candidates, dtype=np.float64)))
         for array in (values, order, ascending, candidates):
             array.setflags(write=False)
         return cls(values, order, ascending, candidates)

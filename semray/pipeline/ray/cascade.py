@@ -1,20 +1,27 @@
 """Ray Data execution of a cascade stage: score, calibrate, route (cost_model/cascade_routes.py decides).
 
-Three passes over the stage's input, each an actor pool:
+One pass over the stage's input to score it, a calibration on the driver, then one streaming pass
+that routes it while the small tier's threshold is still being chosen:
 
 1. every row gets the embedding tier's proxy (similarity to the instruction, or the nearest
-   label and its softmax confidence); the result is materialised, because thresholds need
-   the whole input;
-2. the driver draws the calibration sample over all rows (importance weights from the
-   proxy), has the large tier label it (journaled under the operator's key, so the output
-   reuses those answers and a resumed run finds them), and picks the embedding thresholds;
-   the small tier then answers the rows the embedding tier leaves (journaled under
-   ``<key>:small``), and the driver picks the small tier's confidence threshold;
-3. each row takes the answer of the tier that decides it; the large tier is asked only for
-   the rows nobody cheaper could decide.
+   label and its softmax confidence); the result is materialised, because the calibration
+   sample is drawn over the whole input. The driver reads the row ids and proxies from those
+   blocks (no further pass over the input);
+2. the driver draws the calibration sample (importance weights from the proxy) and has the large
+   tier label it, the sample's batches in flight at once (journaled under the operator's key, so
+   the output reuses those answers and a resumed run finds them), then picks the embedding
+   thresholds (``workers/cascade_calibration.py``);
+3. a streaming pass, two actor pools in a row: the small tier answers the rows the embedding tier
+   does not decide, and the large tier the rows nobody cheaper could decide; both tiers work at
+   the same time on different batches. Beside it a task has the small tier answer the drawn rows
+   the embedding tier leaves (under ``<key>:small``) and picks the small tier's confidence
+   threshold from those draws alone (`route_small` tries a fixed grid, so it needs no other
+   row's answer); the large tier's step waits for that threshold (``RouteRef``).
 
 The calibration draws, their labels and the chosen thresholds are journaled under
-``<key>:calibration``; the route is logged as ``cascade_route``.
+``<key>:calibration`` (by the task, once the route is whole); the route is logged as
+``cascade_route``. Should the threshold decide nothing, the small tier's answers for the routed
+rows were bought in vain, as they were when the small tier answered every row before routing.
 
 Under a LIMIT that needs more rows than the calibration labels, ``CascadeRounds`` does the same on
 the driver, one round of rows at a time: it calibrates on the first round and routes the later
@@ -23,6 +30,8 @@ ones row by row, so the small and large tiers see little more than the rows the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -60,33 +69,60 @@ def build_cascade(stage: CascadeStage, context: ExecutionContext) -> rd.Dataset:
         **pool,
     ).materialize()
 
+    blocks = proxied.to_arrow_refs()  # the materialised blocks themselves: reading them is no new pass
+
     large = SemanticBatchUDF(cascade_tiers.on_tier(task, "large"), stage.operator_key, tiers, context.ledger)
-    ids, proxy, proxy_label = _proxy_columns(proxied)
+    small = SemanticBatchUDF(cascade_tiers.on_tier(task, "small"), stage.operator_key + ":small", tiers, context.ledger)
+    ids, proxy, proxy_label = _proxy_columns(blocks)
     seed = cascade_calibration.calibration_seed(stage)
     calibration = cascade_calibration.calibrate_embedding(
-        stage, target, large, ids, proxy, proxy_label, lambda sample: _rows(proxied, sample), seed
+        stage, target, large, ids, proxy, proxy_label, lambda sample: _rows(blocks, sample), seed
     )
-    route, sample, large_keys = calibration.route, calibration.sample, calibration.large_keys
-
-    with_small = proxied
-    small_confidence = np.full(len(ids), router.NOT_ASKED)
-    if route.uses_small and ids:
-        small_task = cascade_tiers.on_tier(task, "small")
-        small = SemanticBatchUDF(small_task, stage.operator_key + ":small", tiers, context.ledger)
-        with_small = proxied.map_batches(
-            named_udf(cascade_tiers.SmallUDF, f"{name} small tier"), fn_constructor_args=(small, route), **pool
-        ).materialize()
-        small_ids, small_confidence, small_keys = _small_columns(with_small)
-        assert small_ids == ids, "the cascade's passes must see the same rows"
-        route = cascade_calibration.calibrate_small(calibration, ids, proxy, small_confidence, small_keys)
-
-    cascade_calibration.journal_route(stage, context.ledger, route, ids, proxy, small_confidence, sample, large_keys)
-    final: rd.Dataset = with_small.map_batches(
+    sample = frozenset(calibration.sample)
+    if not calibration.route.uses_small or calibration.design is None:
+        cascade_calibration.journal_route(
+            stage, context.ledger, calibration.route, ids, proxy, calibration.sample, calibration.large_keys
+        )
+        direct: rd.Dataset = proxied.map_batches(
+            named_udf(cascade_tiers.FinalUDF, f"{name} route"),
+            fn_constructor_args=(large, calibration.route, sample),
+            **pool,
+        )
+        return direct
+    # The small tier's threshold is chosen by a task while the routing pass already runs: the small
+    # tier answers the rows the embedding tier leaves at the same time as it answers the draws, and
+    # only the large tier's step waits for the threshold.
+    drawn = _rows(blocks, calibration.sample)
+    chosen = _choose_small_route.remote(stage, calibration, small, proxy, drawn, ids, context.ledger)
+    routed = proxied.map_batches(
+        named_udf(cascade_tiers.SmallUDF, f"{name} small tier"),
+        fn_constructor_args=(small, calibration.route, sample),
+        **pool,
+    )
+    final: rd.Dataset = routed.map_batches(
         named_udf(cascade_tiers.FinalUDF, f"{name} route"),
-        fn_constructor_args=(large, route, frozenset(sample)),
+        fn_constructor_args=(large, RouteRef(chosen), sample),
         **pool,
     )
     return final
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRef:
+    """A route whose small-tier threshold `_choose_small_route` is still choosing
+    (``cascade_tiers.RouteToCome``). The reference is held inside this value, so Ray passes it to
+    the routing actors unresolved; each waits for it at its first batch."""
+
+    ref: Any
+    """``ray.ObjectRef`` of the `router.Route`."""
+
+    def resolve(self) -> router.Route:
+        route: router.Route = ray.get(self.ref)
+        return route
+
+
+# No CPU: it waits on the small tier. Not retried: a retry would ask again what the journal holds.
+_choose_small_route = ray.remote(num_cpus=0, max_retries=0)(cascade_calibration.choose_small_route)
 
 
 def _pool(stage: CascadeStage, context: ExecutionContext) -> dict[str, Any]:
@@ -98,17 +134,14 @@ def _pool(stage: CascadeStage, context: ExecutionContext) -> dict[str, Any]:
     }
 
 
-def _collect(dataset: rd.Dataset) -> pa.Table:
-    tables = [table for table in ray.get(dataset.to_arrow_refs()) if table.num_rows]
-    return pa.concat_tables(tables) if tables else pa.table({})
-
-
-def _proxy_columns(proxied: rd.Dataset) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Row ids (sorted, so the calibration draw does not depend on block order), proxy, proxy label."""
-    table = _collect(proxied.select_columns([ROW_ID, cascade_tiers.PROXY, cascade_tiers.PROXY_LABEL]))
-    if not table.num_rows:
+def _proxy_columns(blocks: Sequence[Any]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Row ids (sorted, so the calibration draw does not depend on block order), proxy, proxy label,
+    read block by block from the proxy pass's materialised output."""
+    columns = [ROW_ID, cascade_tiers.PROXY, cascade_tiers.PROXY_LABEL]
+    parts = [table for table in (ray.get(ref).select(columns) for ref in blocks) if table.num_rows]
+    if not parts:
         return [], np.zeros(0), np.zeros(0, dtype=np.int64)
-    table = table.sort_by(ROW_ID)
+    table = pa.concat_tables(parts).sort_by(ROW_ID)
     return (
         [str(value) for value in table.column(ROW_ID).to_pylist()],
         table.column(cascade_tiers.PROXY).to_numpy().astype(np.float64),
@@ -116,20 +149,12 @@ def _proxy_columns(proxied: rd.Dataset) -> tuple[list[str], np.ndarray, np.ndarr
     )
 
 
-def _small_columns(dataset: rd.Dataset) -> tuple[list[str], np.ndarray, list[str | None]]:
-    confidence_column, key_column = cascade_tiers.SMALL_CONFIDENCE, cascade_tiers.SMALL_KEY
-    table = _collect(dataset.select_columns([ROW_ID, confidence_column, key_column])).sort_by(ROW_ID)
-    confidence = table.column(confidence_column).fill_null(router.NOT_ASKED).to_numpy().astype(np.float64)
-    return [str(value) for value in table.column(ROW_ID).to_pylist()], confidence, table.column(key_column).to_pylist()
-
-
-def _rows(dataset: rd.Dataset, row_ids: list[str]) -> pa.Table:
+def _rows(blocks: Sequence[Any], row_ids: list[str]) -> pa.Table:
+    """The rows ``row_ids`` of the materialised blocks (a calibration sample: a few hundred rows)."""
     wanted = pa.array(row_ids, pa.string())
-
-    def keep(batch: pa.Table) -> pa.Table:
-        return batch.filter(pc.is_in(batch.column(ROW_ID), wanted))
-
-    return _collect(dataset.map_batches(keep, batch_format="pyarrow"))
+    parts = [table.filter(pc.is_in(table.column(ROW_ID), wanted)) for table in (ray.get(ref) for ref in blocks)]
+    parts = [part for part in parts if part.num_rows]
+    return pa.concat_tables(parts) if parts else pa.table({})
 
 
 def cascade_rounds(stage: CascadeStage, context: ExecutionContext) -> CascadeRounds:

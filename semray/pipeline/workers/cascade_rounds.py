@@ -16,22 +16,15 @@ import pyarrow.compute as pc
 from semray.cost_model import cascade_routes as router
 from semray.operators.schema import ROW_ID
 from semray.pipeline.stages.semantic import CascadeStage
-from semray.pipeline.workers.cascade_calibration import (
-    calibrate_embedding,
-    calibrate_small,
-    calibration_seed,
-    cascade_target,
-    journal_route,
-)
+from semray.pipeline.workers.cascade_calibration import calibrate, calibration_seed, cascade_target, journal_route
 from semray.pipeline.workers.cascade_tiers import (
     PROXY,
     PROXY_LABEL,
-    SMALL_CONFIDENCE,
-    SMALL_KEY,
     FinalUDF,
     ProxyUDF,
     SmallUDF,
     on_tier,
+    small_decides,
 )
 from semray.pipeline.workers.row_counts import RowCounts, count_rows
 from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
@@ -45,14 +38,14 @@ class CascadeRounds:
 
     The first round's rows (about ``LIMIT / selectivity``) are the population it calibrates on:
     their proxies, an importance-weighted draw of ``labels`` of them that the large tier labels, the
-    small tier on the rows the embedding tier leaves. Every later round is routed row by row with
-    the thresholds found: the embedding tier first, the small tier for the rest (not asked at all
-    when its threshold decides nothing), the large tier for what neither decides. Where the
-    thresholds decide no row below the large tier, the first round that has at least doubled the
-    rows seen calibrates again over all of them with twice the draws (the large tier's answers for
-    rows it already decided are reused from the journal, so a bigger calibration costs mostly
-    small-tier calls). What the cascade promises then holds for the rows it calibrated on, and for
-    the later ones as far as they resemble them (docs/cascade.md).
+    small tier on the drawn rows the embedding tier leaves (`cascade_calibration.calibrate`). Then
+    that round and every later one is routed row by row with the thresholds found: the embedding
+    tier first, the small tier for the rest (not asked at all when its threshold decides nothing),
+    the large tier for what neither decides. Where the thresholds decide no row below the large
+    tier, the first round that has at least doubled the rows seen calibrates again over all of them
+    with twice the draws (the large tier's answers for rows it already decided are reused from the
+    journal). What the cascade promises then holds for the rows it calibrated on, and for the later
+    ones as far as they resemble them (docs/cascade.md).
 
     >>> step = CascadeRounds(stage, tiers, ledger)  # doctest: +SKIP
     >>> limited_rows(batches, [step], wanted=150, first_rows=300)  # doctest: +SKIP
@@ -90,20 +83,17 @@ class CascadeRounds:
         seen = sum(table.num_rows for table in self.seen)
         sample: frozenset[str] = frozenset()
         if self.route is None or (not decides_below_large(self.route) and seen >= 2 * self.calibrated_rows):
-            with_small, sample = self._calibrate(proxied, seen)
-        elif self.route.uses_small and math.isfinite(self.route.small_confidence):
-            with_small = SmallUDF(self.small, self.route)(proxied)
-        else:
-            with_small = proxied
+            sample = self._calibrate(proxied, seen)
         assert self.route is not None
+        with_small = SmallUDF(self.small, self.route, sample)(proxied) if small_decides(self.route) else proxied
         output = FinalUDF(self.large, self.route, sample)(with_small)
         if self.row_counts is not None and self.counted_as:
             count_rows(output, self.row_counts, self.counted_as)
         return output
 
-    def _calibrate(self, proxied: pa.Table, seen: int) -> tuple[pa.Table, frozenset[str]]:
-        """Calibrate over every row seen; this round's rows with the small tier's answers, and
-        which of them were drawn (the large tier answers those)."""
+    def _calibrate(self, proxied: pa.Table, seen: int) -> frozenset[str]:
+        """Calibrate over every row seen (the route is then ``self.route``); which of this round's
+        rows were drawn (the large tier answered those)."""
         population = pa.concat_tables(self.seen, promote_options="default").sort_by(ROW_ID)
         ids = [str(value) for value in population.column(ROW_ID).to_pylist()]
         proxy = population.column(PROXY).to_numpy().astype(np.float64)
@@ -114,23 +104,12 @@ class CascadeRounds:
             return population.filter(pc.is_in(population.column(ROW_ID), pa.array(row_ids, pa.string())))
 
         seed = calibration_seed(self.stage) + self.calibrations
-        calibration = calibrate_embedding(self.stage, target, self.large, ids, proxy, proxy_label, rows_of, seed)
-        route, with_small = calibration.route, proxied
-        small_confidence = np.full(len(ids), router.NOT_ASKED)
-        if route.uses_small:
-            answered = SmallUDF(self.small, route)(population)
-            small_confidence = answered.column(SMALL_CONFIDENCE).fill_null(router.NOT_ASKED).to_numpy()
-            small_keys = answered.column(SMALL_KEY).to_pylist()
-            route = calibrate_small(calibration, ids, proxy, small_confidence.astype(np.float64), small_keys)
-            with_small = answered.filter(pc.is_in(answered.column(ROW_ID), proxied.column(ROW_ID)))
-            with_small = with_small.take(_positions(with_small, proxied))
+        calibration = calibrate(self.stage, target, self.large, self.small, ids, proxy, proxy_label, rows_of, seed)
         journal_route(
-            self.stage, self.ledger, route, ids, proxy, small_confidence, calibration.sample, calibration.large_keys
+            self.stage, self.ledger, calibration.route, ids, proxy, calibration.sample, calibration.large_keys
         )
-        self.route, self.calibrations, self.calibrated_rows = route, self.calibrations + 1, seen
-        return with_small, frozenset(calibration.sample) & frozenset(
-            str(value) for value in proxied.column(ROW_ID).to_pylist()
-        )
+        self.route, self.calibrations, self.calibrated_rows = calibration.route, self.calibrations + 1, seen
+        return frozenset(calibration.sample) & frozenset(str(value) for value in proxied.column(ROW_ID).to_pylist())
 
 
 def decides_below_large(route: router.Route) -> bool:
@@ -138,9 +117,3 @@ def decides_below_large(route: router.Route) -> bool:
     embedding = (route.embed_low, route.embed_high, route.embed_confidence)
     small = route.small_confidence if route.uses_small else math.inf
     return any(math.isfinite(value) for value in embedding) or math.isfinite(small)
-
-
-def _positions(rows: pa.Table, order: pa.Table) -> pa.Array:
-    """Indices into ``rows`` that put them in the row order of ``order`` (same row ids)."""
-    position = {row_id: index for index, row_id in enumerate(rows.column(ROW_ID).to_pylist())}
-    return pa.array([position[row_id] for row_id in order.column(ROW_ID).to_pylist()], pa.int64())

@@ -2,15 +2,19 @@
 
 ``ProxyUDF`` adds each row's embedding proxy (a filter's similarity to the instruction, or the
 nearest label and its confidence); ``SmallUDF`` asks the small tier about the rows the embedding
-tier does not decide; ``FinalUDF`` gives each row the answer of the tier the route says decides it
-and asks the large tier for the rest. ``pipeline/ray/cascade.py`` runs them on actor pools over a
-whole input, ``cascade_rounds.CascadeRounds`` on the driver one round of rows at a time.
+tier does not decide (drawn rows aside: the large tier answered those to calibrate); ``FinalUDF``
+gives each row the answer of the tier the route says decides it and asks the large tier for the
+rest. The route may still be coming (``RouteToCome``): over a whole input the small tier's
+threshold is chosen while the rows already stream through the small tier, and only ``FinalUDF``
+waits for it. ``pipeline/ray/cascade.py`` runs them on actor pools over a whole input,
+``cascade_rounds.CascadeRounds`` on the driver one round of rows at a time.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import math
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +32,19 @@ PROXY_LABEL = "__proxy_label"
 SMALL_PREFIX = "__small."
 SMALL_CONFIDENCE = SMALL_PREFIX + CONFIDENCE
 SMALL_KEY = "__small_key"
+
+
+class RouteToCome(Protocol):
+    """A route whose small-tier threshold is still being chosen elsewhere (a Ray task:
+    ``pipeline/ray/cascade.RouteRef``); ``resolve`` waits for it. Picklable, so the routing actors
+    get it with their constructor arguments and wait at their first batch."""
+
+    def resolve(self) -> router.Route: ...
+
+
+def small_decides(route: router.Route) -> bool:
+    """Whether the route asks the small tier at all: it has a small stage whose threshold decides rows."""
+    return route.uses_small and math.isfinite(route.small_confidence)
 
 
 def on_tier(task: SemanticTask, tier: str) -> SemanticTask:
@@ -78,15 +95,23 @@ class ProxyUDF:
 
 
 class SmallUDF:
-    """Asks the small tier about the rows the embedding tier does not decide; adds its answers."""
+    """Asks the small tier about the rows the embedding tier does not decide; adds its answers.
 
-    def __init__(self, small: SemanticBatchUDF, route: router.Route) -> None:
+    Drawn rows (``sample``) are not asked: they take the large tier's answer, bought to calibrate.
+    ``route`` needs only its embedding thresholds (the small tier's is chosen from the draws, and
+    may still be coming when this runs).
+    """
+
+    def __init__(self, small: SemanticBatchUDF, route: router.Route, sample: frozenset[str] = frozenset()) -> None:
         self.small = small
         self.route = route
+        self.sample = sample
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         proxy = batch.column(PROXY).to_numpy()
         asked = ~self.route.embedding_decides(proxy)
+        if self.sample:
+            asked &= ~np.array([row_id in self.sample for row_id in batch.column(ROW_ID).to_pylist()], dtype=bool)
         schema = self.small.answers_schema()
         answers = self.small.answers(user_columns(batch).filter(pa.array(asked)))
         position = {row_id: index for index, row_id in enumerate(answers.column(ROW_ID).to_pylist())}
@@ -103,9 +128,12 @@ class SmallUDF:
 
 
 class FinalUDF:
-    """Gives each row the answer of the tier that decides it; asks the large tier for the rest."""
+    """Gives each row the answer of the tier that decides it; asks the large tier for the rest.
 
-    def __init__(self, large: SemanticBatchUDF, route: router.Route, sample: frozenset[str]) -> None:
+    A ``RouteToCome`` is waited for at the first non-empty batch (then kept).
+    """
+
+    def __init__(self, large: SemanticBatchUDF, route: router.Route | RouteToCome, sample: frozenset[str]) -> None:
         self.large = large
         self.route = route
         self.sample = sample
@@ -114,17 +142,18 @@ class FinalUDF:
         user = user_columns(batch)
         if batch.num_rows == 0:
             return self.large.apply(user, self.large.answers_schema().empty_table())
+        route = self.route = self.route if isinstance(self.route, router.Route) else self.route.resolve()
         proxy = batch.column(PROXY).to_numpy()
         small_confidence = (
             batch.column(SMALL_CONFIDENCE).fill_null(router.NOT_ASKED).to_numpy()
             if SMALL_CONFIDENCE in batch.column_names
             else np.full(batch.num_rows, router.NOT_ASKED)
         )
-        decided_by = self.route.tiers(proxy, small_confidence)
+        decided_by = route.tiers(proxy, small_confidence)
         in_sample = np.array([row_id in self.sample for row_id in batch.column(ROW_ID).to_pylist()])
         decided_by[in_sample] = router.LARGE
         parts = [
-            self._embedding(batch.filter(pa.array(decided_by == router.EMBEDDING))),
+            self._embedding(route, batch.filter(pa.array(decided_by == router.EMBEDDING))),
             self._small(batch.filter(pa.array(decided_by == router.SMALL))),
             self.large.answers(user.filter(pa.array(decided_by == router.LARGE))),
         ]
@@ -134,7 +163,7 @@ class FinalUDF:
         )
         return output
 
-    def _embedding(self, rows: pa.Table) -> pa.Table:
+    def _embedding(self, route: router.Route, rows: pa.Table) -> pa.Table:
         schema = self.large.answers_schema()
         n = rows.num_rows
         proxy = rows.column(PROXY).to_numpy() if n else np.zeros(0)
@@ -146,7 +175,7 @@ class FinalUDF:
         }
         task = self.large.task
         if task.kind == TaskKind.FILTER:
-            columns[KEEP] = pa.array(self.route.embedding_answer(proxy), pa.bool_())
+            columns[KEEP] = pa.array(route.embedding_answer(proxy), pa.bool_())
         else:
             ((name, _),) = task.outputs
             labels = rows.column(PROXY_LABEL).to_pylist() if n else []
