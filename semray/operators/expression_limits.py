@@ -17,8 +17,9 @@ tokenizer (linear, about 0.2 s for the longest text allowed), when it is:
 
 The limits sit far above any predicate a person or the SQL surface writes (the SQL surface
 refuses a query nested past 24 levels or with a chain of more than 256 terms, so every
-expression it compiles fits) and far below where the costs bite: 500 ``OR`` terms plan in well
-under a second.
+expression it compiles fits) and below where the costs bite: a filter of 500 ``OR`` terms builds
+in about half a second, one of 2,000 (4,000 operators, near the limit) in one to two seconds, on
+a loaded two-core machine.
 """
 
 from __future__ import annotations
