@@ -43,6 +43,7 @@ FAMILIES = {
     "test_cache_faults": "response cache: broken files are misses; what changes an answer changes the key",
     "test_plan_faults": "JSON plans: nesting, encodings, huge numbers, strict types, repeated keys, wrong top level",
     "test_plan_schema_faults": "JSON plans: source schemas (also against the source), options, output names, scores",
+    "test_expression_limits": "plan expressions too long, with too many operators or nested too deep (all surfaces)",
     "test_sql_faults": "SQL: nesting, length and plan-depth limits, statements other than SELECT, score ranges",
     "test_failed_rows": "rows without an answer: counted, shown, failing the run past the threshold",
     "test_simulator_labels": "the simulator on unlabelled rows: a no_label row error, charged nothing",

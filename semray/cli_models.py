@@ -24,7 +24,12 @@ def add_models_commands(subparsers: Any) -> None:
     actions.add_parser("schema", help="print the JSON Schema of model profiles").set_defaults(command=schema_command)
     actions.add_parser("show", help="which profile is used and its tiers, as JSON").set_defaults(command=show_command)
     check = actions.add_parser("check", help="call each tier once and print a table: where, model, context, prices")
-    check.add_argument("--tier", action="append", choices=("embedding", "small", "large"), help="check only these")
+    check.add_argument(
+        "--tier",
+        action="append",
+        choices=("embedding", "small", "large", "scorer"),
+        help="check only these (scorer: the [scorer] table, or --agent-scorer-model; checked when one is set)",
+    )
     check.set_defaults(command=check_command)
 
 
@@ -57,11 +62,22 @@ def check_command(args: argparse.Namespace, settings: Settings) -> int:
     from rich.table import Table
     from rich.text import Text
 
+    from semray.planner.agents.scorer_tier import check_scorer
     from semray.serving.checking import check_tiers
     from semray.serving.profiles import find_profile, resolve_serving
 
     path = find_profile(settings.models)
-    checks = check_tiers(resolve_serving(settings.models), tuple(args.tier or _TIERS))
+    serving = resolve_serving(settings.models)
+    tiers = tuple(args.tier or (*_TIERS, "scorer"))
+    checks = check_tiers(serving, tuple(tier for tier in tiers if tier != "scorer"))
+    scorer = check_scorer(settings, serving) if "scorer" in tiers else None
+    if scorer is not None:
+        checks.append(scorer)
+    elif args.tier and "scorer" in args.tier:
+        raise SemrayError(
+            'no scorer tier to check: add a [scorer] table to the model profile (backend = "openai" with base_url, '
+            'model, api_key_env; or backend = "hf" with model_path), or set SEMRAY_AGENT_SCORER_MODEL'
+        )
     table = Table(title=f"model profile: {path or 'defaults (no semray.toml)'}")
     for column in ("tier", "backend", "model", "where", "context", "prices", "latency", "logprobs", "status"):
         table.add_column(column, overflow="fold")

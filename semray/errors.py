@@ -65,6 +65,11 @@ class UnsafeExpressionError(ExpressionError):
     function, a setting, ...): plans may not read files or the session through SQL."""
 
 
+class ExpressionLimitError(ExpressionError):
+    """A plan expression passes a size limit (``operators/expression_limits.py``): its length,
+    how many operators it chains, or how deeply it nests; says the limit, the size and what to do."""
+
+
 class PlanFormatError(PlanError):
     """A JSON plan is malformed or of an unsupported version."""
 

@@ -28,7 +28,7 @@ from sqlglot import exp
 
 from semray import sql_quoting
 from semray.catalog.tables import SEGMENT_LEVELS
-from semray.errors import SearchError, UnsafeExpressionError, suggest
+from semray.errors import ExpressionLimitError, SearchError, UnsafeExpressionError, suggest
 from semray.operators.safe_sql import check_safe_expression
 
 FILTERABLE_COLUMNS = frozenset(
@@ -114,7 +114,7 @@ def checked_where(where: str) -> str:
     """
     try:
         check_safe_expression(where, "segment search where")
-    except UnsafeExpressionError as error:
+    except (UnsafeExpressionError, ExpressionLimitError) as error:
         raise SearchError(str(error)) from error
     try:
         tree = sqlglot.parse_one(where, dialect="duckdb")

@@ -19,6 +19,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from semray.errors import ColumnNotFoundError, ExpressionError
+from semray.operators.expression_limits import check_expression_size
 from semray.operators.safe_sql import Context, check_safe_expression, isolated_connection
 from semray.operators.schema import Schema, quote
 
@@ -29,10 +30,12 @@ def parse_expression(sql: str, where: str, context: Context = "scalar") -> exp.E
     """Parse one SQL expression, e.g. ``parse_expression("rating >= 4", "Filter")``.
 
     Every plan expression comes through here, from every surface, so this is where one is
-    checked to be safe to run (``safe_sql``): no subqueries, table functions or settings.
+    checked to be small enough to parse (``expression_limits``, before any parser runs) and safe
+    to run (``safe_sql``): no subqueries, table functions or settings.
     """
     if not sql or not sql.strip():
         raise ExpressionError(f"{where}: empty expression")
+    check_expression_size(sql, where)
     try:
         tree = sqlglot.parse_one(sql, read=DIALECT, into=exp.Condition)
     except RecursionError:

@@ -5,8 +5,9 @@ condition), whatever surface wrote it (JSON plan, SQL, Python), is spliced into 
 statements over one Arrow batch. A plan file is data a user may not have written, so its
 expressions must not read files, reach the network or change settings. Two layers:
 
-1. ``check_safe_expression``: the text is parsed by DuckDB itself (``json_serialize_sql``), so
-   what is checked is exactly what will run, and must be one scalar expression: no subquery
+1. ``check_safe_expression``: the text, once within the size limits of ``expression_limits``,
+   is parsed by DuckDB itself (``json_serialize_sql``), so what is checked is exactly what
+   will run, and must be one scalar expression: no subquery
    (which could scan ``read_text('/etc/passwd')``), no window function, no parameter, no
    ``*``/``COLUMNS``, no ``unnest`` (it multiplies rows), no settings or variables, and no
    aggregate outside an Aggregate. Spliced into ``SELECT (<text>)`` it must stay that one
@@ -26,6 +27,7 @@ from typing import Any, Literal
 import duckdb
 
 from semray.errors import UnsafeExpressionError
+from semray.operators.expression_limits import check_expression_size
 
 Context = Literal["scalar", "aggregate"]
 
@@ -63,7 +65,8 @@ def isolated_connection(*, threads: int | None = None) -> duckdb.DuckDBPyConnect
 
 
 def check_safe_expression(sql: str, where: str, context: Context = "scalar") -> None:
-    """Raise ``UnsafeExpressionError`` unless ``sql`` is one scalar expression (see the module doc).
+    """Raise ``UnsafeExpressionError`` unless ``sql`` is one scalar expression (see the module doc),
+    ``ExpressionLimitError`` when it passes a size limit of ``expression_limits``.
 
     >>> check_safe_expression("rating >= 4 AND lower(review) LIKE '%late%'", "Filter")
     >>> check_safe_expression("(SELECT count(*) FROM read_text('/etc/hostname')) > 0", "Filter")
@@ -71,6 +74,7 @@ def check_safe_expression(sql: str, where: str, context: Context = "scalar") -> 
     ...
     semray.errors.UnsafeExpressionError: Filter: ... uses a subquery, which a plan expression may not; ...
     """
+    check_expression_size(sql, where)
     problem = _problem(sql, context)
     if problem is not None:
         raise UnsafeExpressionError(f"{where}: {sql!r} {problem}")
@@ -155,8 +159,11 @@ def _parser() -> duckdb.DuckDBPyConnection:
 @functools.cache
 def _aggregate_only_functions() -> frozenset[str]:
     """Names DuckDB knows only as aggregates (``sum``, ``count``, ...; not ``first`` of a list)."""
-    rows = _parser().execute(
-        "SELECT function_name, bool_and(function_type = 'aggregate') FROM duckdb_functions() GROUP BY function_name"
-    ).fetchall()
+    rows = (
+        _parser()
+        .execute(
+            "SELECT function_name, bool_and(function_type = 'aggregate') FROM duckdb_functions() GROUP BY function_name"
+        )
+        .fetchall()
+    )
     return frozenset(name.lower() for name, only in rows if only)
-

@@ -47,7 +47,9 @@ level (two under a union), so a document within the two limits above stays withi
 INT64_MAX = 2**63 - 1
 _SINGLE_CHARACTER_OPTIONS = {"csv": ("delimiter", "quote_char")}
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+# A JSON string; written as an unrolled loop, which runs ~30 times faster than (?:[^"\\]|\\.)* on
+# long strings (one regex step per run of plain characters, not one per character).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _BRACKET = re.compile(r"[\[\]{}]")
 
 

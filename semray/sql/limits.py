@@ -11,22 +11,28 @@ from __future__ import annotations
 from sqlglot import Token, TokenType, exp
 
 from semray.operators import Node
+from semray.operators.expression_limits import MAX_EXPRESSION_OPERATORS, measure_expression
 from semray.operators.serialize import MAX_PLAN_DEPTH
 from semray.sql.diagnostics import QueryText, SqlLimitError
 
-MAX_QUERY_CHARS = 1_000_000
-"""The longest query text, in characters."""
+MAX_QUERY_CHARS = 256 * 1024
+"""The longest query text, in characters (262,144; a plan expression may be as long). Tokenizing
+and parsing cost about a minute per megabyte of text here, so longer text is refused unread."""
+MAX_QUERY_OPERATORS = 4 * MAX_EXPRESSION_OPERATORS
+"""The most operators (AND, OR, NOT, comparisons, arithmetic; not commas) a query may have,
+counted with DuckDB's tokenizer before sqlglot parses it: 16,384, room for several expressions
+at the plan-expression limit. A chain of 120,000 ORs is refused in a fraction of a second."""
 MAX_PAREN_DEPTH = 24
 """How deeply parentheses may nest: subqueries, function calls and grouping all count, and so do
-``CASE ... END`` and runs of prefix operators (``NOT NOT x``, ``- -x``), which the parser also
-descends into one level at a time."""
+brackets (``[[x]]``, ``{'a': ...}``), ``CASE ... END`` and runs of prefix operators (``NOT NOT x``,
+``- -x``), which the parser also descends into one level at a time."""
 MAX_EXPRESSION_DEPTH = 256
 """How deep the parsed query may be: a chain of N ``OR``s, ``+``s or ``UNION``s is about N deep."""
 # The compiled plan nests at most MAX_PLAN_DEPTH operators, as a JSON plan does: planning, EXPLAIN
 # and serialization walk plans recursively, and a run journals its plan as JSON to resume it.
 
-_OPENING = frozenset({TokenType.L_PAREN, TokenType.CASE})
-_CLOSING = frozenset({TokenType.R_PAREN, TokenType.END})
+_OPENING = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE, TokenType.CASE})
+_CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE, TokenType.END})
 _PREFIX = frozenset({TokenType.NOT, TokenType.DASH, TokenType.PLUS, TokenType.TILDE})
 
 
@@ -36,6 +42,17 @@ def check_length(text: str) -> None:
         raise SqlLimitError(
             f"the query is {len(text):,} characters long, more than the {MAX_QUERY_CHARS:,} the SQL surface reads; "
             "put long value lists in a table and join it, or split the query"
+        )
+
+
+def check_operators(text: str) -> None:
+    """Refuse a query with more than MAX_QUERY_OPERATORS operators, before sqlglot tokenizes it."""
+    operators, _ = measure_expression(text)
+    if operators > MAX_QUERY_OPERATORS:
+        raise SqlLimitError(
+            f"the query has {operators:,} operators (AND, OR, NOT, comparisons, arithmetic), more than the "
+            f"{MAX_QUERY_OPERATORS:,} the SQL surface reads; write col = a OR col = b ... as col IN (a, b, ...), "
+            "put the values in a table and join it, or split the query"
         )
 
 

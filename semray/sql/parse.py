@@ -9,7 +9,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
 from semray.sql.diagnostics import QueryText, SqlSyntaxError, UnsupportedSqlError
-from semray.sql.limits import check_depth, check_length, check_nesting
+from semray.sql.limits import check_depth, check_length, check_nesting, check_operators
 
 DIALECT = "duckdb"
 _MISSING = re.compile(r"Required keyword: '(?P<part>\w+)' missing for <class '[\w.]*\.(?P<kind>\w+)'>")
@@ -52,6 +52,7 @@ def parse_query(text: str) -> exp.Expr:
     if not text.strip():
         raise SqlSyntaxError("empty query; write a SELECT, e.g. SELECT * FROM reviews")
     check_length(text)
+    check_operators(text)
     dialect = Dialect.get_or_raise(DIALECT)
     try:
         tokens = dialect.tokenize(text)

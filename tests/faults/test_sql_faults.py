@@ -21,7 +21,7 @@ from semray.operators.base import walk
 from semray.operators.semantic import MAX_SCORE_CHOICES
 from semray.operators.serialize import MAX_PLAN_DEPTH, plan_from_json, plan_to_json
 from semray.sql import SqlLimitError, SqlSyntaxError, UnsupportedSqlError, compile_sql
-from semray.sql.limits import MAX_EXPRESSION_DEPTH, MAX_PAREN_DEPTH, MAX_QUERY_CHARS
+from semray.sql.limits import MAX_EXPRESSION_DEPTH, MAX_PAREN_DEPTH, MAX_QUERY_CHARS, MAX_QUERY_OPERATORS
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -101,6 +101,9 @@ SQL_CASES = [
     ),
     SqlCase("subqueries-200", subqueries(200), SqlLimitError, (NESTED, "WITH")),
     SqlCase("subqueries-at-limit", subqueries(MAX_PAREN_DEPTH - 1), None),
+    SqlCase(
+        "brackets-3000", "SELECT " + "[" * 3000 + "rating" + "]" * 3000 + " AS x FROM reviews", SqlLimitError, (NESTED,)
+    ),
     SqlCase("not-3000", "SELECT * FROM reviews WHERE " + "NOT " * 3000 + "rating > 1", SqlLimitError, (NESTED, "NOT")),
     SqlCase("minus-3000", "SELECT " + "- " * 3000 + "rating AS x FROM reviews", SqlLimitError, (NESTED,)),
     SqlCase(
@@ -110,6 +113,7 @@ SQL_CASES = [
         (NESTED, "CASE"),
     ),
     SqlCase("or-120k", ors(120_000), SqlLimitError, ("characters long", f"{MAX_QUERY_CHARS:,}")),
+    SqlCase("or-17k", ors(17_000), SqlLimitError, (f"more than the {MAX_QUERY_OPERATORS:,}", "34,000 operators", "IN")),
     SqlCase("or-2000", ors(2000), SqlLimitError, (DEEP, "IN")),
     SqlCase("or-at-limit", ors(MAX_EXPRESSION_DEPTH - 20), None),
     SqlCase("and-3000", "SELECT * FROM reviews WHERE " + " AND ".join(["rating > 1"] * 3000), SqlLimitError, (DEEP,)),

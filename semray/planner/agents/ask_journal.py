@@ -4,7 +4,8 @@ Each ask has a folder ``<state_dir>/asks/<ask_id>/`` holding ``journal.jsonl``, 
 run journal's writer (``transactions/journal.py``: one ``flock``'d, fsync'd JSON line per record,
 torn lines skipped on read) and a ``driver.lock`` held by the live process. Records:
 ``ask_started`` (the ask's key: question, model and what else the caller names), ``ask_resumed``,
-``agent_step`` (inputs, output, the model's whole response, tokens, dollars), ``unit_verdict``,
+``agent_step`` (inputs, output, the model's whole response, tokens, dollars), ``scorer_call`` (a call
+of the scorer tier: the scored text's digest, its logprobs, its prompt tokens), ``unit_verdict``,
 ``unit_committed`` (the commit point of a unit) and ``unit_failed`` (a unit whose every attempt failed, such
 as a run unit whose answer failed reflection), ``branches_merged`` (the pick among competing
 candidates, or the merge of collaborating branches, with its conflicts), ``run_linked`` (the engine
@@ -97,6 +98,30 @@ class StepJournaled(Record):
     response: ModelResponse | None = None
 
 
+class ScoreJournaled(Record):
+    """One call of the scorer tier in one attempt of one unit: what it scored (a digest of the context and the
+    continuation), the continuation's token logprobs, and what the call cost (an endpoint's prompt tokens; 0
+    for a local scorer). A resumed ask answers the same text in a replayed unit from here, not the scorer."""
+
+    kind: Literal["scorer_call"] = "scorer_call"
+    subagent: str = ""
+    branch: str = ""
+    unit: int
+    unit_name: str
+    unit_attempt: int
+    text: str
+    """``score_digest(context, continuation)``."""
+    logprobs: tuple[float, ...]
+    scorer: str = ""
+    prompt_tokens: int = 0
+    replayed: bool = False
+
+
+def score_digest(context: str, continuation: str) -> str:
+    """What names a scored text in the journal: ``len(score_digest("a", "b")) == 32``."""
+    return hashlib.sha256(f"{context}\x1f{continuation}".encode()).hexdigest()[:32]
+
+
 class UnitVerdictJournaled(Record):
     """What validation said of one attempt: the issues found and the signals measured (name -> value)."""
 
@@ -181,6 +206,7 @@ AskRecord = Annotated[
     AskStarted
     | AskResumed
     | StepJournaled
+    | ScoreJournaled
     | UnitVerdictJournaled
     | UnitCommitted
     | UnitFailed
@@ -200,6 +226,8 @@ class CommittedUnit:
     name: str
     steps: tuple[StepJournaled, ...]
     failed: bool = False
+    scores: tuple[ScoreJournaled, ...] = ()
+    """The scorer calls of its attempts: a replay answers the same texts from them."""
 
 
 @dataclass(slots=True)
@@ -328,17 +356,22 @@ def committed_units(records: tuple[AskRecord, ...]) -> dict[tuple[str, int], Com
     """Units with a ``unit_committed`` or ``unit_failed`` record, by (lane, number), each with the steps of all its
     attempts (the newest process's)."""
     steps: dict[tuple[str, int], list[StepJournaled]] = {}
+    scores: dict[tuple[str, int], list[ScoreJournaled]] = {}
     committed: dict[tuple[str, int], CommittedUnit] = {}
     for record in records:
         if isinstance(record, StepJournaled) and (key := (record.subagent, record.unit)) not in committed:
             if record.unit_attempt == 1 and record.index == 0:
                 steps[key] = []  # a unit begun again in a later process replaces its uncommitted steps
             steps.setdefault(key, []).append(record)
+        elif isinstance(record, ScoreJournaled) and (key := (record.subagent, record.unit)) not in committed:
+            scores.setdefault(key, []).append(record)  # a score of the same text is the same in any process
         elif (
             isinstance(record, UnitCommitted | UnitFailed) and (key := (record.subagent, record.unit)) not in committed
         ):
             failed = isinstance(record, UnitFailed)
-            committed[key] = CommittedUnit(record.unit_name, tuple(steps.get(key, ())), failed)
+            committed[key] = CommittedUnit(
+                record.unit_name, tuple(steps.get(key, ())), failed, tuple(scores.get(key, ()))
+            )
     return committed
 
 
@@ -423,6 +456,13 @@ def render_ask_trace(folder: Path) -> str:
                 f"({tokens:,} tokens, ${sum(step.dollars for step in paid):.4f}), "
                 f"{len(replayed)} replayed from the journal"
             )
+            scored = [r for r in records if isinstance(r, ScoreJournaled)]
+            if scored:
+                calls = [r for r in scored if not r.replayed]
+                lines.append(
+                    f"  scorer: {len(calls)} call(s) ({sum(r.prompt_tokens for r in calls):,} prompt tokens), "
+                    f"{len(scored) - len(calls)} answered from the journal"
+                )
             if (folder / "workspace" / "plan.json").is_file():
                 lines.append(f"  plan: {folder / 'workspace' / 'plan.json'}")
             for run in runs:

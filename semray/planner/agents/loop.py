@@ -34,6 +34,7 @@ from semray.planner.agents.drafting import outline_plan
 from semray.planner.agents.errors import PlanningFailedError
 from semray.planner.agents.exploration import ExplorationStop
 from semray.planner.agents.issues import PlanIssue
+from semray.planner.agents.journaled_scorer import JournaledScorer
 from semray.planner.agents.loop_config import LoopConfig
 from semray.planner.agents.memory import MemoryManager
 from semray.planner.agents.models import AgentModel
@@ -108,6 +109,8 @@ def plan_question(
     staged = StagedMemory(memory) if memory is not None and config.memory and config.isolation else None
     manager = MemoryManager(runner, staged if config.isolation else memory if config.memory else None)
     units = UnitRunner(runner, config.units, trace, staged)
+    if scorer is not None and trace is not None:
+        scorer = JournaledScorer(scorer, units)  # journaled per unit; a replayed unit's texts are not scored again
     stopping = config.units.stop_divergence
     stop = None if scorer is None or stopping is None else ExplorationStop(scorer, stopping)
     alike = similarity or lexical_similarity

@@ -11,6 +11,7 @@ settings' path wins over the profile's table.
 tokens that spell the continuation (counted in characters from the end, as the server decoded them;
 a token that straddles the boundary counts as the continuation's). For the same numbers it makes the
 same decisions as a local scorer (``tests/planner/agents/test_agents_scorer_endpoint.py``).
+``check_scorer`` is ``semray models check``'s row for the tier: one probe scored, or why it cannot be.
 
 >>> scorer_for(Settings(), ServingConfig()) is None  # doctest: +SKIP
 True
@@ -18,12 +19,15 @@ True
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
+from semray.errors import SemrayError
 from semray.log import get_logger
 from semray.planner.agents.confidence import HFScorer, Scorer, ScorerError
+from semray.serving.checking import TierCheck
 from semray.serving.config import ServingConfig, TierConfig
-from semray.serving.errors import ServingConfigError
+from semray.serving.errors import PromptLogprobsError, ServingConfigError
 from semray.serving.prompt_logprobs import PromptLogprobClient, PromptLogprobs
 
 if TYPE_CHECKING:
@@ -95,6 +99,58 @@ def scorer_for(settings: Settings, serving: ServingConfig) -> Scorer | None:
         f'{" without model_path" if tier.backend == "hf" else ""}: a scorer is backend = "openai" (an endpoint\'s '
         'prompt logprobs: base_url, model, api_key_env) or backend = "hf" with model_path (a local transformers '
         "causal LM)"
+    )
+
+
+SCORER_PROBE = ("Question: What is the average rating of each product?\nDatasets to use:", " reviews")
+"""What ``check_scorer`` scores: a context and a continuation, as the dataset decision scores them."""
+
+
+def check_scorer(settings: Settings, serving: ServingConfig) -> TierCheck | None:
+    """``semray models check``'s row for the scorer tier (None: none is set): it scores ``SCORER_PROBE`` once.
+
+    An endpoint that does not answer (down, 404, a refused key) and one that answers but cannot score (no
+    echoed prompt logprobs) both fail, each with the error ``semray ask`` would raise, naming the URL and what
+    to set; an endpoint that scores says how many tokens of the continuation it scored.
+    """
+    tier = serving.scorer
+    if settings.agent_scorer_model is not None:
+        tier = TierConfig(backend="hf", model=settings.agent_scorer_model.name, model_path=settings.agent_scorer_model)
+    if tier is None:
+        return None
+    where = tier.base_url or (str(tier.model_path) if tier.model_path is not None else "-")
+    prices = "not priced (an endpoint's prompt tokens are logged, not counted in dollars)"
+    if tier.backend != "openai":
+        prices = "local (no price)"
+    scorer: Scorer | None = None
+    started = time.perf_counter()
+    try:
+        scorer = scorer_for(settings, serving)
+        if scorer is None:  # not reached: a tier is set
+            return None
+        values = scorer.token_logprobs(*SCORER_PROBE)
+        status = f"ok (scores text: {len(values)} token logprob(s) for {SCORER_PROBE[1]!r})"
+        logprobs: bool | None = True
+    except PromptLogprobsError as error:
+        status, logprobs = f"FAILED: the endpoint answers but cannot score: {error}", False
+    except (SemrayError, ScorerError) as error:
+        status, logprobs = f"FAILED: {error}", None
+    except Exception as error:  # a local model's own failure (import, weights, device) is the answer here
+        status, logprobs = f"FAILED: {type(error).__name__}: {error}", None
+    finally:
+        if isinstance(scorer, EndpointScorer):
+            scorer.close()
+    return TierCheck(
+        tier="scorer",
+        backend=tier.backend,
+        model=tier.model,
+        where=where,
+        context_length=tier.context_length,
+        context_source="profile" if tier.context_length is not None else "",
+        prices=prices,
+        latency_s=time.perf_counter() - started if status.startswith("ok") else None,
+        logprobs=logprobs,
+        status=status,
     )
 
 

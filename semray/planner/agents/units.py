@@ -9,7 +9,8 @@ fails only soft signals (low confidence) is committed after the last retry, mark
 a hard failure past the last retry raises ``UnitFailedError``.
 
 With an ``AskTrace`` every step, verdict and commit is journaled; a unit already committed in the
-trace (a resumed ask) answers its model steps from the journal, paying nothing again. So does a unit
+trace (a resumed ask) answers its model steps, and its scorer calls (``journaled_scorer.py``), from the
+journal, paying nothing again. So does a unit
 that failed every attempt (journaled ``unit_failed``, e.g. a run unit whose answer failed reflection):
 it fails again from its journaled answers and the ask goes on past it as it did.
 
@@ -42,6 +43,7 @@ from semray.planner.agents.ask_journal import (
     AskTrace,
     BranchesMerged,
     CommittedUnit,
+    ScoreJournaled,
     StepJournaled,
     UnitCommitted,
     UnitFailed,
@@ -247,6 +249,7 @@ class UnitRunner:
         self._current: UnitAttempt | None = None
         self._unit_steps = 0
         self._replaying: dict[str, list[StepJournaled]] = {}
+        self._scores: dict[str, ScoreJournaled] = {}
         self._committed: dict[int, CommittedUnit] = trace.committed_in(lane) if trace is not None else {}
         self._resuming = trace is not None and trace.resumed
         if trace is not None:
@@ -284,11 +287,13 @@ class UnitRunner:
         # Replay covers the prefix of units committed before the crash; from the first unit that was not, all is new.
         self._resuming = committed is not None
         self._replaying = {}
+        self._scores = {}
         if committed is not None and committed.name != name:
             log.warning("unit_replay_diverged", unit=unit, lane=self.lane, journaled=committed.name, now=name)
         elif committed is not None:
             for step in committed.steps:
                 self._replaying.setdefault(step.branch, []).append(step)
+            self._scores = {score.text: score for score in committed.scores}
         limit = self.policy.max_retries + 1
         if max_attempts is not None:
             if not 1 <= max_attempts <= limit:
@@ -417,6 +422,36 @@ class UnitRunner:
                 )
                 queue.clear()
         return None
+
+    def replayed_score(self, text: str) -> tuple[float, ...] | None:
+        """The logprobs the scorer gave for ``text`` (``score_digest``) in this unit before a crash, if it is being
+        replayed: a resumed ask does not pay the scorer twice for a unit it committed."""
+        with self._lock:
+            found = self._scores.get(text)
+        return None if found is None else found.logprobs
+
+    def journal_score(
+        self, text: str, logprobs: tuple[float, ...], scorer: str, prompt_tokens: int, replayed: bool
+    ) -> None:
+        """Journal one scorer call of the current attempt (``journaled_scorer.JournaledScorer``)."""
+        current = self._current
+        if self.trace is None or current is None:
+            return
+        self.trace.append(
+            ScoreJournaled(
+                attempt=self._process_attempt(),
+                subagent=self.lane,
+                branch=self.runner.branch,
+                unit=current.unit,
+                unit_name=current.name,
+                unit_attempt=current.number,
+                text=text,
+                logprobs=logprobs,
+                scorer=scorer,
+                prompt_tokens=prompt_tokens,
+                replayed=replayed,
+            )
+        )
 
     def _journal_step(self, step: AgentStep, response: ModelResponse | None) -> None:
         current = self._current

@@ -252,3 +252,126 @@ def test_ask_scores_through_the_profiles_scorer_endpoint(tmp_path: Path, monkeyp
         )
     assert result.iterations == 2 and server.requests  # the weak spans sent the first draft back
     assert any(step.kind == "spans" and step.error for step in result.steps)
+
+
+# -- journaled scorer calls: a resumed ask does not pay the endpoint twice ---------------------------------------
+
+
+def _ask_with_scorer(tmp_path: Path, base_url: str, fills: int, state: Path) -> Any:
+    from agent_fixtures import write_data
+
+    tables = write_data(tmp_path / "data")
+    catalog = catalog_of(tmp_path / "data")
+    model = recorded(
+        profiling_choose=[choose("reviews", "products")],
+        planning_outline=[outline(*OPS)],
+        manipulation_fill=[plan(gold_document(catalog)) for _ in range(fills)],
+    )
+    return ask(
+        QUESTION,
+        tables=tables,
+        model=model,
+        settings=Settings(state_dir=state),
+        serving=ServingConfig(scorer=tier(base_url)),
+        config=LoopConfig(semantic=False),
+        dry_run=True,
+    )
+
+
+def test_a_resumed_ask_does_not_score_again_what_its_committed_units_scored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ask stopped in its plan unit (the model's recording runs out: the trace stays unfinished, as after a
+    kill) resumes without sending the endpoint the prompts its committed profile unit scored; the resumed ask
+    sends exactly the uninterrupted ask's prompts after those, and reaches the same plan."""
+    from semray.planner.agents.ask_journal import ASKS_FOLDER, ScoreJournaled, read_ask_trace, render_ask_trace
+    from semray.planner.agents.recorded import RecordingExhaustedError
+
+    (tmp_path / "data").mkdir()
+    monkeypatch.setenv("SCORER_KEY", KEY)
+    server = LogprobServer(rule)
+    with served(server) as base_url:  # type: ignore[arg-type]
+        whole = _ask_with_scorer(tmp_path, base_url, 2, tmp_path / "whole")
+        uninterrupted = [request["prompt"] for request in server.requests]
+        server.requests.clear()
+        with pytest.raises(RecordingExhaustedError):
+            _ask_with_scorer(tmp_path, base_url, 0, tmp_path / "state")
+        before_crash = [request["prompt"] for request in server.requests]
+        server.requests.clear()
+        resumed = _ask_with_scorer(tmp_path, base_url, 2, tmp_path / "state")
+        after_resume = [request["prompt"] for request in server.requests]
+
+    assert before_crash and after_resume  # the profile unit scored before the crash, the plan unit after it
+    assert uninterrupted == before_crash + after_resume
+    assert not set(after_resume) & set(before_crash)
+    assert resumed.plan_json == whole.plan_json and resumed.datasets == whole.datasets
+    (folder,) = (tmp_path / "state" / ASKS_FOLDER).iterdir()
+    assert folder.name == resumed.ask_id
+    scores = [record for record in read_ask_trace(folder) if isinstance(record, ScoreJournaled)]
+    paid = [score for score in scores if not score.replayed]
+    replayed = [score for score in scores if score.replayed]
+    assert len(paid) == len(uninterrupted) and len(replayed) == len(before_crash)
+    assert {score.unit_name for score in replayed} == {"profile"}
+    assert all(score.prompt_tokens > 0 for score in paid) and all(score.prompt_tokens == 0 for score in replayed)
+    assert {score.text for score in replayed} <= {score.text for score in paid if score.attempt == 1}
+    assert f"scorer: {len(paid)} call(s)" in render_ask_trace(folder)
+
+
+# -- `semray models check` reports the scorer tier ---------------------------------------------------------------
+
+
+def _profile(tmp_path: Path, base_url: str) -> Path:
+    path = tmp_path / "semray.toml"
+    path.write_text(
+        f'[scorer]\nbackend = "openai"\nmodel = "scorer"\nbase_url = "{base_url}"\napi_key_env = "SCORER_KEY"\n'
+        "max_retries = 0\ntimeout_s = 5\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("mode", "status"),
+    [
+        ("ok", r"^ok \(scores text: 2 token logprob\(s\) for ' reviews'\)$"),
+        ("no_logprobs", r"^FAILED: the endpoint answers but cannot score: .*logprobs is missing"),
+        ("no_echo", r"^FAILED: the endpoint answers but cannot score: .*not echoed"),
+        ("chat_only", r"^FAILED: .*HTTP 404.*prompt scoring needs the legacy /v1/completions"),
+    ],
+)
+def test_models_check_scores_a_probe_on_the_scorer_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, status: str
+) -> None:
+    from semray.planner.agents.scorer_tier import check_scorer
+
+    monkeypatch.setenv("SCORER_KEY", KEY)
+    server = LogprobServer(rule, mode)
+    with served(server) as base_url:  # type: ignore[arg-type]
+        checked = check_scorer(Settings(), load_profile(_profile(tmp_path, base_url)))
+    assert checked is not None
+    assert (checked.tier, checked.backend, checked.model, checked.where) == ("scorer", "openai", "scorer", base_url)
+    assert re.search(status, checked.status), checked.status
+    assert checked.ok == (mode == "ok")
+    assert checked.logprobs is {"ok": True, "chat_only": None}.get(mode, False)
+    assert len(server.requests) == (0 if mode == "chat_only" else 1)
+    assert check_scorer(Settings(), ServingConfig()) is None
+
+
+def test_models_check_prints_the_scorer_row_and_fails_on_an_endpoint_that_is_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from semray.cli import main
+
+    monkeypatch.setenv("SCORER_KEY", KEY)
+    with served(LogprobServer(rule)) as base_url:  # type: ignore[arg-type]
+        assert main(["--models", str(_profile(tmp_path, base_url)), "models", "check", "--tier", "scorer"]) == 0
+    shown = capsys.readouterr().out
+    assert "scorer" in shown and base_url in shown and "ok (scores text" in shown
+    down = _profile(tmp_path, "http://127.0.0.1:9/v1")  # nothing listens on port 9
+    assert main(["--models", str(down), "models", "check", "--tier", "scorer"]) == 2
+    captured = capsys.readouterr()
+    assert "FAILED" in captured.out and "127.0.0.1:9/v1/completions" in captured.out
+    assert "tier(s) scorer did not answer" in captured.err
+    assert KEY not in captured.out + captured.err
+    monkeypatch.delenv("SCORER_KEY")
+    assert main(["--models", str(tmp_path / "none.toml"), "models", "check", "--tier", "scorer"]) == 2
