@@ -18,9 +18,8 @@ import hashlib
 import math
 import string
 
-from semray.catalog.catalogued_rows import CatalogRoute
+from semray.catalog.catalogued_rows import CatalogRoute, catalog_route
 from semray.cost_model.cardinality import row_bound
-from semray.cost_model.catalog_cost import catalogued_documents
 from semray.log import get_logger
 from semray.operators.base import Node
 from semray.operators.keys import operator_key
@@ -279,21 +278,6 @@ def lower_sem_search(node: SemSearch, inputs: Inputs, settings: Settings) -> Sta
         input_columns=_typed(node.input, *(((VECTOR, "FLOAT[]"),) if embedded else ())),
         inputs=(_embed(node.input, upstream, "{" + node.column + "}", "embed") if embedded else upstream,),
     )
-
-
-def catalog_route(node: SemSearch) -> tuple[CatalogPin, CatalogRoute] | None:
-    """Where ``node``'s input rows are in the catalog, or None when it must build a run-scoped index.
-
-    The input must reach a Scan pinned to a documents dataset through operators that only drop rows
-    (``drops_rows_only``: filters, semantic filters, semi joins; and limits) and projections, with the searched
-    column being the documents' ``text`` and some column holding their ``document_id``, both unchanged
-    (``cost_model.catalog_cost.catalogued_documents``, which prices the same shape as one query embedding).
-    """
-    found = catalogued_documents(node)
-    if found is None:
-        return None
-    pin, key_column = found
-    return pin, CatalogRoute(dataset=pin.dataset, key_column=key_column)
 
 
 def _catalog_search(
