@@ -114,7 +114,10 @@ def _write_notes(folder: Path, notes: dict[str, str] = NOTES) -> Path:
 
 
 def _documents(query: Query) -> list[str]:
-    table = query.execute().table
+    return _documents_of(query.execute().table)
+
+
+def _documents_of(table: Any) -> list[str]:
     scores = table.column("score").to_pylist()
     assert scores == sorted(scores, reverse=True)
     return [str(value) for value in table.column("document_id").to_pylist()]
@@ -145,9 +148,13 @@ def test_hybrid_search_over_a_catalogued_dataset_embeds_only_the_query(settings:
 
     plain = _apple_search(_plain_parquet(settings))
     assert "Embed " in plain.explain() and "run-scoped LanceDB" in plain.explain()
-    assert _documents(plain) == found  # the run-scoped index ranks the same rows the same way
+    run_scoped = plain.execute()
+    assert _documents_of(run_scoped.table) == found  # the run-scoped index ranks the same rows the same way
     rows_embedded = ray.get(embedded.take.remote())
     assert sorted(rows_embedded) == sorted([*(NOTES[name] for name in NOTES if name != "cider.txt"), "apple"])
+    # The run counts what it embedded: one call per row (the cost model's unit) and the query's.
+    assert run_scoped.usage.calls == len(rows_embedded)
+    assert run_scoped.usage.tokens_in >= sum(len(text.split()) for text in rows_embedded)
 
 
 def test_full_text_search_over_a_catalogued_dataset_needs_no_embedding_tier(settings: Settings, embedded: Any) -> None:

@@ -122,13 +122,14 @@ def _verify(node: SemJoin, pairs: Stage, settings: Settings) -> Stage:
     )
 
 
-def _embed(side: Node, upstream: Stage, template: str, role: str) -> EmbedStage:
-    """``upstream`` (``side`` lowered) with each row's embedding of ``template`` added."""
+def _embed(side: Node, upstream: Stage, template: str, role: str, journaled: bool = False) -> EmbedStage:
+    """``upstream`` (``side`` lowered) with each row's embedding of ``template`` added (``journaled``: counted)."""
     return EmbedStage(
         task=SemanticTask(kind=TaskKind.MAP, instruction=template, tier="embedding"),
         operator_key=_key(side, role),
         batch_rows=EMBED_BATCH_ROWS,
         actors=EMBED_ACTORS,
+        journaled=journaled,
         inputs=(upstream,),
     )
 
@@ -276,7 +277,9 @@ def lower_sem_search(node: SemSearch, inputs: Inputs, settings: Settings) -> Sta
         operator_key=_key(node, "search"),
         index_root=settings.state_path / "indexes",
         input_columns=_typed(node.input, *(((VECTOR, "FLOAT[]"),) if embedded else ())),
-        inputs=(_embed(node.input, upstream, "{" + node.column + "}", "embed") if embedded else upstream,),
+        inputs=(
+            _embed(node.input, upstream, "{" + node.column + "}", "embed", journaled=True) if embedded else upstream,
+        ),
     )
 
 
