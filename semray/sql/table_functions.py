@@ -6,8 +6,10 @@ WHERE, GROUP BY and ORDER BY over them):
 
 * ``SEM_TOPK(relation, 'instruction over {column}', k)`` -> ``SemTopK``: the k rows that best
   satisfy the instruction, with their rank 1..k in ``rank``;
-* ``SEM_SEARCH(relation, 'column', 'query', k [, 'vector' | 'fts' | 'hybrid'])`` ->
-  ``SemSearch``: the k rows of ``column`` nearest to the query, with their ``score``.
+* ``SEM_SEARCH(relation, 'column', 'query', k [, 'vector' | 'fts' | 'hybrid' [, 'level']])`` ->
+  ``SemSearch``: the k rows of ``column`` nearest to the query, with their ``score``; over catalogued
+  documents a level (``'section'``, ``'paragraph'``, ...) gives the k best segments of that level
+  instead, each with its document's row, ``segment_path``, ``segment_start``/``segment_end`` and text.
 
 >>> compile_sql("SELECT * FROM SEM_TOPK(reviews, 'the most urgent {review}', 3)")  # doctest: +SKIP
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from semray.operators import Node, SemSearch, SemTopK
+from semray.operators.catalogued import SEGMENT_LEVELS
 from semray.sql.context import Context
 from semray.sql.literals import integer_literal, shown
 from semray.sql.rewrite import TABLE_FUNCTIONS
@@ -25,7 +28,10 @@ from semray.sql.semantic_calls import located, relation_resolver, rewrite_templa
 
 USAGE = {
     "SEM_TOPK": "FROM SEM_TOPK(table or (subquery), 'instruction over {column}', k)",
-    "SEM_SEARCH": "FROM SEM_SEARCH(table or (subquery), 'column', 'query', k [, 'vector' | 'fts' | 'hybrid'])",
+    "SEM_SEARCH": (
+        "FROM SEM_SEARCH(table or (subquery), 'column', 'query', k [, 'vector' | 'fts' | 'hybrid' "
+        f"[, {' | '.join(repr(level) for level in SEGMENT_LEVELS)}]])"
+    ),
 }
 SEARCH_MODES = ("vector", "fts", "hybrid")
 
@@ -83,7 +89,7 @@ def _sem_topk(relation: Relation, arguments: list[exp.Expr], call: exp.Expr, con
 
 
 def _sem_search(relation: Relation, arguments: list[exp.Expr], call: exp.Expr, context: Context) -> Node:
-    if len(arguments) not in (4, 5):
+    if len(arguments) not in (4, 5, 6):
         raise context.source.unsupported(
             call, f"SEM_SEARCH with {len(arguments)} arguments", f"write {USAGE['SEM_SEARCH']}"
         )
@@ -91,12 +97,17 @@ def _sem_search(relation: Relation, arguments: list[exp.Expr], call: exp.Expr, c
     column = relation_resolver(relation, "SEM_SEARCH")(column_name, context.source.locate(arguments[1]))
     query = _string(arguments[2], call, "SEM_SEARCH", "the query", context)
     k = _count(arguments[3], call, "SEM_SEARCH", context)
-    mode = _string(arguments[4], call, "SEM_SEARCH", "the mode", context).lower() if len(arguments) == 5 else "vector"
+    mode = _string(arguments[4], call, "SEM_SEARCH", "the mode", context).lower() if len(arguments) >= 5 else "vector"
     if mode not in SEARCH_MODES:
         raise context.source.unsupported(
             arguments[4], f"the search mode {mode!r}", f"use one of {', '.join(SEARCH_MODES)}"
         )
-    return SemSearch(input=relation.node, column=column, query=query, k=k, mode=mode)
+    level = _string(arguments[5], call, "SEM_SEARCH", "the level", context).lower() if len(arguments) == 6 else None
+    if level is not None and level not in SEGMENT_LEVELS:
+        raise context.source.unsupported(
+            arguments[5], f"the segment level {level!r}", f"use one of {', '.join(SEGMENT_LEVELS)}"
+        )
+    return SemSearch(input=relation.node, column=column, query=query, k=k, mode=mode, level=level)
 
 
 def _string(argument: exp.Expr, call: exp.Expr, name: str, what: str, context: Context) -> str:

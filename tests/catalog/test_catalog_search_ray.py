@@ -24,6 +24,7 @@ from semray.catalog.ingest import add_server, refresh
 from semray.operators import Scan, plan_from_json, plan_to_json
 from semray.pipeline.runs import execute as run
 from semray.pipeline.runs.resume_record import Job
+from semray.readers import sql as semray_sql
 from semray.serving.deployments import TierHandles
 from semray.settings import Settings
 
@@ -113,7 +114,10 @@ def _write_notes(folder: Path, notes: dict[str, str] = NOTES) -> Path:
 
 
 def _documents(query: Query) -> list[str]:
-    table = query.execute().table
+    return _documents_of(query.execute().table)
+
+
+def _documents_of(table: Any) -> list[str]:
     scores = table.column("score").to_pylist()
     assert scores == sorted(scores, reverse=True)
     return [str(value) for value in table.column("document_id").to_pylist()]
@@ -144,9 +148,13 @@ def test_hybrid_search_over_a_catalogued_dataset_embeds_only_the_query(settings:
 
     plain = _apple_search(_plain_parquet(settings))
     assert "Embed " in plain.explain() and "run-scoped LanceDB" in plain.explain()
-    assert _documents(plain) == found  # the run-scoped index ranks the same rows the same way
+    run_scoped = plain.execute()
+    assert _documents_of(run_scoped.table) == found  # the run-scoped index ranks the same rows the same way
     rows_embedded = ray.get(embedded.take.remote())
     assert sorted(rows_embedded) == sorted([*(NOTES[name] for name in NOTES if name != "cider.txt"), "apple"])
+    # The run counts what it embedded: one call per row (the cost model's unit) and the query's.
+    assert run_scoped.usage.calls == len(rows_embedded)
+    assert run_scoped.usage.tokens_in >= sum(len(text.split()) for text in rows_embedded)
 
 
 def test_full_text_search_over_a_catalogued_dataset_needs_no_embedding_tier(settings: Settings, embedded: Any) -> None:
@@ -178,3 +186,56 @@ def test_a_json_plan_reruns_its_pinned_version_after_a_reingest(
     assert "the catalog's document segments of 'notes' at version 1" in rerun.explain()
     assert _documents(rerun) == first
     assert ray.get(embedded.take.remote()) == ["apple"] * 4  # four runs, each embedding its query only
+
+
+def _hits(table: Any) -> list[dict[str, Any]]:
+    """The segment hits of a level search, after checking each one's span and path against its document."""
+    hits = table.to_pylist()
+    scores = [hit["score"] for hit in hits]
+    assert scores == sorted(scores, reverse=True)
+    for hit in hits:
+        assert hit["text"][hit["segment_start"] : hit["segment_end"]] == hit["segment_text"]
+        assert hit["segment_path"][0] == hit["document_id"]
+    return hits
+
+
+def test_a_search_at_a_level_runs_from_python_sql_and_json_through_the_catalog(
+    settings: Settings, embedded: Any
+) -> None:
+    """``level=`` end to end on Ray: the run returns the catalog's paragraph segments (path, span, text),
+    embeds only the query and counts that call; SQL's sixth argument and a JSON round trip give the same."""
+    notes = read_catalog("notes", settings)
+    search = notes.filter(WITHOUT_CIDER).sem_search("text", "apple", k=2, mode="hybrid", level="paragraph")
+    physical = search.explain()
+    assert "the catalog's paragraph segments of 'notes' at version 1" in physical, physical
+    assert "Embed " not in physical and "run-scoped LanceDB" not in physical, physical
+
+    result = search.execute()
+    hits = _hits(result.table)
+    assert len(hits) == 2 and {hit["document_id"] for hit in hits} <= {"pie.md", "orchard.txt", "boats.md", "sky.txt"}
+    assert ray.get(embedded.take.remote()) == ["apple"]  # no row or segment embedded: the catalog's vectors
+    assert result.usage.calls == 1 and result.usage.tokens_in >= 1
+
+    fts = notes.filter(WITHOUT_CIDER).sem_search("text", "apple", k=3, mode="fts", level="paragraph").execute()
+    found = _hits(fts.table)
+    assert {hit["document_id"] for hit in found} == {"pie.md", "orchard.txt"}  # cider filtered out before ranking
+    assert all("apple" in hit["segment_text"].lower() for hit in found)
+    pie = [hit for hit in found if hit["document_id"] == "pie.md"]
+    assert pie and all(hit["segment_path"] == ["pie.md", "Apple pie"] for hit in pie)
+
+    compiled = semray_sql(
+        "SELECT * FROM SEM_SEARCH((SELECT * FROM notes WHERE document_id <> 'cider.txt'), "
+        "'text', 'apple', 3, 'fts', 'paragraph')",
+        {"notes": notes},
+        settings,
+    )
+    assert "the catalog's paragraph segments" in compiled.explain()
+    from_sql = _hits(compiled.execute().table)
+    ranked = [(hit["segment_id"], hit["score"]) for hit in found]
+    assert [(hit["segment_id"], hit["score"]) for hit in from_sql] == ranked
+
+    reread = Query(plan_from_json(plan_to_json(search.plan)), settings)
+    assert reread.plan == search.plan
+    again = _hits(reread.execute().table)
+    assert [hit["segment_id"] for hit in again] == [hit["segment_id"] for hit in hits]
+    assert ray.get(embedded.take.remote()) == ["apple"]  # the rerun embeds its query once more, nothing else

@@ -156,3 +156,21 @@ def test_a_folder_with_nothing_readable_is_an_error_naming_what_was_found(tmp_pa
     with pytest.raises(CatalogError, match=r"nothing readable in .*found 1 \.png, 1 \.txt.*b\.txt"):
         add_server(settings, str(folder), engine="local")
     assert Catalog.open(settings).version() == 0
+
+
+def test_a_document_over_the_size_limit_is_skipped_with_its_size_and_the_rest_is_catalogued(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """A document is segmented whole, so one past ``DEFAULT_MAX_BYTES`` is reported and skipped, not read
+    into memory (a sparse file: its size is checked before any byte is read)."""
+    from semray.sources.documents import DEFAULT_MAX_BYTES
+
+    folder = tmp_path / "big"
+    folder.mkdir()
+    (folder / "ok.txt").write_text("A small note about pens.\n")
+    with (folder / "huge.txt").open("wb") as file:
+        file.truncate(DEFAULT_MAX_BYTES + 1)
+    report = add_server(settings, str(folder), engine="local")
+    skipped = dict(report.skipped)
+    assert set(skipped) == {"huge.txt"} and "over the 64.0 MiB limit" in skipped["huge.txt"], skipped
+    assert report.documents_read == 1 and Catalog.open(settings).dataset("big").row_count == 1

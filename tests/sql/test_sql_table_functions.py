@@ -71,6 +71,8 @@ def test_a_cte_feeds_a_table_function(corpus: dict[str, Node]) -> None:
         ("SELECT * FROM SEM_SEARCH(reviews, 'rating', 'q', 2)", PlanError, "not text"),
         ("SELECT * FROM SEM_SEARCH(reviews, 'review', '', 2)", PlanError, "query is empty"),
         ("SELECT * FROM SEM_SEARCH(reviews, 'review', 'q')", UnsupportedSqlError, "SEM_SEARCH with 3 arguments"),
+        ("SELECT * FROM SEM_SEARCH(reviews, 'review', 'q', 2, 'fts', 'page')", UnsupportedSqlError, "paragraph"),
+        ("SELECT * FROM SEM_SEARCH(reviews, 'review', 'q', 2, 'fts', 'paragraph')", PlanError, "catalogued dataset"),
         ("SELECT SEM_TOPK(reviews, 'x {review}', 2) FROM reviews", UnsupportedSqlError, "is a table function"),
         ("SELECT id FROM reviews ORDER BY sem_search(review) LIMIT 3", UnsupportedSqlError, "FROM SEM_SEARCH"),
     ],

@@ -19,9 +19,8 @@ import hashlib
 import math
 import string
 
-from semray.catalog.catalogued_rows import CatalogRoute
+from semray.catalog.catalogued_rows import CatalogRoute, catalog_route
 from semray.cost_model.cardinality import row_bound
-from semray.cost_model.catalog_cost import catalogued_documents
 from semray.log import get_logger
 from semray.operators.base import Node
 from semray.operators.keys import operator_key
@@ -124,13 +123,14 @@ def _verify(node: SemJoin, pairs: Stage, settings: Settings) -> Stage:
     )
 
 
-def _embed(side: Node, upstream: Stage, template: str, role: str) -> EmbedStage:
-    """``upstream`` (``side`` lowered) with each row's embedding of ``template`` added."""
+def _embed(side: Node, upstream: Stage, template: str, role: str, journaled: bool = False) -> EmbedStage:
+    """``upstream`` (``side`` lowered) with each row's embedding of ``template`` added (``journaled``: counted)."""
     return EmbedStage(
         task=SemanticTask(kind=TaskKind.MAP, instruction=template, tier="embedding"),
         operator_key=_key(side, role),
         batch_rows=EMBED_BATCH_ROWS,
         actors=EMBED_ACTORS,
+        journaled=journaled,
         inputs=(upstream,),
     )
 
@@ -280,23 +280,10 @@ def lower_sem_search(node: SemSearch, inputs: Inputs, settings: Settings) -> Sta
         operator_key=_key(node, "search"),
         index_root=settings.state_path / "indexes",
         input_columns=_typed(node.input, *(((VECTOR, "FLOAT[]"),) if embedded else ())),
-        inputs=(_embed(node.input, upstream, "{" + node.column + "}", "embed") if embedded else upstream,),
+        inputs=(
+            _embed(node.input, upstream, "{" + node.column + "}", "embed", journaled=True) if embedded else upstream,
+        ),
     )
-
-
-def catalog_route(node: SemSearch) -> tuple[CatalogPin, CatalogRoute] | None:
-    """Where ``node``'s input rows are in the catalog, or None when it must build a run-scoped index.
-
-    The input must reach a Scan pinned to a documents dataset through operators that only drop rows
-    (``drops_rows_only``: filters, semantic filters, semi joins; and limits) and projections, with the searched
-    column being the documents' ``text`` and some column holding their ``document_id``, both unchanged
-    (``cost_model.catalog_cost.catalogued_documents``, which prices the same shape as one query embedding).
-    """
-    found = catalogued_documents(node)
-    if found is None:
-        return None
-    pin, key_column = found
-    return pin, CatalogRoute(dataset=pin.dataset, key_column=key_column)
 
 
 def _catalog_search(

@@ -63,7 +63,12 @@ def build_embed(stage: EmbedStage, context: ExecutionContext) -> rd.Dataset:
     upstream = materialize(stage.inputs[0], context)
     return upstream.map_batches(
         named_udf(EmbedBatchUDF, operator_name(stage.task, "Embed")),
-        fn_constructor_args=(stage.task.instruction, _tiers(context, stage)),
+        fn_constructor_args=(
+            stage.task.instruction,
+            _tiers(context, stage),
+            stage.operator_key if stage.journaled else None,
+            context.ledger if stage.journaled else None,
+        ),
         compute=rd.ActorPoolStrategy(min_size=1, max_size=stage.actors),
         batch_size=stage.batch_rows,
         batch_format="pyarrow",

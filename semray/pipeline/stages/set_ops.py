@@ -26,10 +26,18 @@ VECTOR = "_vec"
 @dataclass(frozen=True, slots=True)
 class EmbedStage(SemanticStage):
     """Add ``VECTOR``: the embedding tier's vector of ``task.instruction`` rendered over each row,
-    computed by an actor pool that sends whole batches to the embedding deployment."""
+    computed by an actor pool that sends whole batches to the embedding deployment.
+
+    ``journaled``: each batch's vectors and usage are committed to the run's ledger under ``operator_key``
+    (a run-scoped SemSearch's rows: ``Result.usage`` counts them, a resume reuses them); otherwise the
+    vectors are computed uncounted (a blocked join's and a top-k prefilter's sides).
+    """
+
+    journaled: bool = False
 
     def describe(self) -> str:
-        return f"Embed {self.task.instruction!r} (actor pool of {self.actors}, batches of {self.batch_rows})"
+        counted = ", journaled" if self.journaled else ""
+        return f"Embed {self.task.instruction!r} (actor pool of {self.actors}, batches of {self.batch_rows}{counted})"
 
 
 @dataclass(frozen=True, slots=True)

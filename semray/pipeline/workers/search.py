@@ -24,8 +24,8 @@ import pyarrow as pa
 
 from semray.catalog.catalogued_rows import (
     CatalogRoute,
+    catalogued_table,
     pinned_segments,
-    search_catalogued_rows,
 )
 from semray.catalog.search_index import SearchIndex
 from semray.errors import LoweringError
@@ -60,7 +60,10 @@ def search_rows(
 ) -> pa.Table:
     """The best ``stage.k`` rows of ``table``, best first, with their score in ``stage.output``.
 
-    A ``CatalogSearchStage`` opens the catalog's segments at its pinned version (unless ``catalog`` is given).
+    A ``CatalogSearchStage`` opens the catalog's segments at its pinned version (unless ``catalog`` is given);
+    when its route asks for segment hits (``SemSearch.level``) each output row is one segment of that level,
+    its document's row followed by the score and the segment's id, path, span and text
+    (``catalogued_rows.catalogued_table``).
     With the run's ``ledger`` the query's embedding is journaled (``embedded_query``).
     """
     columns = [name for name, _ in stage.input_columns if name != VECTOR]
@@ -68,14 +71,12 @@ def search_rows(
         catalog = CatalogSearch(pinned_segments(stage.catalog_path, stage.pin), stage.route)
     query_vector = embedded_query(stage, tiers, ledger)
     if catalog is not None:
-        found = search_catalogued_rows(
-            catalog.segments, table, catalog.route, stage.mode, stage.query, query_vector, stage.k
-        )
-    else:
-        texts = [value if isinstance(value, str) else None for value in table.column(stage.column).to_pylist()]
-        vectors = vectors_of(table) if stage.mode != "fts" else None
-        index = SearchIndex.build(folder, texts, vectors, full_text=stage.mode != "vector")
-        found = index.search(stage.mode, stage.query, query_vector, stage.k)
+        segments, route, output = catalog.segments, catalog.route, stage.output
+        return catalogued_table(segments, table, route, stage.mode, stage.query, query_vector, stage.k, columns, output)
+    texts = [value if isinstance(value, str) else None for value in table.column(stage.column).to_pylist()]
+    vectors = vectors_of(table) if stage.mode != "fts" else None
+    index = SearchIndex.build(folder, texts, vectors, full_text=stage.mode != "vector")
+    found = index.search(stage.mode, stage.query, query_vector, stage.k)
     positions = pa.array([position for position, _ in found], pa.int64())
     rows = table.select(columns).take(positions)
     return rows.append_column(stage.output, pa.array([score for _, score in found], pa.float64()))
