@@ -238,7 +238,7 @@ def _ids(ran: tuple[Any, dict[str, Any]], column: str = "review_id") -> list[str
 
 def reviews_steps(spec: dict[str, Any]) -> dict[str, Step]:
     """The reviews workload (``benchmarks/workloads/reviews.py``): LIMIT queries, joins, SQL."""
-    import semray
+    from semray.readers import sql as compile_query
 
     text, limits = spec["instructions"], spec["limits"]
     complaint = "Review: {text}\n\n" + text["complaint"]
@@ -292,7 +292,7 @@ def reviews_steps(spec: dict[str, Any]) -> dict[str, Step]:
         }
 
     def sql(query_text: str) -> Any:
-        return semray.sql(query_text, {"reviews": _source(spec, "sql_sample")}).with_serving(_serving(spec))
+        return compile_query(query_text, {"reviews": _source(spec, "sql_sample")}).with_serving(_serving(spec))
 
     def sql_aggregate(_: dict[str, Any]) -> dict[str, Any]:
         query = sql(
