@@ -15,6 +15,7 @@ labels, whose answer is matched to a label.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from importlib import metadata
@@ -132,7 +133,72 @@ def scaling_steps(spec: dict[str, Any], cascade: CascadeArgs | None) -> dict[str
     return {"filter": scan_filter}
 
 
-WORKLOADS = {"enron": enron_steps, "medical": medical_steps, "scaling": scaling_steps}
+def reviews_steps(spec: dict[str, Any], cascade: CascadeArgs | None) -> dict[str, Step]:
+    """The reviews workload. LOTUS has no LIMIT operator and no SQL: a LIMIT query filters every
+    row and keeps the first k (``head``), and the SQL queries are pandas over ``sem_filter`` /
+    ``sem_map`` columns. Its self-join would ask every pair (n x n) and is not run here."""
+    text, limits = spec["instructions"], spec["limits"]
+    complaint = "{text}\n" + text["complaint"]
+    shipping = "{text}\n" + text["shipping"]
+
+    def read(name: str) -> pd.DataFrame:
+        return pd.read_json(spec["inputs"][name], lines=True)
+
+    def kept(frame: pd.DataFrame, k: int) -> dict[str, Any]:
+        return {"kept": [str(v) for v in frame.head(k)["review_id"]]}
+
+    def filter_limit() -> dict[str, Any]:
+        return kept(_filter(read("reviews"), complaint, cascade), limits["filter_limit"])
+
+    def chain_limit() -> dict[str, Any]:
+        first = _filter(read("reviews"), complaint, cascade)
+        return kept(_filter(first, shipping, cascade), limits["chain_limit"])
+
+    def category_join() -> dict[str, Any]:
+        left = read("category_sample")[["review_id", "text"]]
+        right = read("categories")[["description"]]
+        instruction = text["category"].replace("{l.text}", "{text}").replace("{r.description}", "{description}")
+        if cascade is None:
+            joined = left.sem_join(right, instruction)
+        else:
+            joined = left.sem_join(right, instruction, cascade_args=cascade)
+        return {"pairs": [[str(a), str(b)] for a, b in zip(joined["review_id"], joined["description"], strict=False)]}
+
+    def sql_aggregate() -> dict[str, Any]:
+        frame = read("sql_sample")
+        complained = set(_filter(frame, complaint, cascade)["review_id"])
+        frame["complaint"] = [1.0 if v in complained else 0.0 for v in frame["review_id"]]
+        stars = frame.sem_map("{text}\n" + text["stars"] + "? Answer with one whole number from 1 to 5.", suffix="raw")
+        frame["stars"] = [_number(v) for v in stars["raw"]]
+        grouped = frame.groupby("brand").agg(share=("complaint", "mean"), stars=("stars", "mean"))
+        return {
+            "complaint_share": {str(k): float(v) for k, v in grouped["share"].items()},
+            "stars": {str(k): float(v) for k, v in grouped["stars"].items()},
+        }
+
+    def sql_group_by() -> dict[str, Any]:
+        moods = spec["moods"]
+        frame = read("sql_sample")
+        instruction = "{text}\n" + text["mood"] + ". Answer with exactly one of: " + ", ".join(moods) + "."
+        out = frame.sem_map(instruction, suffix="raw")
+        out["mood"] = [match_label(v, moods) for v in out["raw"]]
+        return {"mood_counts": {str(k): int(v) for k, v in out.groupby("mood").size().items()}}
+
+    return {
+        "filter_limit": filter_limit,
+        "chain_limit": chain_limit,
+        "category_join": category_join,
+        "sql_aggregate": sql_aggregate,
+        "sql_group_by": sql_group_by,
+    }
+
+
+def _number(value: Any) -> float | None:
+    found = re.search(r"-?\d+(?:\.\d+)?", str(value))
+    return float(found.group()) if found else None
+
+
+WORKLOADS = {"enron": enron_steps, "medical": medical_steps, "scaling": scaling_steps, "reviews": reviews_steps}
 
 
 def main() -> int:
@@ -142,6 +208,12 @@ def main() -> int:
     notes = {}
     if spec["config"] == "cheap":
         notes["cascade"] = "sem_filter/sem_join cascade on the helper (small) model; map/extract on large"
+    if spec["workload"] == "reviews":
+        notes["limits"] = "no LIMIT operator: a LIMIT query filters every row, then keeps the first k"
+        notes["not_run"] = (
+            "cascade_limit (a cascade needs the cheap config's helper model), self_join and self_join_limit "
+            "(LOTUS asks every pair: n x n calls) are not run"
+        )
     steps = WORKLOADS[spec["workload"]](spec, cascade)
     return run_steps(spec, steps, "lotus-ai " + metadata.version("lotus-ai"), started, notes)
 

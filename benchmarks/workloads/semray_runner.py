@@ -231,10 +231,134 @@ def scaling_steps(spec: dict[str, Any]) -> dict[str, Step]:
     return {"filter": scan_filter}
 
 
+# reviews ---------------------------------------------------------------------------------------
+def _ids(ran: tuple[Any, dict[str, Any]], column: str = "review_id") -> list[str]:
+    return [str(v) for v in ran[0].table.column(column).to_pylist()]
+
+
+def reviews_steps(spec: dict[str, Any]) -> dict[str, Step]:
+    """The reviews workload (``benchmarks/workloads/reviews.py``): LIMIT queries, joins, SQL."""
+    from semray.readers import sql as compile_query
+
+    text, limits = spec["instructions"], spec["limits"]
+    complaint = "Review: {text}\n\n" + text["complaint"]
+    shipping = "Review: {text}\n\n" + text["shipping"]
+
+    def limited(query: Any, k: int) -> dict[str, Any]:
+        ran = _execute(spec, query.select("review_id").limit(k))
+        return {"kept": _ids(ran), "semray_usage": _usage(ran)}
+
+    def filter_limit(_: dict[str, Any]) -> dict[str, Any]:
+        return limited(_source(spec, "reviews").sem_filter(complaint, tier=_tier(spec)), limits["filter_limit"])
+
+    def cascade_limit(_: dict[str, Any]) -> dict[str, Any]:
+        query = _source(spec, "reviews").sem_filter(complaint).with_quality(spec["cascade_quality"])
+        return limited(query, limits["cascade_limit"])
+
+    def chain_limit(_: dict[str, Any]) -> dict[str, Any]:
+        query = _source(spec, "reviews").sem_filter(complaint, tier=_tier(spec)).sem_filter(shipping, tier=_tier(spec))
+        return limited(query, limits["chain_limit"])
+
+    def family_join(k: int | None) -> dict[str, Any]:
+        left = _source(spec, "join_sample").select("review_id", "text")
+        right = _source(spec, "join_sample").select("review_id", "text")
+        query = left.sem_join(right, text["same_family"], tier=_tier(spec))
+        query = query.select("review_id", "review_id_right")
+        ran = _execute(spec, query if k is None else query.limit(k))
+        rows = ran[0].table.to_pylist()
+        plan = ran[0].plan
+        return {
+            "pairs": [[r["review_id"], r["review_id_right"]] for r in rows],
+            "semray_usage": _usage(ran),
+            "implementation": _join_implementation(plan),
+        }
+
+    def self_join(_: dict[str, Any]) -> dict[str, Any]:
+        return family_join(None)
+
+    def self_join_limit(_: dict[str, Any]) -> dict[str, Any]:
+        return family_join(limits["self_join_limit"])
+
+    def category_join(_: dict[str, Any]) -> dict[str, Any]:
+        left = _source(spec, "category_sample").select("review_id", "text")
+        right = _source(spec, "categories").select("description")
+        query = left.sem_join(right, text["category"], tier=_tier(spec)).select("review_id", "description")
+        ran = _execute(spec, query)
+        rows = ran[0].table.to_pylist()
+        return {
+            "pairs": [[r["review_id"], r["description"]] for r in rows],
+            "semray_usage": _usage(ran),
+            "implementation": _join_implementation(ran[0].plan),
+        }
+
+    def sql(query_text: str) -> Any:
+        return compile_query(query_text, {"reviews": _source(spec, "sql_sample")}).with_serving(_serving(spec))
+
+    def sql_aggregate(_: dict[str, Any]) -> dict[str, Any]:
+        query = sql(
+            "SELECT brand, "
+            f"avg(CASE WHEN SEM_FILTER('Review: {{text}} -- {_quoted(text['complaint'])}') THEN 1.0 ELSE 0.0 END)"
+            " AS complaint_share, "
+            f"avg(SEM_SCORE('Review: {{text}} -- {_quoted(text['stars'])}?', 1, 5)) AS stars "
+            "FROM reviews GROUP BY brand ORDER BY brand"
+        )
+        ran = _execute(spec, query)
+        rows = ran[0].table.to_pylist()
+        return {
+            "complaint_share": {r["brand"]: float(r["complaint_share"]) for r in rows},
+            "stars": {r["brand"]: float(r["stars"]) for r in rows},
+            "semray_usage": _usage(ran),
+        }
+
+    def sql_group_by(_: dict[str, Any]) -> dict[str, Any]:
+        moods = "|".join(spec["moods"])
+        query = sql(
+            f"SELECT SEM_CLASSIFY('Review: {{text}} -- {_quoted(text['mood'])}', '{moods}') AS mood, count(*) AS n "
+            "FROM reviews GROUP BY mood ORDER BY mood"
+        )
+        ran = _execute(spec, query)
+        return {
+            "mood_counts": {str(r["mood"]): int(r["n"]) for r in ran[0].table.to_pylist()},
+            "semray_usage": _usage(ran),
+        }
+
+    return {
+        "filter_limit": filter_limit,
+        "cascade_limit": cascade_limit,
+        "chain_limit": chain_limit,
+        "self_join": self_join,
+        "self_join_limit": self_join_limit,
+        "category_join": category_join,
+        "sql_aggregate": sql_aggregate,
+        "sql_group_by": sql_group_by,
+    }
+
+
+def _quoted(text: str) -> str:
+    """An instruction inside a SQL string literal (single quotes doubled)."""
+    return text.replace("'", "''")
+
+
+def _join_implementation(plan: Any) -> str | None:
+    """How the plan that ran executes its semantic join: ``factorized (...)``, ``nested``, ..."""
+    from semray.operators.plan_paths import operator_paths
+    from semray.operators.semantic import SemJoin
+
+    for node in operator_paths(plan).values() if plan is not None else ():
+        if isinstance(node, SemJoin):
+            if node.right_labels:
+                return "factorized: left rows classified into the right values"
+            if node.factor:
+                return f"factorized: {node.factor} {node.relation}"
+            return str(node.implementation)
+    return None
+
+
 WORKLOADS: dict[str, Callable[[dict[str, Any]], dict[str, Step]]] = {
     "enron": enron_steps,
     "medical": medical_steps,
     "scaling": scaling_steps,
+    "reviews": reviews_steps,
 }
 
 
