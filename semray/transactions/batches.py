@@ -199,7 +199,8 @@ class BatchLedger:
             index: dict[str, str] = {}
             for (operator, key), record in self._committed.items():
                 if operator == operator_key:
-                    index.update(dict.fromkeys(record.row_ids, key))
+                    for row_id in record.row_ids:
+                        index.setdefault(row_id, key)  # the first batch holding a row, as _remember keeps it
             self._rows[operator_key] = index
         return self._rows[operator_key]
 

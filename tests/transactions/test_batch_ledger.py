@@ -155,3 +155,11 @@ def test_an_inline_commit_is_one_fsync(
     monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
     ledger.commit("op", batch_key("op", ["r1"]), ["r1"], scores("r1"))
     assert len(calls) == fsyncs
+
+
+def test_a_row_committed_in_two_batches_is_looked_up_in_the_first(ledger: BatchLedger) -> None:
+    # e.g. a retried task cut differently: the index a fresh ledger builds agrees with a live one's.
+    ledger.commit("op", batch_key("op", ["r1"]), ["r1"], scores("r1", base=1))
+    ledger.commit("op", batch_key("op", ["r1", "r2"]), ["r1", "r2"], scores("r1", "r2", base=5))
+    for reader in (ledger, BatchLedger(ledger.run_dir, attempt=2)):
+        assert reader.lookup_rows("op", ["r1", "r2"]).table.sort_by("_rowid").column("score").to_pylist() == [1, 6]
