@@ -13,11 +13,16 @@ cluster shape:
   no journal, no run, no counting.
 
 Both on the simulated large tier deployed once (zero latency, error rate 0, response cache off),
-so what differs is the engine's own work. Shapes: 1 node (the embedded local Ray, 2 CPUs) and 3
-nodes from ``ray.cluster_utils.Cluster`` on 127.0.0.1 (a head and two workers, 2 logical CPUs each, all
-on this machine). Each variant runs once to warm up (actor start-up), then ``--repeats`` times
-alternately; the median wall time is reported with rows/s and the overhead per row
-``(engine - plain) / rows``. Goal: engine within 25% of plain.
+so what differs is the engine's own work. Besides wall time, each run's CPU seconds are summed over
+this process and every process under it (Ray's raylet, workers, actors, Serve replicas; sampled
+every 0.1 s, ``TreeCpu``): on a shared machine wall time swings with the load, CPU seconds much
+less (they miss time spent waiting on the disk, e.g. fsync).
+
+Shapes: 1 node (the embedded local Ray, 2 CPUs) and 3 nodes from ``ray.cluster_utils.Cluster`` on
+127.0.0.1 (a head and two workers, 2 logical CPUs each, all on this machine). Each variant runs
+once to warm up (actor start-up), then ``--repeats`` times alternately; the median wall time is
+reported with rows/s and the overhead per row ``(engine - plain) / rows``. Goal: engine within 25%
+of plain.
 """
 
 from __future__ import annotations
@@ -103,13 +108,17 @@ def _measure(shape: str, settings: Any, table: pa.Table, serving: Any, repeats: 
     }
     kept = {name: run() for name, run in variants.items()}  # warm-up: actors, Serve handles, imports
     seconds: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(repeats):
-        for name, run in variants.items():
-            started = time.perf_counter()
-            kept[name] = run()
-            seconds[name].append(time.perf_counter() - started)
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
+    with TreeCpu() as tree:
+        for _ in range(repeats):
+            for name, run in variants.items():
+                started, cpu_before = time.perf_counter(), tree.total()
+                kept[name] = run()
+                seconds[name].append(time.perf_counter() - started)
+                cpu[name].append(tree.total() - cpu_before)
     rows = table.num_rows
     wall = {name: median(values) for name, values in seconds.items()}
+    cpu_median = {name: median(values) for name, values in cpu.items()}
     return {
         "shape": shape,
         "rows": rows,
@@ -121,7 +130,57 @@ def _measure(shape: str, settings: Any, table: pa.Table, serving: Any, repeats: 
         "overhead": round(wall["engine"] / wall["plain"] - 1, 4),
         "engine_batch_rows": engine_batch,
         "overhead_same_batch": round(wall["engine"] / wall["plain_same_batch"] - 1, 4),
+        "cpu_s": {name: [round(value, 3) for value in values] for name, values in cpu.items()},
+        "cpu_median_s": {name: round(value, 3) for name, value in cpu_median.items()},
+        "cpu_overhead": round(cpu_median["engine"] / cpu_median["plain"] - 1, 4),
     }
+
+
+class TreeCpu:
+    """CPU seconds (user + system) spent by this process and every process under it, sampled every
+    ``interval_s`` by a thread: a process that exits (a finished actor) keeps what it spent up to
+    its last sample, so only its last ``interval_s`` is lost.
+
+    >>> with TreeCpu() as cpu:  # doctest: +SKIP
+    ...     before = cpu.total(); work(); spent = cpu.total() - before
+    """
+
+    def __init__(self, interval_s: float = 0.1) -> None:
+        import threading
+
+        self.interval_s = interval_s
+        self._seen: dict[tuple[int, float], float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> TreeCpu:
+        self.total()  # what the processes already running spent before: measured from here on
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def total(self) -> float:
+        """CPU seconds spent so far by every process seen (a fresh sample first)."""
+        import psutil
+
+        root = psutil.Process()
+        with self._lock:
+            for process in [root, *root.children(recursive=True)]:
+                try:
+                    with process.oneshot():
+                        key, times = (process.pid, process.create_time()), process.cpu_times()
+                except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                    continue
+                self._seen[key] = max(self._seen.get(key, 0.0), times.user + times.system)
+            return sum(self._seen.values())
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.total()
 
 
 def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
@@ -210,8 +269,9 @@ def _markdown(figures: dict[str, Any]) -> str:
         "at 256 rows a batch; 'same batch' runs it at the engine's own batch size (sized from the input).",
         "",
         "| cluster | engine s | plain s | engine rows/s | plain rows/s | overhead per row | overhead | goal met "
-        "| rows kept (engine / plain) | engine batch | plain s, same batch | overhead, same batch |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| rows kept (engine / plain) | engine batch | plain s, same batch | overhead, same batch "
+        "| CPU s (engine / plain) | CPU overhead |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for run in figures["runs"]:
         lines.append(
@@ -220,7 +280,13 @@ def _markdown(figures: dict[str, Any]) -> str:
             f"{run['overhead_ms_per_row']:.3f} ms | {run['overhead']:+.1%} | "
             f"{'yes' if run['overhead'] <= figures['goal'] else 'no'} | "
             f"{run['kept']['engine']} / {run['kept']['plain']} | {run['engine_batch_rows']} | "
-            f"{run['median_s']['plain_same_batch']:.2f} | {run['overhead_same_batch']:+.1%} |"
+            f"{run['median_s']['plain_same_batch']:.2f} | {run['overhead_same_batch']:+.1%} | "
+            + (
+                f"{run['cpu_median_s']['engine']:.2f} / {run['cpu_median_s']['plain']:.2f} | "
+                f"{run['cpu_overhead']:+.1%} |"
+                if "cpu_median_s" in run
+                else "- | - |"
+            )
         )
     return "\n".join(lines)
 

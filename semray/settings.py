@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -19,17 +20,26 @@ _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
 """``s3://b/x``, and ``s3:/b/x`` (what ``Path("s3://b/x")`` keeps of it)."""
 
 
-def refuse_object_store_uri(value: object) -> None:
-    """Raise ``StateDirError`` for a state folder given as a URI: the state needs a POSIX file system
-    (``cluster/shared_state.py`` says why)."""
+def posix_state_dir(value: object) -> object:
+    """The state folder ``value`` names: a ``file:`` URI becomes its local path; any other URI
+    (``s3://``, ``gs://``, ``abfs://``: pyarrow's object-store filesystems) raises ``StateDirError``,
+    as the state needs a POSIX file system (``cluster/shared_state.py`` says why).
+
+    >>> posix_state_dir("file:///mnt/shared/semray")
+    PosixPath('/mnt/shared/semray')
+    """
     text = str(value)
-    if isinstance(value, str | Path) and _URI.match(text):
-        raise StateDirError(
-            f"state folder {text!r} is a URI: semray's state (run journals under flock, fsync'd renames, "
-            "hard-linked outputs, the SQLite response cache) needs a POSIX file system, and object stores are not "
-            f"supported. Set {STATE_DIR_ENV} (or --state-dir) to a path every node sees, e.g. an NFS mount or a "
-            "bucket mounted with a POSIX-compliant FUSE driver"
-        )
+    if not (isinstance(value, str | Path) and _URI.match(text)):
+        return value
+    parts = urlsplit(text)
+    if parts.scheme.lower() == "file" and parts.netloc in ("", "localhost") and not parts.query + parts.fragment:
+        return Path(unquote(parts.path))  # file:///x, file://localhost/x, and Path's file:/x
+    raise StateDirError(
+        f"state folder {text!r} is a URI: semray's state (run journals under flock, fsync'd renames, "
+        "hard-linked outputs, the SQLite response cache) needs a POSIX file system, and object stores are not "
+        f"supported. Set {STATE_DIR_ENV} (or --state-dir) to a path every node sees, e.g. an NFS mount or a "
+        "bucket mounted with a POSIX-compliant FUSE driver (a file:// URI of such a path is accepted)"
+    )
 
 
 class Settings(BaseSettings):
@@ -227,8 +237,7 @@ class Settings(BaseSettings):
     @field_validator("state_dir", mode="before")
     @classmethod
     def _local_state_dir(cls, value: object) -> object:
-        refuse_object_store_uri(value)
-        return value
+        return posix_state_dir(value)
 
     @property
     def state_path(self) -> Path:

@@ -7,7 +7,7 @@ is relative, so inside a job its runs, journals and response cache would land th
 that unless ``Settings.allow_job_local_state`` says otherwise.
 
 Object-store URIs (``s3://``, ``gs://``, ...) are refused too, by ``Settings`` itself
-(``settings.refuse_object_store_uri``): the journal appends under
+(``settings.posix_state_dir``): the journal appends under
 ``flock``, commits are fsync'd files renamed into place, publishing swaps a hard link or a
 symlink with ``os.replace``, the fence is an fsync'd rename checked under the journal lock, and
 the response cache is SQLite in WAL mode. None of that has an equivalent through pyarrow's

@@ -6,7 +6,7 @@ See docs/transactions.md for the guarantees and the on-disk format.
 
 from __future__ import annotations
 
-from semray.transactions.batches import BatchLedger, RowLookup
+from semray.transactions.batches import BatchLedger, RowLookup, committed_table
 from semray.transactions.errors import (
     FencedWriterError,
     OutputTargetError,
@@ -60,6 +60,7 @@ __all__ = [
     "batch_key",
     "begin_run",
     "cancel_run",
+    "committed_table",
     "current_version",
     "find_resumable",
     "fingerprint",

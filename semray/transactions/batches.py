@@ -1,9 +1,11 @@
 """Committed batch outputs: stored durably, found again on resume, so no batch is paid for twice.
 
-Commit order: the batch's table is written to a temporary file, fsync'd and renamed into
-place; only then is its ``batch_committed`` record appended to the journal. The record is
-the commit point: a table without a record (a kill between the two) is ignored and
-overwritten when the batch is committed again.
+A small table (up to ``INLINE_BYTES`` as an Arrow IPC stream, e.g. a few hundred rows of filter
+answers) travels inside its ``batch_committed`` record: the commit is one journal append, one
+fsync. A larger one is written to a temporary file, fsync'd and renamed into place (its folder
+fsync'd too); only then is its record appended to the journal. The record is the commit point:
+a table without a record (a kill between the two) is ignored and overwritten when the batch is
+committed again.
 
 Fencing: a commit is accepted only while its attempt is the run's current one. The record
 is appended under the journal's lock after reading the run's fence (``fence.py``) under that
@@ -13,6 +15,7 @@ resume began) gets ``FencedWriterError`` and its batch is journaled as ``batch_r
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -32,6 +35,11 @@ from semray.transactions.keys import file_safe
 from semray.transactions.records import BatchCommitted, BatchRefused, LLMUsage, RowFailures
 
 log = get_logger(__name__)
+
+INLINE_BYTES = 64 * 1024
+"""A batch's table up to this size (Arrow IPC stream) is journaled inline in its record: one fsync
+a commit instead of three (table, its folder, journal). Larger ones go to a parquet file, so
+journals stay small enough to read whole (``semray runs ls``, every actor's ledger)."""
 
 ROW_ID = "_rowid"
 """The plan's row-id column (``semray.operators.schema.ROW_ID``); not imported, as transactions
@@ -54,9 +62,11 @@ class BatchLedger:
     >>> ledger.commit("op3", key, row_ids, table, LLMUsage(calls=4))  # doctest: +SKIP
     """
 
-    def __init__(self, run_dir: Path, attempt: int) -> None:
+    def __init__(self, run_dir: Path, attempt: int, inline_bytes: int = INLINE_BYTES) -> None:
+        """``inline_bytes``: tables up to this size travel in their record (0: every table to a file)."""
         self.run_dir = run_dir
         self.attempt = attempt
+        self.inline_bytes = inline_bytes
         self._journal = JournalWriter(run_dir / JOURNAL_NAME)
         self._committed: dict[tuple[str, str], BatchCommitted] = {}
         self._rows: dict[str, dict[str, str]] = {}
@@ -84,30 +94,34 @@ class BatchLedger:
         Raises ``FencedWriterError`` when a newer attempt of the run has begun (a resume): the
         batch is then journaled as refused (``batch_refused``, with what it paid) instead.
         """
-        # A name of its own per commit: a batch committed twice (a retried actor) never
-        # overwrites the table its first record points to.
-        unique = f"{file_safe(batch_key)}-a{self.attempt}-{os.urandom(4).hex()}.parquet"
-        relative = Path("batches") / file_safe(operator_key) / unique
+        fenced_before = self._stale() is not None
+        inline = encode_inline(table, self.inline_bytes)
+        relative: Path | None = None
+        if inline is None:
+            # A name of its own per commit: a batch committed twice (a retried actor) never
+            # overwrites the table its first record points to.
+            unique = f"{file_safe(batch_key)}-a{self.attempt}-{os.urandom(4).hex()}.parquet"
+            relative = Path("batches") / file_safe(operator_key) / unique
+            if not fenced_before:  # a writer already fenced off does not store a table it cannot commit
+                _write_parquet_durably(self.run_dir / relative, table)
         record = BatchCommitted(
             attempt=self.attempt,
             operator_key=operator_key,
             batch_key=batch_key,
             row_ids=tuple(str(row_id) for row_id in row_ids),
             rows_out=table.num_rows if rows_out is None else rows_out,
-            file=str(relative),
+            file="" if relative is None else str(relative),
+            inline=inline,
             usage=usage or LLMUsage(),
             failed=tuple(failed),
         )
-        fenced_before = self._stale() is not None
-        if not fenced_before:  # a writer already fenced off does not store a table it cannot commit
-            _write_parquet_durably(self.run_dir / relative, table)
         with self._journal.locked() as append:
             # The fence is read under the journal's lock, the lock a resume moves it under:
             # the check and the append are one step.
             current = self._stale()
             append(record if current is None else _refused(record, current))
         if current is not None:
-            if not fenced_before:
+            if not fenced_before and relative is not None:
                 (self.run_dir / relative).unlink(missing_ok=True)  # never journaled: nothing points to it
             raise self._fence(current)
         self._remember(record)
@@ -145,7 +159,7 @@ class BatchLedger:
         record = self.committed(operator_key, batch_key)
         if record is None:
             return None
-        return pq.read_table(self.run_dir / record.file)
+        return committed_table(self.run_dir, record)
 
     def lookup_rows(self, operator_key: str, row_ids: Iterable[str | int]) -> RowLookup:
         """Committed output rows for these row ids, whatever batches they were committed in.
@@ -170,7 +184,7 @@ class BatchLedger:
 
     def _rows_of_batch(self, operator_key: str, batch_key: str, row_ids: list[str]) -> pa.Table:
         record = self._committed[(operator_key, batch_key)]
-        table = pq.read_table(self.run_dir / record.file)
+        table = committed_table(self.run_dir, record)
         if ROW_ID not in table.column_names:
             raise TransactionError(
                 f"batch {batch_key} of {operator_key} has no {ROW_ID!r} column; "
@@ -185,7 +199,8 @@ class BatchLedger:
             index: dict[str, str] = {}
             for (operator, key), record in self._committed.items():
                 if operator == operator_key:
-                    index.update(dict.fromkeys(record.row_ids, key))
+                    for row_id in record.row_ids:
+                        index.setdefault(row_id, key)  # the first batch holding a row, as _remember keeps it
             self._rows[operator_key] = index
         return self._rows[operator_key]
 
@@ -209,10 +224,10 @@ class BatchLedger:
                 self._remember(record)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"run_dir": self.run_dir, "attempt": self.attempt}
+        return {"run_dir": self.run_dir, "attempt": self.attempt, "inline_bytes": self.inline_bytes}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["run_dir"], state["attempt"])  # type: ignore[misc]
+        self.__init__(state["run_dir"], state["attempt"], state.get("inline_bytes", INLINE_BYTES))  # type: ignore[misc]
 
 
 def _refused(record: BatchCommitted, current_attempt: int) -> BatchRefused:
@@ -234,3 +249,30 @@ def _write_parquet_durably(path: Path, table: pa.Table) -> None:
     fsync_file(temporary)
     os.replace(temporary, path)
     fsync_directory(path.parent)
+
+
+def encode_inline(table: pa.Table, limit: int = INLINE_BYTES) -> str | None:
+    """``table`` as the ``inline`` text of its record (an Arrow IPC stream, base64); None when the
+    stream is over ``limit`` bytes (the table goes to a parquet file).
+
+    >>> decode_inline(encode_inline(pa.table({"a": [1, 2]}))).to_pylist()
+    [{'a': 1}, {'a': 2}]
+    """
+    if table.nbytes > limit:  # the stream is no smaller than the buffers: no need to write it
+        return None
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    data = sink.getvalue()
+    return base64.b64encode(data.to_pybytes()).decode("ascii") if data.size <= limit else None
+
+
+def decode_inline(text: str) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(base64.b64decode(text))).read_all()
+
+
+def committed_table(run_dir: Path, record: BatchCommitted) -> pa.Table:
+    """The table a ``batch_committed`` record stores: inline in the record, or in its parquet file."""
+    if record.inline is not None:
+        return decode_inline(record.inline)
+    return pq.read_table(run_dir / record.file)

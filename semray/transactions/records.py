@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 FinalStatus = Literal["succeeded", "failed", "cancelled"]
 OutputKind = Literal["file", "folder"]
@@ -122,8 +122,8 @@ class RowFailures(Frozen):
 class BatchCommitted(Record):
     """One batch of one operator is done: its output is stored and will not be paid for again.
 
-    ``row_ids`` are the rows answered (stored in ``file``); ``failed`` the rows of the batch that
-    got no answer, by reason. Failed rows are not stored: a resume asks them again.
+    ``row_ids`` are the rows answered (stored in ``file``, or ``inline``); ``failed`` the rows of
+    the batch that got no answer, by reason. Failed rows are not stored: a resume asks them again.
     """
 
     kind: Literal["batch_committed"] = "batch_committed"
@@ -131,10 +131,19 @@ class BatchCommitted(Record):
     batch_key: str
     row_ids: tuple[str, ...]
     rows_out: int = Field(ge=0)
-    file: str
-    """Stored output table (parquet), relative to the run folder."""
+    file: str = ""
+    """Stored output table (parquet), relative to the run folder; empty when the table is ``inline``."""
+    inline: str | None = None
+    """The output table itself (an Arrow IPC stream, base64) for a small table: the record is then
+    the whole commit, one fsync (``semray.transactions.batches.INLINE_BYTES``)."""
     usage: LLMUsage = Field(default_factory=LLMUsage)
     failed: tuple[RowFailures, ...] = ()
+
+    @model_validator(mode="after")
+    def _stored_somewhere(self) -> BatchCommitted:
+        if not self.file and self.inline is None:
+            raise ValueError("a committed batch names its table's file or holds the table inline")
+        return self
 
 
 class BatchRefused(Record):

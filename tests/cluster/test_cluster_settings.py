@@ -65,6 +65,17 @@ def test_an_object_store_uri_is_refused_with_what_to_use(uri: str) -> None:
         Settings(state_dir=Path(uri))  # what argparse's type=Path makes of it: 's3:/bucket/semray'
 
 
+@pytest.mark.parametrize("form", ["file://{path}", "file://localhost{path}", "file:{path}"])
+def test_a_file_uri_names_its_local_path(form: str, tmp_path: Path) -> None:
+    shared = tmp_path / "shared state"  # a space: percent-encoded in the URI
+    uri = form.format(path=str(shared).replace(" ", "%20"))
+    assert Settings(state_dir=uri).state_dir == shared
+    if "localhost" not in form:  # Path() folds '//' (what argparse's type=Path makes of it): no host left to read
+        assert Settings(state_dir=Path(form.format(path=shared))).state_dir == shared
+    with pytest.raises(StateDirError, match="POSIX file system"):
+        Settings(state_dir=f"file://otherhost{shared}")  # another host's path: not one this node sees
+
+
 def test_attaching_needs_a_record_of_a_cluster_that_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
 

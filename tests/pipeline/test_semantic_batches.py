@@ -34,12 +34,29 @@ def test_batches_grow_with_the_input_and_stay_small_under_a_limit(tmp_path: Path
     settings = Settings(state_dir=tmp_path / "state")
     small = semray.read_parquet(tickets(tmp_path, 500)).sem_filter("{text} is urgent")
     large = semray.read_parquet(tickets(tmp_path, 100_000)).sem_filter("{text} is urgent")
-    assert semantic_batches(lower(small.plan, settings)) == [32]  # 500 rows: 2 actors x 16 batches is 15 rows each
+    tiny = semray.read_parquet(tickets(tmp_path, 200)).sem_filter("{text} is urgent")
+    assert semantic_batches(lower(tiny.plan, settings)) == [32]  # 200 rows: 2 actors x 4 batches is 25 rows each
+    assert semantic_batches(lower(small.plan, settings)) == [62]  # 500 / (2 actors x 4)
     assert semantic_batches(lower(large.plan, settings)) == [256]
     assert semantic_batches(lower(large.limit(10).plan, settings)) == [32]
     assert semantic_batches(lower(large.plan, settings.model_copy(update={"semantic_batch_max": 32}))) == [32]
-    middle = semray.read_parquet(tickets(tmp_path, 4_000)).sem_filter("{text} is urgent")
-    assert semantic_batches(lower(middle.plan, settings)) == [125]  # 4,000 / (2 actors x 16)
+    middle = semray.read_parquet(tickets(tmp_path, 1_000)).sem_filter("{text} is urgent")
+    assert semantic_batches(lower(middle.plan, settings)) == [125]  # 1,000 / (2 actors x 4)
+
+
+def test_the_actor_pool_has_no_actor_without_a_batch(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path / "state")
+    for rows, actors in ((20, 1), (32, 1), (33, 2), (100_000, 2)):
+        query = semray.read_parquet(tickets(tmp_path, rows)).sem_filter("{text} is urgent")
+        assert semantic_pools(lower(query.plan, settings)) == [actors], rows
+    four = settings.model_copy(update={"semantic_actors": 4})
+    query = semray.read_parquet(tickets(tmp_path, 90)).sem_filter("{text} is urgent")
+    assert semantic_pools(lower(query.plan, four)) == [3]  # 90 rows, 32-row batches
+
+
+def semantic_pools(stage: Stage) -> list[int]:
+    found = [stage.actors] if isinstance(stage, SemanticStage) else []
+    return found + [actors for child in stage.inputs for actors in semantic_pools(child)]
 
 
 def test_a_limit_over_a_semantic_chain_asks_limit_over_selectivity_rows_first(tmp_path: Path) -> None:

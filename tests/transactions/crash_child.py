@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from semray.settings import Settings
 from semray.transactions import LLMUsage, batch_key, open_run
+from semray.transactions.batches import INLINE_BYTES
 
 BATCHES = 6
 ROWS_PER_BATCH = 4
@@ -39,8 +40,11 @@ def batch_rows(index: int) -> list[str]:
 
 
 def batch_table(index: int) -> pa.Table:
+    """Even batches small enough to travel in their journal record, odd ones over ``INLINE_BYTES``
+    (stored in a parquet file): the kills hit both ways of committing."""
     rows = batch_rows(index)
-    return pa.table({"_rowid": rows, "score": [len(row) * (index + 1) for row in rows]})
+    notes = ["x" * (INLINE_BYTES + 1) if index % 2 and offset == 0 else "" for offset in range(len(rows))]
+    return pa.table({"_rowid": rows, "score": [len(row) * (index + 1) for row in rows], "note": notes})
 
 
 def expected_output() -> pa.Table:

@@ -40,7 +40,8 @@ SLOW = ModelProfile(error_rate=0.05, latency_base_s=LATENCY_S, price_in_per_mill
 
 
 def child_settings(state: Path) -> Settings:
-    return Settings(state_dir=state, semantic_batch_size=8, semantic_actors=1, num_cpus=2)
+    # 8-row batches whatever the input's size (batch_max too): dozens of commits, so kills land mid-run.
+    return Settings(state_dir=state, semantic_batch_size=8, semantic_batch_max=8, semantic_actors=1, num_cpus=2)
 
 
 def serving(data: Path) -> ServingConfig:

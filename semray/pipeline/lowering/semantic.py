@@ -16,7 +16,7 @@ from semray.operators.keys import operator_key, statistics_key
 from semray.operators.plan import ROW_SEMANTIC
 from semray.operators.semantic import Semantic, is_row_semantic
 from semray.pipeline.lowering.registry import Inputs, Lowering
-from semray.pipeline.lowering.sizing import semantic_batch_rows
+from semray.pipeline.lowering.sizing import semantic_batch_rows, semantic_pool_size
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.code import CodeStage
 from semray.pipeline.stages.semantic import CascadeStage, SemanticStage, SemanticTask
@@ -49,8 +49,9 @@ def semantic_task(node: Node) -> SemanticTask:
 def lower_row_semantic(node: Semantic, inputs: Inputs, settings: Settings) -> Stage:
     """An actor pool asking ``node``'s question of each row, or a cascade of tiers when it has a
     certifiable quality target."""
-    task, key, actors = semantic_task(node), operator_key(node), settings.semantic_actors
+    task, key = semantic_task(node), operator_key(node)
     batch_rows = semantic_batch_rows(node.input, settings)
+    actors = semantic_pool_size(node.input, settings, batch_rows)
     stage = SemanticStage(task=task, operator_key=key, batch_rows=batch_rows, actors=actors, inputs=inputs)
     target = node.cascades()
     if target is None:

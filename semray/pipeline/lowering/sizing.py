@@ -24,16 +24,21 @@ from semray.pipeline.stages.semantic import SemanticStage, in_rounds
 from semray.settings import Settings
 from semray.tasks import TaskKind
 
-BATCHES_PER_ACTOR = 16
-"""A semantic operator's batches grow only while each actor still gets about this many."""
+BATCHES_PER_ACTOR = 4
+"""A semantic operator's batches grow only while each actor still gets about this many: two in
+flight (``max_tasks_in_flight_per_actor``) and two queued behind them. Each batch pays a fixed
+cost (a Ray task, a journal commit with its fsync, a metrics point); at 16 a batch, 1,000 rows on
+2 actors went in 32-row batches and that cost was a third of the run on a zero-latency tier
+(benchmarks/RESULTS.md, ``cluster_overhead``)."""
 
 
 def semantic_batch_rows(node_input: Node, settings: Settings) -> int:
     """Rows per model round trip for a semantic operator over ``node_input``.
 
-    ``semantic_batch_size`` on small or unknown inputs; over a large input, bigger batches
+    ``semantic_batch_size`` on small or unknown inputs; over a larger input, bigger batches
     (up to ``semantic_batch_max``) while every actor still gets `BATCHES_PER_ACTOR` of them:
-    fewer round trips, fewer Ray tasks and ledger commits per row. A LIMIT above the operator
+    fewer round trips, fewer Ray tasks and ledger commits per row, at the cost of coarser
+    progress and budget stops (a run stops between batches). A LIMIT above the operator
     lowers its input with ``semantic_batch_max`` equal to ``semantic_batch_size`` (so a
     ``sem_filter ... LIMIT k`` stops after a few small batches). Examples:
     tests/pipeline/test_semantic_batches.py.
@@ -43,6 +48,19 @@ def semantic_batch_rows(node_input: Node, settings: Settings) -> int:
     if rows is None or largest <= smallest:
         return smallest
     return max(smallest, min(largest, rows // (settings.semantic_actors * BATCHES_PER_ACTOR)))
+
+
+def semantic_pool_size(node_input: Node, settings: Settings, batch_rows: int) -> int:
+    """Actors for a semantic operator over ``node_input`` in batches of ``batch_rows``:
+    ``semantic_actors``, or one per batch when the input states fewer batches than that.
+
+    The pool starts at this size (no actor joins mid-run after its start-up), so an actor that
+    would get no batch is not started. Example: 40 rows in 32-row batches -> 1 actor.
+    """
+    rows = row_bound(node_input)
+    if rows is None:
+        return settings.semantic_actors
+    return max(1, min(settings.semantic_actors, math.ceil(rows / max(batch_rows, 1))))
 
 
 def fits_one_task(node: Node, limit: int) -> bool:

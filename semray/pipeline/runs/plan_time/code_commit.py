@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from semray.errors import CodeGenerationUnavailableError
 from semray.log import get_logger
@@ -42,7 +41,7 @@ from semray.pipeline.runs.plan_time.code_generation import Ask, GeneratedCode, g
 from semray.pipeline.workers.metering import paid_for
 from semray.serving.config import ServingConfig
 from semray.settings import Settings
-from semray.transactions import BatchLedger, fingerprint, list_runs, open_run
+from semray.transactions import BatchLedger, committed_table, fingerprint, list_runs, open_run
 from semray.transactions.registry import load_state, runs_dir
 
 log = get_logger(__name__)
@@ -150,7 +149,7 @@ def succeeded_lookup(settings: Settings, identity: str) -> Lookup | None:
 
         def lookup(operator: str, batch: str, path: Path = path, committed: Any = committed) -> pa.Table | None:
             record = committed.get((operator, batch))
-            return None if record is None else pq.read_table(path / record.file)
+            return None if record is None else committed_table(path, record)
 
         return lookup
     return None
