@@ -136,7 +136,10 @@ def test_what_only_the_actors_count_is_never_more_than_they_did(finished: Any) -
     requests = ("ray_semray_model_requests_total", *on_large)
     found = wait_for(finished.run_id, {requests: ROWS}, timeout_s=20)
     assert found.get(requests, 0.0) <= ROWS
-    assert found.get(("ray_semray_cache_hits_total", *on_large), 0.0) == 0  # the cache is off
+    # The cache is off: a hit is only a text repeated within one batch, asked once (the demo corpus
+    # repeats some reviews word for word; how many share a batch depends on the batching).
+    texts = generate(ROWS).reviews.column("review").to_pylist()
+    assert found.get(("ray_semray_cache_hits_total", *on_large), 0.0) <= ROWS - len(set(texts))
 
 
 def test_ray_data_names_the_operator_after_the_plan(
