@@ -14,6 +14,13 @@ A `PlanStatistics` is a frozen set of lookups that `estimate_plan` reads:
 
 Both keys are IR facts (`semray.operators.keys`): the same predicate has the same key wherever
 a rewrite moves it and whichever tier (or cascade target) model selection tries.
+
+>>> from semray.cost_model.estimates import Interval
+>>> measured = PlanStatistics(selectivity={"k1": Interval(0.25, 0.2, 0.3)})
+>>> rows = PlanStatistics(selectivity={"k1": Interval.exact(0.3)}, source_rows={"csv:r.csv": Interval.exact(10)})
+>>> later = measured.merged(rows)
+>>> later.selectivity["k1"].value, later.source_rows["csv:r.csv"].value
+(0.3, 10.0)
 """
 
 from __future__ import annotations

@@ -66,6 +66,7 @@ def test_a_catalogued_dataset_is_queried_by_name(tmp_path: Path) -> None:
     assert query.plan.source_schema.names == ("city", "population")  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # 15-50 s on 2 cores: `make test` stays under 13 minutes; CI's test-slow runs it
 @pytest.mark.ray
 def test_catalog_add_runs_on_ray_data_by_default(
     tmp_path: Path, ray_settings: Settings, capsys: pytest.CaptureFixture[str]

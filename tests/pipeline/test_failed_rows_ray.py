@@ -113,6 +113,7 @@ def test_unlabelled_rows_on_the_default_tier_fail_the_run_and_cost_nothing(
     assert "FAILED ROWS" in shown and "30 of 30 rows got no answer" in shown and "no_label" in shown
 
 
+@pytest.mark.slow  # 15-50 s on 2 cores: `make test` stays under 13 minutes; CI's test-slow runs it
 def test_below_the_threshold_the_run_succeeds_and_says_how_many_rows_failed(
     ray_settings: Settings,
     serving: ServingConfig,
@@ -145,6 +146,7 @@ def test_below_the_threshold_the_run_succeeds_and_says_how_many_rows_failed(
     assert last.startswith("WARNING: 11 rows failed: SemFilter '{text} is urgent' 11 of 11")
 
 
+@pytest.mark.slow  # 15-50 s on 2 cores: `make test` stays under 13 minutes; CI's test-slow runs it
 def test_above_the_threshold_the_run_fails_whatever_on_error_unless_raised(
     ray_settings: Settings, serving: ServingConfig, tmp_path: Path
 ) -> None:

@@ -13,6 +13,7 @@ from semray.settings import Settings
 pytestmark = pytest.mark.ray
 
 
+@pytest.mark.slow  # 15-50 s on 2 cores: `make test` stays under 13 minutes; CI's test-slow runs it
 def test_four_semantic_operators_in_a_row(ray_settings: Settings) -> None:
     corpus = generate(60)
     exact = {"sim-small": ModelProfile(error_rate=0.0), "sim-large": ModelProfile(error_rate=0.0)}
@@ -33,6 +34,7 @@ def test_four_semantic_operators_in_a_row(ray_settings: Settings) -> None:
         assert row["sentiment"] == "positive" and row["aspect"] == "delivery"
 
 
+@pytest.mark.slow  # 15-50 s on 2 cores: `make test` stays under 13 minutes; CI's test-slow runs it
 def test_diagnostics_columns(ray_settings: Settings) -> None:
     corpus = generate(60)  # the corpus of the test above: the same tiers serve both, deployed once
     exact = {"sim-small": ModelProfile(error_rate=0.0), "sim-large": ModelProfile(error_rate=0.0)}

@@ -164,6 +164,7 @@ def test_filter_equals_ground_truth_after_an_all_true_filter(tickets: Tickets, r
     assert actual_rows == [str(kept), f"{SMALL:,}", f"{SMALL:,}"]  # second filter, first filter, scan
 
 
+@pytest.mark.slow  # 15-50 s on 2 cores: `make test` stays under 13 minutes; CI's test-slow runs it
 def test_all_false_filter_gives_an_empty_input_to_the_next_operator(tickets: Tickets, ray_settings: Settings) -> None:
     result = (
         query(tickets, ray_settings, tickets.table.slice(0, SMALL))

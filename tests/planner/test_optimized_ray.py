@@ -76,6 +76,7 @@ def source(tickets: Tickets, settings: Settings) -> Query:
     return semray.from_arrow(tickets.table, name="tickets", settings=settings)
 
 
+@pytest.mark.slow  # 15-50 s on 2 cores: `make test` stays under 13 minutes; CI's test-slow runs it
 def test_score_moves_above_the_filters_and_pays_for_surviving_rows_only(
     tickets: Tickets, ray_settings: Settings
 ) -> None:
