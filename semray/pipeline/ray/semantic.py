@@ -24,10 +24,10 @@ def build_semantic(stage: SemanticStage, context: ExecutionContext) -> rd.Datase
         named_udf(SemanticBatchUDF, operator_name(stage.task)),
         fn_constructor_args=(stage.task, stage.operator_key, context.tiers, context.ledger),
         fn_constructor_kwargs={"row_counts": context.row_counts, "counted_as": stage.operators},
-        # The whole pool from the start, as lowering sized it (``semantic_pool_size``): an actor the
-        # autoscaler adds later starts while the first one works, and on a short run arrives when
-        # the batches are nearly done.
-        compute=rd.ActorPoolStrategy(size=stage.actors, max_tasks_in_flight_per_actor=2),
+        # Up to the pool lowering sized (``semantic_pool_size``), starting from one actor: a fixed
+        # pool of that size hung a run whose Serve replicas left room for one actor only
+        # (tests/pipeline/test_measure_run_ray.py: three tiers deployed on 2 CPUs).
+        compute=rd.ActorPoolStrategy(min_size=1, max_size=stage.actors, max_tasks_in_flight_per_actor=2),
         batch_size=stage.batch_rows,
         batch_format="pyarrow",
         # Actors wait on model calls, not on CPU: a small share lets them sit beside the
