@@ -17,17 +17,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.harness import (
-    BenchmarkResult,
-    benchmark_parser,
-    load_average,
-    now_iso,
-    require_shared_data,
-    run_benchmark,
-)
-from benchmarks.workloads.compare import merge_rows, previous_rows, run_all, select_runs
+from benchmarks.harness import BenchmarkResult, require_shared_data, run_benchmark
+from benchmarks.workloads.cli import rerendered, run_workload, start, workload_parser
 from benchmarks.workloads.definitions import prepare_enron
-from benchmarks.workloads.report import cost_table, estimate_lines, fmt, gaps, goal_lines, rerender, versions_line
+from benchmarks.workloads.report import cost_table, estimate_lines, fmt, gaps_section, goal_lines, versions_line
 from benchmarks.workloads.scoring import extraction_accuracy, precision_recall
 
 NAME = "enron"
@@ -107,48 +100,30 @@ def markdown(rows: list[dict[str, Any]], latency_scale: float) -> str:
             "",
             *estimates,
         ]
-    missing = gaps(rows)
+    missing = gaps_section(rows)
     if missing:
-        parts += ["", "Where a system could not run a step, and why; notes:", "", missing]
+        parts += ["", *missing]
     return "\n".join(parts)
 
 
 def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
-    started, load = now_iso(), load_average()
-    command = command.replace(f"benchmarks.{NAME}", f"benchmarks.workloads.{NAME}", 1)
-    data = require_shared_data("enron")
-    workload = prepare_enron(data, args.out_dir, args.seed, args.latency_scale)
-    rows = run_all(workload, select_runs(args.systems.split(",")), args.out_dir, score, args.timeout)
-    if args.merge:
-        rows = merge_rows(previous_rows(args.results_dir, NAME), rows)
-    return BenchmarkResult(
-        name=NAME,
-        title="Enron: filter, filter, extract — semray vs LOTUS vs Palimpzest on the same simulated models",
-        command=command,
-        parameters={"systems": args.systems, "seed": args.seed, "latency_scale": args.latency_scale},
-        figures={"rows": rows},
-        markdown=markdown(rows, args.latency_scale),
-        started_at=started,
-        load_before=load,
+    run = start(NAME, command)
+    workload = prepare_enron(require_shared_data("enron"), args.out_dir, args.seed, args.latency_scale)
+    rows = run_workload(args, NAME, workload, score)
+    return run.result(
+        "Enron: filter, filter, extract — semray vs LOTUS vs Palimpzest on the same simulated models",
+        {"systems": args.systems, "seed": args.seed, "latency_scale": args.latency_scale},
+        {"rows": rows},
+        markdown(rows, args.latency_scale),
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = benchmark_parser(NAME, __doc__ or NAME)
-    parser.add_argument("--systems", default="semray,lotus,palimpzest", help="comma-separated systems to run")
-    parser.add_argument("--seed", type=int, default=1, help="the simulator's seed (which answers are wrong)")
-    parser.add_argument("--latency-scale", type=float, default=1.0, help="scale the simulated latencies (0: none)")
-    parser.add_argument("--timeout", type=float, default=1200.0, help="seconds one system's run may take")
-    parser.add_argument(
-        "--merge", action="store_true", help="keep the stored rows of systems not run now (rerun one system)"
+    parser = workload_parser(NAME, __doc__ or NAME, systems="semray,lotus,palimpzest", seed=1, timeout=1200.0)
+    done = rerendered(
+        NAME, parser, argv, lambda data: markdown(data["figures"]["rows"], data["parameters"]["latency_scale"])
     )
-    parser.add_argument("--rerender", action="store_true", help="rebuild the section from the stored rows, run nothing")
-    args = parser.parse_args(argv)
-    if args.rerender:
-        return rerender(
-            args.results_dir, NAME, lambda data: markdown(data["figures"]["rows"], data["parameters"]["latency_scale"])
-        )
-    return run_benchmark(NAME, parser, body, argv)
+    return run_benchmark(NAME, parser, body, argv) if done is None else done
 
 
 if __name__ == "__main__":

@@ -22,17 +22,19 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from benchmarks.harness import (
-    BenchmarkResult,
-    benchmark_parser,
-    load_average,
-    now_iso,
-    require_shared_data,
-    run_benchmark,
-)
-from benchmarks.workloads.compare import merge_rows, previous_rows, run_all, select_runs
+from benchmarks.harness import BenchmarkResult, require_shared_data, run_benchmark
+from benchmarks.workloads.cli import rerendered, run_workload, skip_steps, start, workload_parser
 from benchmarks.workloads.definitions import prepare_medical
-from benchmarks.workloads.report import cost_table, estimate_lines, fmt, gaps, goal_lines, rerender, versions_line
+from benchmarks.workloads.report import (
+    cost_table,
+    estimate_lines,
+    fmt,
+    gaps_section,
+    goal_lines,
+    missing_reason,
+    usage_of,
+    versions_line,
+)
 from benchmarks.workloads.scoring import count_error, label_accuracy, pairs, precision_recall
 
 NAME = "medical"
@@ -92,23 +94,6 @@ def step_metric(step: str) -> Any:
     return metric
 
 
-def usage_of(row: dict[str, Any], step: str) -> dict[str, Any] | None:
-    """A step's calls, tokens, dollars and calls per tier: the simulator's /stats snapshots taken
-    after each step (every system over HTTP), else semray's own accounting (in-process runs)."""
-    usage: dict[str, Any] | None = row.get("step_usage", {}).get(step)
-    if usage:
-        return usage
-    own = row.get("semray_usage", {}).get(step) if row["system"] == "semray" else None
-    if not own:
-        return None
-    return {
-        "calls": own["calls"],
-        "tokens": own["tokens_in"] + own["tokens_out"],
-        "cost_usd": own["dollars"],
-        "tiers": {"small" if row["config"] == "small" else "large": {"calls": own["calls"]}},
-    }
-
-
 def step_tokens(step: str) -> Any:
     def tokens(row: dict[str, Any]) -> int | None:
         usage = usage_of(row, step)
@@ -135,14 +120,7 @@ def step_table(rows: list[dict[str, Any]]) -> str:
             quality = step_metric(step)(row)
             usage = usage_of(row, step)
             if quality is None or not usage:
-                reason = (
-                    "cannot express"
-                    if step in row.get("unsupported", {})
-                    else "failed"
-                    if step in row.get("errors", {})
-                    else "–"
-                )
-                cells.append(reason)
+                cells.append(missing_reason(row, step))
                 continue
             tiers = usage["tiers"]
             calls = " + ".join(f"{tiers[t]['calls']} {t}" for t in ("small", "large") if t in tiers) or "0 calls"
@@ -184,63 +162,42 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
             *estimates,
             "",
         ]
-    missing = gaps(rows)
-    if missing:
-        parts += ["Where a system could not run a step, and why; notes:", "", missing]
+    parts += gaps_section(rows)
     return "\n".join(parts)
 
 
 def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
-    started, load = now_iso(), load_average()
-    command = command.replace(f"benchmarks.{NAME}", f"benchmarks.workloads.{NAME}", 1)
+    run = start(NAME, command)
     data = require_shared_data("medical")
     workload = prepare_medical(data, args.out_dir, args.seed, args.latency_scale, args.join_rows, args.rows)
-    extra = {"skip_steps": [s for s in args.skip.split(",") if s]}
-    rows = run_all(workload, select_runs(args.systems.split(",")), args.out_dir, score, args.timeout, extra)
-    if args.merge:
-        rows = merge_rows(previous_rows(args.results_dir, NAME), rows)
-    return BenchmarkResult(
-        name=NAME,
-        title="Medical: classify, filter, group-by joined with patients, self-join — semray vs LOTUS vs Palimpzest",
-        command=command,
-        parameters={
-            "systems": args.systems,
-            "seed": args.seed,
-            "latency_scale": args.latency_scale,
-            "join_rows": args.join_rows,
-            "skip": args.skip,
-            "rows": args.rows,
-        },
-        figures={"rows": rows},
-        markdown=markdown(rows, args),
-        started_at=started,
-        load_before=load,
+    rows = run_workload(args, NAME, workload, score, {"skip_steps": skip_steps(args)})
+    parameters = {
+        "systems": args.systems,
+        "seed": args.seed,
+        "latency_scale": args.latency_scale,
+        "join_rows": args.join_rows,
+        "skip": args.skip,
+        "rows": args.rows,
+    }
+    return run.result(
+        "Medical: classify, filter, group-by joined with patients, self-join — semray vs LOTUS vs Palimpzest",
+        parameters,
+        {"rows": rows},
+        markdown(rows, args),
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = benchmark_parser(NAME, __doc__ or NAME)
-    parser.add_argument("--systems", default="semray,lotus,palimpzest", help="comma-separated systems to run")
-    parser.add_argument("--seed", type=int, default=1, help="the simulator's seed (which answers are wrong)")
-    parser.add_argument("--latency-scale", type=float, default=1.0, help="scale the simulated latencies (0: none)")
+    parser = workload_parser(NAME, __doc__ or NAME, systems="semray,lotus,palimpzest", seed=1, timeout=1800.0)
     parser.add_argument(
         "--join-rows", type=int, default=24, help="texts in the self-join sample (two from each of N/2 diagnoses)"
     )
     parser.add_argument("--rows", type=int, default=None, help="use only the first N symptom texts (smoke runs)")
     parser.add_argument("--skip", default="", help="comma-separated steps to leave out (e.g. self_join)")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one system's run may take")
-    parser.add_argument(
-        "--merge", action="store_true", help="keep the stored rows of systems not run now (rerun one system)"
+    done = rerendered(
+        NAME, parser, argv, lambda data: markdown(data["figures"]["rows"], argparse.Namespace(**data["parameters"]))
     )
-    parser.add_argument("--rerender", action="store_true", help="rebuild the section from the stored rows, run nothing")
-    args = parser.parse_args(argv)
-    if args.rerender:
-        return rerender(
-            args.results_dir,
-            NAME,
-            lambda data: markdown(data["figures"]["rows"], argparse.Namespace(**data["parameters"])),
-        )
-    return run_benchmark(NAME, parser, body, argv)
+    return run_benchmark(NAME, parser, body, argv) if done is None else done
 
 
 if __name__ == "__main__":

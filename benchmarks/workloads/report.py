@@ -65,6 +65,46 @@ def gaps(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def usage_of(row: dict[str, Any], step: str) -> dict[str, Any] | None:
+    """A step's calls, tokens, dollars and calls per tier: the simulator's /stats snapshots taken
+    after each step (every system over HTTP), else semray's own accounting (in-process runs)."""
+    usage: dict[str, Any] | None = row.get("step_usage", {}).get(step)
+    if usage:
+        return usage
+    own = row.get("semray_usage", {}).get(step) if row["system"] == "semray" else None
+    if not own:
+        return None
+    return {
+        "calls": own["calls"],
+        "tokens": own["tokens_in"] + own["tokens_out"],
+        "cost_usd": own["dollars"],
+        "tiers": {"small" if row["config"] == "small" else "large": {"calls": own["calls"]}},
+    }
+
+
+def missing_reason(row: dict[str, Any], step: str, otherwise: str = "–") -> str:
+    """Why a row has no figures for a step: the system cannot express it, it failed, or ``otherwise``.
+
+    >>> missing_reason({"unsupported": {"self_join": "n x n"}}, "self_join"), missing_reason({}, "x", "did not run")
+    ('cannot express', 'did not run')
+    """
+    if step in row.get("unsupported", {}):
+        return "cannot express"
+    if step in row.get("errors", {}):
+        return "failed"
+    return otherwise
+
+
+def gaps_section(rows: Sequence[dict[str, Any]], what: str = "step") -> list[str]:
+    """The closing paragraph of a workload's section: :func:`gaps` under its heading, or nothing.
+
+    >>> gaps_section([{"system": "lotus", "config": "plain", "error": "not installed"}], "query")[0]
+    'Where a system could not run a query, and why; notes:'
+    """
+    missing = gaps(rows)
+    return [f"Where a system could not run a {what}, and why; notes:", "", missing] if missing else []
+
+
 def estimate_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     """semray's cost-model estimate of each step's plan beside what the step paid.
 

@@ -32,9 +32,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.harness import BenchmarkResult, benchmark_parser, load_average, now_iso, run_benchmark
-from benchmarks.workloads.compare import merge_rows, previous_rows, run_all, select_runs
-from benchmarks.workloads.report import cost_table, fmt, gaps, rerender, versions_line
+from benchmarks.harness import BenchmarkResult, run_benchmark
+from benchmarks.workloads.cli import rerendered, run_workload, skip_steps, start, workload_parser
+from benchmarks.workloads.report import cost_table, fmt, gaps_section, missing_reason, usage_of, versions_line
 from benchmarks.workloads.reviews_data import CATEGORIES, prepare_reviews
 from benchmarks.workloads.scoring import count_error, pairs, precision_recall
 
@@ -154,12 +154,6 @@ def quality_cell(step: str, quality: dict[str, Any] | None) -> str:
     return f"counts L1 {fmt(quality['relative_l1'])}"
 
 
-def usage_of(row: dict[str, Any], step: str) -> dict[str, Any] | None:
-    """A step's calls, tokens, dollars per tier: the simulator's /stats after each step."""
-    usage: dict[str, Any] | None = row.get("step_usage", {}).get(step)
-    return usage
-
-
 def step_table(rows: Sequence[dict[str, Any]], bounds: dict[str, dict[str, float]]) -> str:
     """Per query and system: calls (per tier), tokens, dollars, wall time, quality, and the LIMIT bound."""
     lines = [
@@ -174,13 +168,7 @@ def step_table(rows: Sequence[dict[str, Any]], bounds: dict[str, dict[str, float
             limit = bounds.get(step)
             limits = f"{limit['k']:g} / {limit['selectivity']:.3f} / {limit['bound']:g}" if limit else ""
             if not usage:
-                reason = (
-                    "cannot express"
-                    if step in row.get("unsupported", {})
-                    else "failed"
-                    if step in row.get("errors", {})
-                    else row.get("error", "did not run")
-                )
+                reason = missing_reason(row, step, row.get("error", "did not run"))
                 lines.append(f"| {step} | {label} | {reason} | | | | | | {limits} | | |")
                 continue
             tiers = usage["tiers"]
@@ -240,15 +228,12 @@ def markdown(rows: list[dict[str, Any]], parameters: dict[str, Any], bounds: dic
         step_table(rows, bounds),
         "",
     ]
-    missing = gaps(rows)
-    if missing:
-        parts += ["Where a system could not run a query, and why; notes:", "", missing]
+    parts += gaps_section(rows, "query")
     return "\n".join(parts)
 
 
 def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
-    started, load = now_iso(), load_average()
-    command = command.replace(f"benchmarks.{NAME}", f"benchmarks.workloads.{NAME}", 1)
+    run = start(NAME, command)
     workload = prepare_reviews(
         args.out_dir, args.seed, args.latency_scale, args.rows, args.join_rows, args.category_rows, args.sql_rows
     )
@@ -258,19 +243,14 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
         "chain_limit": args.chain_limit,
         "self_join_limit": args.join_limit,
     }
-    extra = {
-        "limits": limits,
-        "cascade_quality": CASCADE_QUALITY,
-        "skip_steps": [s for s in args.skip.split(",") if s],
-    }
-    rows = run_all(workload, select_runs(args.systems.split(",")), args.out_dir, score, args.timeout, extra)
+    extra = {"limits": limits, "cascade_quality": CASCADE_QUALITY, "skip_steps": skip_steps(args)}
+    rows = run_workload(args, NAME, workload, score, extra)
     for row in rows:
-        answer = _answer_steps(row)
-        row["implementation"] = {
-            step: got["implementation"] for step, got in answer.items() if got.get("implementation")
-        }
-    if args.merge:
-        rows = merge_rows(previous_rows(args.results_dir, NAME), rows)
+        if "implementation" not in row:  # rows merged from an earlier run keep theirs
+            answer = _answer_steps(row)
+            row["implementation"] = {
+                step: got["implementation"] for step, got in answer.items() if got.get("implementation")
+            }
     bounds = limit_bounds(workload.truth, limits)
     parameters = {
         "systems": args.systems,
@@ -283,16 +263,12 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
         "limits": limits,
         "skip": args.skip,
     }
-    return BenchmarkResult(
-        name=NAME,
-        title="Reviews (issue 19): LIMIT queries, a cascade, factorized and category joins, SQL with SEM_* in "
+    return run.result(
+        "Reviews (issue 19): LIMIT queries, a cascade, factorized and category joins, SQL with SEM_* in "
         "aggregates — semray vs peers",
-        command=command,
-        parameters=parameters,
-        figures={"rows": rows, "bounds": bounds},
-        markdown=markdown(rows, parameters, bounds),
-        started_at=started,
-        load_before=load,
+        parameters,
+        {"rows": rows, "bounds": bounds},
+        markdown(rows, parameters, bounds),
     )
 
 
@@ -312,10 +288,9 @@ def _answer_steps(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = benchmark_parser(NAME, __doc__ or NAME)
-    parser.add_argument("--systems", default="semray:default,lotus:plain", help="comma-separated systems to run")
-    parser.add_argument("--seed", type=int, default=19, help="the generator's and the simulator's seed")
-    parser.add_argument("--latency-scale", type=float, default=1.0, help="scale the simulated latencies (0: none)")
+    parser = workload_parser(
+        NAME, __doc__ or NAME, systems="semray:default,lotus:plain,palimpzest:plain", seed=19, timeout=1200.0
+    )
     parser.add_argument("--rows", type=int, default=1000, help="generated reviews (the LIMIT queries' input)")
     parser.add_argument("--join-rows", type=int, default=256, help="reviews in the self-join (n x n pairs)")
     parser.add_argument("--category-rows", type=int, default=320, help="reviews joined with the 5 topics")
@@ -325,19 +300,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chain-limit", type=int, default=10, help="k of the two-filter chain's LIMIT")
     parser.add_argument("--join-limit", type=int, default=20, help="k of the self-join's LIMIT")
     parser.add_argument("--skip", default="", help="comma-separated queries to leave out")
-    parser.add_argument("--timeout", type=float, default=1200.0, help="seconds one system's run may take")
-    parser.add_argument(
-        "--merge", action="store_true", help="keep the stored rows of systems not run now (rerun one system)"
+    done = rerendered(
+        NAME,
+        parser,
+        argv,
+        lambda data: markdown(data["figures"]["rows"], data["parameters"], data["figures"]["bounds"]),
     )
-    parser.add_argument("--rerender", action="store_true", help="rebuild the section from the stored rows, run nothing")
-    args = parser.parse_args(argv)
-    if args.rerender:
-        return rerender(
-            args.results_dir,
-            NAME,
-            lambda data: markdown(data["figures"]["rows"], data["parameters"], data["figures"]["bounds"]),
-        )
-    return run_benchmark(NAME, parser, body, argv)
+    return run_benchmark(NAME, parser, body, argv) if done is None else done
 
 
 if __name__ == "__main__":
