@@ -26,7 +26,7 @@ import lotus
 import pandas as pd
 from lotus.models import LM, SentenceTransformersRM
 from lotus.types import CascadeArgs
-from peer_common import Step, match_label, run_steps
+from peer_common import Step, Unsupported, match_label, run_steps
 
 
 def configure(spec: dict[str, Any]) -> CascadeArgs | None:
@@ -134,9 +134,11 @@ def scaling_steps(spec: dict[str, Any], cascade: CascadeArgs | None) -> dict[str
 
 
 def reviews_steps(spec: dict[str, Any], cascade: CascadeArgs | None) -> dict[str, Step]:
-    """The reviews workload. LOTUS has no LIMIT operator and no SQL: a LIMIT query filters every
-    row and keeps the first k (``head``), and the SQL queries are pandas over ``sem_filter`` /
-    ``sem_map`` columns. Its self-join would ask every pair (n x n) and is not run here."""
+    """The reviews workload as a LOTUS user writes it. LOTUS has no LIMIT operator and no SQL: a
+    LIMIT query filters (or joins) every row and keeps the first k (``head``); the SQL queries are
+    pandas over ``sem_filter`` / ``sem_map`` columns. Its cascade is the ``cheap`` config's
+    ``CascadeArgs`` on the helper model; the ``plain`` config has no helper model and so no
+    cascade. The self-join is ``sem_join``, which asks every pair (n x n)."""
     text, limits = spec["instructions"], spec["limits"]
     complaint = "{text}\n" + text["complaint"]
     shipping = "{text}\n" + text["shipping"]
@@ -147,21 +149,44 @@ def reviews_steps(spec: dict[str, Any], cascade: CascadeArgs | None) -> dict[str
     def kept(frame: pd.DataFrame, k: int) -> dict[str, Any]:
         return {"kept": [str(v) for v in frame.head(k)["review_id"]]}
 
+    def join(left: pd.DataFrame, right: pd.DataFrame, instruction: str) -> pd.DataFrame:
+        if cascade is None:
+            return left.sem_join(right, instruction)
+        return left.sem_join(right, instruction, cascade_args=cascade)
+
     def filter_limit() -> dict[str, Any]:
         return kept(_filter(read("reviews"), complaint, cascade), limits["filter_limit"])
+
+    def cascade_limit() -> dict[str, Any]:
+        if cascade is None:
+            raise Unsupported("the plain config has no helper model; lotus (cheap) runs this query as LOTUS's cascade")
+        return kept(_filter(read("reviews"), complaint, cascade), limits["cascade_limit"])
 
     def chain_limit() -> dict[str, Any]:
         first = _filter(read("reviews"), complaint, cascade)
         return kept(_filter(first, shipping, cascade), limits["chain_limit"])
 
+    def family_join(k: int | None) -> dict[str, Any]:
+        sample = read("join_sample")
+        left = sample.rename(columns={"review_id": "id_left", "text": "text_left"})[["id_left", "text_left"]]
+        right = sample.rename(columns={"review_id": "id_right", "text": "text_right"})[["id_right", "text_right"]]
+        instruction = text["same_family"].replace("{l.text}", "{text_left}").replace("{r.text}", "{text_right}")
+        joined = join(left, right, instruction)
+        if k is not None:
+            joined = joined.head(k)
+        return {"pairs": [[str(a), str(b)] for a, b in zip(joined["id_left"], joined["id_right"], strict=False)]}
+
+    def self_join() -> dict[str, Any]:
+        return family_join(None)
+
+    def self_join_limit() -> dict[str, Any]:
+        return family_join(limits["self_join_limit"])
+
     def category_join() -> dict[str, Any]:
         left = read("category_sample")[["review_id", "text"]]
         right = read("categories")[["description"]]
         instruction = text["category"].replace("{l.text}", "{text}").replace("{r.description}", "{description}")
-        if cascade is None:
-            joined = left.sem_join(right, instruction)
-        else:
-            joined = left.sem_join(right, instruction, cascade_args=cascade)
+        joined = join(left, right, instruction)
         return {"pairs": [[str(a), str(b)] for a, b in zip(joined["review_id"], joined["description"], strict=False)]}
 
     def sql_aggregate() -> dict[str, Any]:
@@ -186,7 +211,10 @@ def reviews_steps(spec: dict[str, Any], cascade: CascadeArgs | None) -> dict[str
 
     return {
         "filter_limit": filter_limit,
+        "cascade_limit": cascade_limit,
         "chain_limit": chain_limit,
+        "self_join": self_join,
+        "self_join_limit": self_join_limit,
         "category_join": category_join,
         "sql_aggregate": sql_aggregate,
         "sql_group_by": sql_group_by,
@@ -209,11 +237,8 @@ def main() -> int:
     if spec["config"] == "cheap":
         notes["cascade"] = "sem_filter/sem_join cascade on the helper (small) model; map/extract on large"
     if spec["workload"] == "reviews":
-        notes["limits"] = "no LIMIT operator: a LIMIT query filters every row, then keeps the first k"
-        notes["not_run"] = (
-            "cascade_limit (a cascade needs the cheap config's helper model), self_join and self_join_limit "
-            "(LOTUS asks every pair: n x n calls) are not run"
-        )
+        notes["limits"] = "no LIMIT operator: a LIMIT query filters (or joins) every row, then keeps the first k"
+        notes["sql"] = "no SQL: the aggregates are pandas over sem_filter / sem_map columns"
     steps = WORKLOADS[spec["workload"]](spec, cascade)
     return run_steps(spec, steps, "lotus-ai " + metadata.version("lotus-ai"), started, notes)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import typing
@@ -28,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from peer_common import Step, match_label, run_steps
+from peer_common import Step, Unsupported, match_label, run_steps
 
 
 def import_palimpzest() -> Any:
@@ -223,7 +224,121 @@ def scaling_steps(spec: dict[str, Any], config: Any) -> dict[str, Step]:
     return {"filter": scan_filter}
 
 
-WORKLOADS = {"enron": enron_steps, "medical": medical_steps, "scaling": scaling_steps}
+def reviews_steps(spec: dict[str, Any], config: Any) -> dict[str, Step]:
+    """The reviews workload as a Palimpzest user writes it: ``sem_filter`` and ``limit`` (PZ has a
+    LIMIT operator), ``sem_join`` (every pair asked; the condition names the fields PZ shows the
+    model), and, for the SQL queries, ``sem_filter`` / ``sem_map`` columns with PZ's ``groupby``
+    count and pandas for the per-brand shares and means. Only the ``cheap`` config has a
+    quality-targeted plan (``MinCostAtFixedQuality``) to stand for a cascade."""
+    import palimpzest as pz
+    import pandas as pd
+    from palimpzest import GroupBySig
+
+    text, limits = spec["instructions"], spec["limits"]
+
+    def reviews(name: str) -> Any:
+        return _dataset(name, _read(spec["inputs"][name]))
+
+    def kept(plan: Any) -> dict[str, Any]:
+        return {"kept": [str(r["review_id"]) for r in _records(plan.run(config()))]}
+
+    def filter_limit() -> dict[str, Any]:
+        plan = reviews("reviews").sem_filter(text["complaint"], depends_on=["text"])
+        return kept(plan.limit(limits["filter_limit"]))
+
+    def cascade_limit() -> dict[str, Any]:
+        if spec["config"] != "cheap":
+            raise Unsupported(
+                "the plain config has only the large model; palimpzest (cheap) runs this query under "
+                "MinCostAtFixedQuality, PZ's quality-targeted plan"
+            )
+        plan = reviews("reviews").sem_filter(text["complaint"], depends_on=["text"])
+        return kept(plan.limit(limits["cascade_limit"]))
+
+    def chain_limit() -> dict[str, Any]:
+        plan = reviews("reviews").sem_filter(text["complaint"], depends_on=["text"])
+        plan = plan.sem_filter(text["shipping"], depends_on=["text"])
+        return kept(plan.limit(limits["chain_limit"]))
+
+    def joined(plan: Any) -> list[dict[str, Any]]:
+        try:
+            return _records(plan.run(config()))
+        except Exception as error:
+            if "404" not in str(error):
+                raise
+            raise RuntimeError(
+                "Palimpzest's chosen join plan embeds rows with OpenAI's text-embedding-3-small; "
+                "the simulator serves no embeddings (HTTP 404 from 127.0.0.1)"
+            ) from error
+
+    def family_join(k: int | None) -> dict[str, Any]:
+        sample = _read(spec["inputs"]["join_sample"])
+        left = _dataset("left", [{"id_left": r["review_id"], "text_left": r["text"]} for r in sample])
+        right = _dataset("right", [{"id_right": r["review_id"], "text_right": r["text"]} for r in sample])
+        condition = text["same_family"].replace("{l.text}", "text_left").replace("{r.text}", "text_right")
+        plan = left.sem_join(right, condition)
+        rows = joined(plan if k is None else plan.limit(k))
+        return {"pairs": [[str(r["id_left"]), str(r["id_right"])] for r in rows]}
+
+    def self_join() -> dict[str, Any]:
+        return family_join(None)
+
+    def self_join_limit() -> dict[str, Any]:
+        return family_join(limits["self_join_limit"])
+
+    def category_join() -> dict[str, Any]:
+        condition = text["category"].replace("{l.text}", "text").replace("{r.description}", "description")
+        plan = reviews("category_sample").sem_join(reviews("categories"), condition)
+        return {"pairs": [[str(r["review_id"]), str(r["description"])] for r in joined(plan)]}
+
+    def sql_aggregate() -> dict[str, Any]:
+        frame = pd.DataFrame(_read(spec["inputs"]["sql_sample"]))
+        complained = reviews("sql_sample").sem_filter(text["complaint"], depends_on=["text"])
+        ids = {r["review_id"] for r in _records(complained.run(config()))}
+        stars = reviews("sql_sample").sem_map(
+            [{"name": "stars", "type": int, "desc": text["stars"] + " (a whole number from 1 to 5)"}],
+            depends_on=["text"],
+        )
+        scored = {r["review_id"]: _number(r.get("stars")) for r in _records(stars.run(config()))}
+        frame["complaint"] = [1.0 if v in ids else 0.0 for v in frame["review_id"]]
+        frame["stars"] = [scored.get(v) for v in frame["review_id"]]
+        grouped = frame.groupby("brand").agg(share=("complaint", "mean"), stars=("stars", "mean"))
+        return {
+            "complaint_share": {str(k): float(v) for k, v in grouped["share"].items()},
+            "stars": {str(k): float(v) for k, v in grouped["stars"].items()},
+        }
+
+    def sql_group_by() -> dict[str, Any]:
+        moods = spec["moods"]
+        field = {"name": "mood", "type": str, "desc": text["mood"] + ". Exactly one of: " + ", ".join(moods)}
+        classified = _records(reviews("sql_sample").sem_map([field], depends_on=["text"]).run(config()))
+        for row in classified:
+            row["mood"] = match_label(row.get("mood"), moods) or "unknown"
+        counted = pz.MemoryDataset(id="moods", vals=pd.DataFrame(classified)[["review_id", "mood"]]).groupby(
+            GroupBySig(["mood"], ["count"], ["review_id"])
+        )
+        rows = _records(counted.run(config()))
+        count_key = next(k for k in rows[0] if k.startswith("count")) if rows else "count(review_id)"
+        return {"mood_counts": {str(r["mood"]): int(r[count_key]) for r in rows}}
+
+    return {
+        "filter_limit": filter_limit,
+        "cascade_limit": cascade_limit,
+        "chain_limit": chain_limit,
+        "self_join": self_join,
+        "self_join_limit": self_join_limit,
+        "category_join": category_join,
+        "sql_aggregate": sql_aggregate,
+        "sql_group_by": sql_group_by,
+    }
+
+
+def _number(value: Any) -> float | None:
+    found = re.search(r"-?\d+(?:\.\d+)?", str(value))
+    return float(found.group()) if found else None
+
+
+WORKLOADS = {"enron": enron_steps, "medical": medical_steps, "scaling": scaling_steps, "reviews": reviews_steps}
 
 
 def main() -> int:
@@ -234,6 +349,9 @@ def main() -> int:
     if spec["workload"] == "medical":
         notes["groupby"] = "no relational join in Palimpzest: patients joined in pandas before PZ reads them"
         notes["classify"] = "bare single-field answers accepted (the simulator writes labels bare, not JSON)"
+    if spec["workload"] == "reviews":
+        notes["sql"] = "no SQL: PZ's groupby counts the moods; the per-brand shares and means are pandas"
+        notes["answers"] = "bare single-field answers accepted (the simulator writes labels bare, not JSON)"
     steps = WORKLOADS[spec["workload"]](spec, config)
     return run_steps(spec, steps, "palimpzest " + metadata.version("palimpzest"), started, notes)
 

@@ -17,6 +17,10 @@ from typing import Any
 Step = Callable[[], dict[str, Any]]
 
 
+class Unsupported(Exception):
+    """Raised by a step the peer cannot express (in this configuration); the message says why."""
+
+
 def read_stats(base_url: str) -> dict[str, Any]:
     """The simulator's /stats now (its counters are cumulative; the benchmark takes differences per step)."""
     import urllib.request
@@ -46,7 +50,8 @@ def run_steps(
 ) -> int:
     """Run each step of the workload, timing it and snapshotting /stats after it; print the answer as JSON.
 
-    A failed step is a result to report (its error is recorded); the next step still runs.
+    A failed step is a result to report (its error is recorded); the next step still runs. A step
+    that raises :class:`Unsupported` is listed as one the peer cannot express.
     """
     answer: dict[str, Any] = {"steps": {}, "seconds": {}, "unsupported": {}, "errors": {}, "notes": dict(notes)}
     answer["seconds"]["startup"] = round(time.perf_counter() - started, 2)
@@ -57,6 +62,9 @@ def run_steps(
         began = time.perf_counter()
         try:
             answer["steps"][name] = step()
+        except Unsupported as reason:
+            answer["unsupported"][name] = str(reason)
+            continue  # no call was made: no time and no /stats snapshot for it
         except Exception as error:  # reported in the results table, not swallowed
             traceback.print_exc()
             answer["errors"][name] = f"{type(error).__name__}: {error}"

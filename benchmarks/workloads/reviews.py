@@ -288,9 +288,7 @@ def _answer_steps(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = workload_parser(
-        NAME, __doc__ or NAME, systems="semray:default,lotus:plain,palimpzest:plain", seed=19, timeout=1200.0
-    )
+    parser = workload_parser(NAME, __doc__ or NAME, systems="semray:default,lotus,palimpzest", seed=19, timeout=1200.0)
     parser.add_argument("--rows", type=int, default=1000, help="generated reviews (the LIMIT queries' input)")
     parser.add_argument("--join-rows", type=int, default=256, help="reviews in the self-join (n x n pairs)")
     parser.add_argument("--category-rows", type=int, default=320, help="reviews joined with the 5 topics")
