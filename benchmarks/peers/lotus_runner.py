@@ -26,7 +26,7 @@ import lotus
 import pandas as pd
 from lotus.models import LM, SentenceTransformersRM
 from lotus.types import CascadeArgs
-from peer_common import Step, Unsupported, match_label, run_steps
+from peer_common import Step, Unsupported, match_label, run_steps, without_answer_format
 
 
 def configure(spec: dict[str, Any]) -> CascadeArgs | None:
@@ -140,8 +140,8 @@ def reviews_steps(spec: dict[str, Any], cascade: CascadeArgs | None) -> dict[str
     ``CascadeArgs`` on the helper model; the ``plain`` config has no helper model and so no
     cascade. The self-join is ``sem_join``, which asks every pair (n x n)."""
     text, limits = spec["instructions"], spec["limits"]
-    complaint = "{text}\n" + text["complaint"]
-    shipping = "{text}\n" + text["shipping"]
+    complaint = "{text}\n" + without_answer_format(text["complaint"])
+    shipping = "{text}\n" + without_answer_format(text["shipping"])
 
     def read(name: str) -> pd.DataFrame:
         return pd.read_json(spec["inputs"][name], lines=True)
@@ -239,6 +239,10 @@ def main() -> int:
     if spec["workload"] == "reviews":
         notes["limits"] = "no LIMIT operator: a LIMIT query filters (or joins) every row, then keeps the first k"
         notes["sql"] = "no SQL: the aggregates are pandas over sem_filter / sem_map columns"
+        notes["wording"] = (
+            "the complaint filter's closing 'Answer yes or no.' is left out: LOTUS asks for True or False "
+            "and keeps every row whose Yes/No reply it cannot parse (with it, every row passed)"
+        )
     steps = WORKLOADS[spec["workload"]](spec, cascade)
     return run_steps(spec, steps, "lotus-ai " + metadata.version("lotus-ai"), started, notes)
 

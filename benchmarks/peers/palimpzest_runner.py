@@ -29,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from peer_common import Step, Unsupported, match_label, run_steps
+from peer_common import Step, Unsupported, match_label, run_steps, without_answer_format
 
 
 def import_palimpzest() -> Any:
@@ -234,7 +234,8 @@ def reviews_steps(spec: dict[str, Any], config: Any) -> dict[str, Step]:
     import pandas as pd
     from palimpzest import GroupBySig
 
-    text, limits = spec["instructions"], spec["limits"]
+    text, limits = dict(spec["instructions"]), spec["limits"]
+    text["complaint"] = without_answer_format(text["complaint"])
 
     def reviews(name: str) -> Any:
         return _dataset(name, _read(spec["inputs"][name]))
@@ -352,6 +353,10 @@ def main() -> int:
     if spec["workload"] == "reviews":
         notes["sql"] = "no SQL: PZ's groupby counts the moods; the per-brand shares and means are pandas"
         notes["answers"] = "bare single-field answers accepted (the simulator writes labels bare, not JSON)"
+        notes["wording"] = (
+            "the complaint filter's closing 'Answer yes or no.' is left out: PZ asks for TRUE or FALSE and "
+            "reads a Yes reply as false (with it, no row passed)"
+        )
     steps = WORKLOADS[spec["workload"]](spec, config)
     return run_steps(spec, steps, "palimpzest " + metadata.version("palimpzest"), started, notes)
 

@@ -45,6 +45,20 @@ def match_label(answer: Any, labels: list[str]) -> str | None:
     return max(found, key=len) if found else None
 
 
+def without_answer_format(instruction: str) -> str:
+    """The instruction less a closing "Answer yes or no.".
+
+    Both peers' filter prompts ask for True or False themselves; the simulator, like a model,
+    answers in the words the prompt names last (the user's ``Yes``), which LOTUS cannot parse
+    (it keeps the row) and Palimpzest reads as false (it drops the row). A user of either would
+    leave the sentence out.
+
+    >>> without_answer_format("Does it rain? Answer yes or no.")
+    'Does it rain?'
+    """
+    return re.sub(r"\s*Answer (?:with )?yes or no\.?\s*$", "", instruction, flags=re.IGNORECASE)
+
+
 def run_steps(
     spec: dict[str, Any], steps: Mapping[str, Step], version: str, started: float, notes: Mapping[str, str]
 ) -> int:

@@ -90,6 +90,7 @@ def test_peer_steps_record_answers_errors_and_what_the_peer_cannot_express(
     monkeypatch.syspath_prepend(str(PEERS))
     sys.modules.pop("peer_common", None)
     peer_common = importlib.import_module("peer_common")
+    assert doctest.testmod(peer_common).failed == 0
     snapshots = iter([{"calls": 1}, {"calls": 4}])
     monkeypatch.setattr(peer_common, "read_stats", lambda base_url: next(snapshots))
 
