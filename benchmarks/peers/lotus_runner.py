@@ -15,7 +15,6 @@ labels, whose answer is matched to a label.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from importlib import metadata
@@ -26,7 +25,7 @@ import lotus
 import pandas as pd
 from lotus.models import LM, SentenceTransformersRM
 from lotus.types import CascadeArgs
-from peer_common import Step, Unsupported, match_label, run_steps, without_answer_format
+from peer_common import Step, Unsupported, first_number, match_label, run_steps, without_answer_format
 
 
 def configure(spec: dict[str, Any]) -> CascadeArgs | None:
@@ -194,7 +193,7 @@ def reviews_steps(spec: dict[str, Any], cascade: CascadeArgs | None) -> dict[str
         complained = set(_filter(frame, complaint, cascade)["review_id"])
         frame["complaint"] = [1.0 if v in complained else 0.0 for v in frame["review_id"]]
         stars = frame.sem_map("{text}\n" + text["stars"] + "? Answer with one whole number from 1 to 5.", suffix="raw")
-        frame["stars"] = [_number(v) for v in stars["raw"]]
+        frame["stars"] = [first_number(v) for v in stars["raw"]]
         grouped = frame.groupby("brand").agg(share=("complaint", "mean"), stars=("stars", "mean"))
         return {
             "complaint_share": {str(k): float(v) for k, v in grouped["share"].items()},
@@ -219,11 +218,6 @@ def reviews_steps(spec: dict[str, Any], cascade: CascadeArgs | None) -> dict[str
         "sql_aggregate": sql_aggregate,
         "sql_group_by": sql_group_by,
     }
-
-
-def _number(value: Any) -> float | None:
-    found = re.search(r"-?\d+(?:\.\d+)?", str(value))
-    return float(found.group()) if found else None
 
 
 WORKLOADS = {"enron": enron_steps, "medical": medical_steps, "scaling": scaling_steps, "reviews": reviews_steps}

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 import typing
@@ -29,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from peer_common import Step, Unsupported, match_label, run_steps, without_answer_format
+from peer_common import Step, Unsupported, first_number, match_label, run_steps, without_answer_format
 
 
 def import_palimpzest() -> Any:
@@ -110,6 +109,19 @@ def accept_bare_single_field_answers(pz: Any) -> None:
 def _records(result: Any) -> list[dict[str, Any]]:
     frame = result.to_df()
     return frame.to_dict("records")
+
+
+def _joined(plan: Any, config: Callable[[], Any]) -> list[dict[str, Any]]:
+    """Run a plan holding a ``sem_join``; a 404 means PZ chose an embedding join the simulator cannot serve."""
+    try:
+        return _records(plan.run(config()))
+    except Exception as error:
+        if "404" not in str(error):
+            raise
+        raise RuntimeError(
+            "Palimpzest's chosen join plan embeds rows with OpenAI's text-embedding-3-small; "
+            "the simulator serves no embeddings (HTTP 404 from 127.0.0.1)"
+        ) from error
 
 
 def _dataset(name: str, rows: list[dict[str, Any]]) -> Any:
@@ -197,16 +209,7 @@ def medical_steps(spec: dict[str, Any], config: Any) -> dict[str, Step]:
         sample = _read(spec["inputs"]["join_sample"])
         left = _dataset("left", [{"id_left": r["symptom_id"], "symptoms_left": r["symptoms"]} for r in sample])
         right = _dataset("right", [{"id_right": r["symptom_id"], "symptoms_right": r["symptoms"]} for r in sample])
-        plan = left.sem_join(right, text["same"])
-        try:
-            rows = _records(plan.run(config()))
-        except Exception as error:
-            if "404" not in str(error):
-                raise
-            raise RuntimeError(
-                "Palimpzest's chosen join plan embeds rows with OpenAI's text-embedding-3-small; "
-                "the simulator serves no embeddings (HTTP 404 from 127.0.0.1)"
-            ) from error
+        rows = _joined(left.sem_join(right, text["same"]), config)
         return {"same_pairs": [[int(r["id_left"]), int(r["id_right"])] for r in rows]}
 
     from palimpzest import GroupBySig
@@ -261,24 +264,13 @@ def reviews_steps(spec: dict[str, Any], config: Any) -> dict[str, Step]:
         plan = plan.sem_filter(text["shipping"], depends_on=["text"])
         return kept(plan.limit(limits["chain_limit"]))
 
-    def joined(plan: Any) -> list[dict[str, Any]]:
-        try:
-            return _records(plan.run(config()))
-        except Exception as error:
-            if "404" not in str(error):
-                raise
-            raise RuntimeError(
-                "Palimpzest's chosen join plan embeds rows with OpenAI's text-embedding-3-small; "
-                "the simulator serves no embeddings (HTTP 404 from 127.0.0.1)"
-            ) from error
-
     def family_join(k: int | None) -> dict[str, Any]:
         sample = _read(spec["inputs"]["join_sample"])
         left = _dataset("left", [{"id_left": r["review_id"], "text_left": r["text"]} for r in sample])
         right = _dataset("right", [{"id_right": r["review_id"], "text_right": r["text"]} for r in sample])
         condition = text["same_family"].replace("{l.text}", "text_left").replace("{r.text}", "text_right")
         plan = left.sem_join(right, condition)
-        rows = joined(plan if k is None else plan.limit(k))
+        rows = _joined(plan if k is None else plan.limit(k), config)
         return {"pairs": [[str(r["id_left"]), str(r["id_right"])] for r in rows]}
 
     def self_join() -> dict[str, Any]:
@@ -290,7 +282,7 @@ def reviews_steps(spec: dict[str, Any], config: Any) -> dict[str, Step]:
     def category_join() -> dict[str, Any]:
         condition = text["category"].replace("{l.text}", "text").replace("{r.description}", "description")
         plan = reviews("category_sample").sem_join(reviews("categories"), condition)
-        return {"pairs": [[str(r["review_id"]), str(r["description"])] for r in joined(plan)]}
+        return {"pairs": [[str(r["review_id"]), str(r["description"])] for r in _joined(plan, config)]}
 
     def sql_aggregate() -> dict[str, Any]:
         frame = pd.DataFrame(_read(spec["inputs"]["sql_sample"]))
@@ -300,7 +292,7 @@ def reviews_steps(spec: dict[str, Any], config: Any) -> dict[str, Step]:
             [{"name": "stars", "type": int, "desc": text["stars"] + " (a whole number from 1 to 5)"}],
             depends_on=["text"],
         )
-        scored = {r["review_id"]: _number(r.get("stars")) for r in _records(stars.run(config()))}
+        scored = {r["review_id"]: first_number(r.get("stars")) for r in _records(stars.run(config()))}
         frame["complaint"] = [1.0 if v in ids else 0.0 for v in frame["review_id"]]
         frame["stars"] = [scored.get(v) for v in frame["review_id"]]
         grouped = frame.groupby("brand").agg(share=("complaint", "mean"), stars=("stars", "mean"))
@@ -332,11 +324,6 @@ def reviews_steps(spec: dict[str, Any], config: Any) -> dict[str, Step]:
         "sql_aggregate": sql_aggregate,
         "sql_group_by": sql_group_by,
     }
-
-
-def _number(value: Any) -> float | None:
-    found = re.search(r"-?\d+(?:\.\d+)?", str(value))
-    return float(found.group()) if found else None
 
 
 WORKLOADS = {"enron": enron_steps, "medical": medical_steps, "scaling": scaling_steps, "reviews": reviews_steps}

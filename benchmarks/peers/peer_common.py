@@ -45,6 +45,16 @@ def match_label(answer: Any, labels: list[str]) -> str | None:
     return max(found, key=len) if found else None
 
 
+def first_number(value: Any) -> float | None:
+    """The first number in an answer, or None.
+
+    >>> first_number("4 stars"), first_number("none")
+    (4.0, None)
+    """
+    found = re.search(r"-?\d+(?:\.\d+)?", str(value))
+    return float(found.group()) if found else None
+
+
 def without_answer_format(instruction: str) -> str:
     """The instruction less a closing "Answer yes or no.".
 
