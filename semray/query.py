@@ -465,8 +465,9 @@ class Query:
         from semray.planner.explain_estimates import render_estimates
 
         ran = getattr(result, "plan", None)  # a measured run chose its plan itself
-        runs, checked = explained_plan(self._plan, self.settings, self._tiers(), optimize)
-        runs = ran if ran is not None else runs
+        runs, checked = (
+            (ran, "") if ran is not None else explained_plan(self._plan, self.settings, self._tiers(), optimize)
+        )
         statistics = source_statistics(runs)
         if getattr(result, "statistics", None) is not None:
             statistics = statistics.merged(result.statistics)
@@ -476,7 +477,7 @@ class Query:
         text = "Logical plan\n" + render_tree(self._plan)
         text += f"\n\n{heading} with estimates (defaults where nothing was measured)\n"
         text += render_estimates(runs, estimate, actuals) + failure_lines(result) + _warning_lines(self._plan)
-        text += checked if ran is None else ""
+        text += checked
         if result is not None and not getattr(result, "operator_rows", None):
             text += (
                 "\nOperators' rows were not counted in this run (count_rows is auto and the plan calls no model, "
