@@ -13,8 +13,9 @@
 * **Factorization**: self-joins of the first ``--factor-rows`` texts whose predicate is worded freely
   (``WORDINGS``), with the check off (``--factor-before``: ``with_join_factorization(None)``) and as a
   plain ``execute()`` runs them under the default ``Settings.join_factorization``, with the
-  verification's calls; ``--only-factorization`` runs only these. The ``auto`` join rows show rule 7
-  factorizing the fixed "same diagnosis" wording.
+  verification's calls (in the query's calls, and apart), then the same join under a LIMIT, whose
+  check verdict is journaled per join (0 verification calls); ``--only-factorization`` runs only
+  these. The ``auto`` join rows show rule 7 factorizing the fixed "same diagnosis" wording.
 * **SemAgg**: "how many patients have each diagnosis" and "the most common diagnosis" over N
   rows with a 4,096-token context (hierarchical above ~100 rows), scored against the labels.
 * **SemTopK**: the partial quicksort on the simulator in-process (no Ray), "the oldest patient"
@@ -215,14 +216,15 @@ def different_pairs(table: pa.Table) -> set[tuple[int, int]]:
 
 def run_factorization(args: argparse.Namespace, medical: pa.Table, settings: Any, figures: dict[str, Any]) -> None:
     """Self-joins in free-form wording: the plan as written with the check turned off (before:
-    ``with_join_factorization(None)``), and as a plain ``execute()`` runs it under the default
-    ``Settings.join_factorization`` (after: the check applied by the run). The run journals the
-    check in a run of its own, so its calls are counted by one more ``choose_factorization_for_run``
-    on the same plan and settings (the simulated tier answers it alike), reported apart."""
+    ``with_join_factorization(None)``), as a plain ``execute()`` runs it under the default
+    ``Settings.join_factorization`` (after: the run checks and factorizes; the check's calls are
+    in ``Result.usage`` and shown apart as ``Result.factorization_check``), and the same join again
+    under a LIMIT (repeated: the check's verdict is the join's, journaled, so it pays no check call)."""
     import semray
     from semray.operators import SemJoin, walk
     from semray.pipeline.runs.plan_time.join_factorization import FactorizationChoice
-    from semray.pipeline.runs.plan_time.join_factorization_run import choose_factorization_for_run
+    from semray.pipeline.runs.plan_time.join_factorization_run import journaled_factorization
+    from semray.planner.rules.factorize_semantic_joins import factorize_semantic_joins
     from semray.serving.config import ServingConfig, TierConfig
 
     table = medical.slice(0, args.factor_rows)
@@ -236,20 +238,13 @@ def run_factorization(args: argparse.Namespace, medical: pa.Table, settings: Any
     truths = {"same": true_pairs(table), "different": different_pairs(table)}
     rows: list[dict[str, Any]] = []
     figures["factorization"] = rows
+    target = settings.join_factorization or FactorizationChoice().target
     for name, wording in WORDINGS.items():
         query = semray.from_arrow(inputs, "medical", settings=settings).with_serving(serving)
         joined = query.sem_join(query, wording)
-        runs: list[tuple[str, Any, int]] = []
-        if args.factor_before:
-            runs.append(("before", joined.with_join_factorization(None), 0))
-        started = time.perf_counter()
-        target = settings.join_factorization
-        decision = choose_factorization_for_run(
-            joined.plan, settings, serving, FactorizationChoice(target) if target else FactorizationChoice()
-        )
-        choice_seconds = round(time.perf_counter() - started, 2)
-        runs.append(("after", joined, decision.calls))  # a plain execute(): the default settings check it
-        for stage, planned, verification_calls in runs:
+        runs: list[tuple[str, Any]] = [("before", joined.with_join_factorization(None))] if args.factor_before else []
+        runs += [("after", joined), (f"repeated (LIMIT {REPEAT_LIMIT})", joined.limit(REPEAT_LIMIT))]
+        for stage, planned in runs:
             started = time.perf_counter()
             result = planned.execute()
             seconds = round(time.perf_counter() - started, 2)
@@ -262,12 +257,20 @@ def run_factorization(args: argparse.Namespace, medical: pa.Table, settings: Any
             )
             joins = [node for node in walk(result.plan) if isinstance(node, SemJoin)]
             ran = ",".join(join.implementation for join in joins)
+            check = result.factorization_check.calls
             entry = {"rows": args.factor_rows, "wording": name, "plan": stage, "calls": result.usage.calls, "ran": ran}
-            entry.update(verification_calls=verification_calls, seconds=seconds, **quality(found, truths[name]))
+            entry.update(verification_calls=check, seconds=seconds)
+            entry.update(quality(found, truths[name]) if "LIMIT" not in stage else {})
             if stage == "after":
-                entry.update(choice_seconds=choice_seconds, decision=decision.explain())
+                plan = factorize_semantic_joins(joined.plan)
+                decision, _ = journaled_factorization(plan, settings, serving, FactorizationChoice(target))
+                entry.update(decision=decision.explain())
             rows.append(entry)
             print(entry, flush=True)
+
+
+REPEAT_LIMIT = 20
+"""The LIMIT of the repeated factorization query: the same join, its check's verdict journaled."""
 
 
 def _extrapolated(joins: list[dict[str, Any]], size: int) -> dict[str, Any]:
@@ -504,7 +507,8 @@ def render(figures: dict[str, Any]) -> str:
             "Self-joins whose pair predicate is worded freely (`WORDINGS`: same diagnosis, different diagnoses), "
             "with the check turned off (before: `with_join_factorization(None)`, `auto`: nested up to 20,000 pairs, "
             "blocked above) and as a plain `execute()` runs them under the default `Settings.join_factorization` "
-            "(after: the run checks and factorizes; the check's calls, journaled in a run of its own, counted apart):",
+            "(after: the run checks and factorizes; calls include the check's, which are also shown apart), "
+            "and the same join again under a LIMIT (repeated: its verdict is journaled per join, no check call):",
             "",
             "| rows | wording | plan | join ran as | calls | verification calls | precision | recall | F1 | decision |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -513,7 +517,8 @@ def render(figures: dict[str, Any]) -> str:
             decision = str(row.get("decision", "")).split("': ", 1)[-1]
             lines.append(
                 f"| {row['rows']} | {row['wording']} | {row['plan']} | {row.get('ran', '')} | {row['calls']:,} | "
-                f"{row['verification_calls']} | {row['precision']} | {row['recall']} | {row['f1']} | {decision} |"
+                f"{row['verification_calls']} | {row.get('precision', '')} | {row.get('recall', '')} | "
+                f"{row.get('f1', '')} | {decision} |"
             )
     topk = figures.get("topk")
     if topk:

@@ -5,7 +5,6 @@ Built by the readers in ``semray/readers.py`` (``read_csv``, ``sql``, ...); ``se
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -15,7 +14,6 @@ import pyarrow as pa
 from semray.cost_model.cardinality import source_statistics
 from semray.errors import PlanError
 from semray.explaining import failure_lines, run_actuals, tier_lines
-from semray.log import get_logger
 from semray.operators import (
     Aggregate,
     Distinct,
@@ -57,8 +55,6 @@ from semray.output import without_row_ids
 from semray.settings import Settings
 from semray.sql.semantic_calls import split_labels
 from semray.sql_quoting import quote_identifier
-
-log = get_logger(__name__)
 
 OptionValue = str | int | float | bool | None
 OnError = Literal["fail", "skip", "default"]
@@ -146,12 +142,6 @@ class Query:
         decision = choose_code_for_run(self._plan, self.settings, self._tiers(), choice)
         return Query(decision.plan, unset, self._serving)
 
-    def _code_chosen(self, optimize: bool) -> Query:
-        """This query after the code choice ``Settings.code_choice`` asks for (a choice of the
-        optimizer: not without ``optimize``); itself when the setting is off."""
-        target = self.settings.code_choice
-        return self.with_code_choice(target) if target is not None and optimize else self
-
     def with_join_factorization(
         self,
         target: float | None = 0.9,
@@ -176,16 +166,11 @@ class Query:
         """
         if target is None:
             return Query(self._plan, self.settings.model_copy(update={"join_factorization": None}), self._serving)
+        from semray.pipeline.runs.plan_time.before_run import factorize_joins
         from semray.pipeline.runs.plan_time.join_factorization import FactorizationChoice
-        from semray.pipeline.runs.plan_time.join_factorization_run import choose_factorization_for_run
-        from semray.planner.rules.factorize_semantic_joins import factorize_semantic_joins
 
         choice = FactorizationChoice(target, confidence, sample_rows, sample_pairs, max_pairs, right_labels_max)
-        plan = factorize_semantic_joins(self._plan)
-        decision = choose_factorization_for_run(plan, self.settings, self._tiers(), choice)
-        for line in decision.explain().splitlines():
-            log.info("join_factorization_choice", decision=line)
-        return self._then(decision.plan)
+        return self._then(factorize_joins(self._plan, self.settings, self._tiers(), choice).plan)
 
     def with_topic_pruning(self, on: bool = True) -> Query:
         """Let the optimizer prune each semantic filter that names one topic of an organised, catalogued
@@ -450,20 +435,9 @@ class Query:
         """This query after the optimizer: rewrite rules and join ordering, which keep its results,
         and, given a ``policy`` (``semray.cost_model.policies.MinCost(quality=0.9)``, ...), tiers
         chosen for its ``tier="auto"`` operators by the cost model (``docs/optimizer.md``)."""
-        from semray.planner import optimize
+        from semray.pipeline.runs.plan_time.before_run import optimized
 
-        labels = self._topic_labels()
-        if policy is None:
-            return self._then(optimize(self._plan, statistics, topic_labels=labels))
-        return self._then(optimize(self._plan, statistics, self._profiles(), policy, topic_labels=labels))
-
-    def _topic_labels(self) -> Any:
-        """The catalog's topic labels the optimizer prunes semantic filters by, or None (``Settings.topic_pruning``)."""
-        if not self.settings.topic_pruning:
-            return None
-        from semray.catalog.topic_pruning import TopicLabels
-
-        return TopicLabels(self.settings.catalog_path)
+        return self._then(optimized(self._plan, self.settings, self._tiers(), policy, statistics))
 
     def _tiers(self) -> Any:
         """The tiers this query runs on: those of ``with_serving``, else the settings' model
@@ -483,13 +457,17 @@ class Query:
         """The logical plan, the plan that runs with the cost model's estimates per operator, the
         physical pipeline and the model tiers; given a finished run's ``Result``, the rows each
         operator passed on and the calls, tokens and dollars of each semantic operator beside the
-        estimates."""
+        estimates. A join the factorization check would verify shows its journaled verdict, or that
+        the run checks it first (``Settings.join_factorization``)."""
         from semray.cost_model.plan_cost import estimate_plan
         from semray.pipeline.runs.execute import explain_physical
+        from semray.pipeline.runs.plan_time.before_run import explained_plan
         from semray.planner.explain_estimates import render_estimates
 
         ran = getattr(result, "plan", None)  # a measured run chose its plan itself
-        runs = ran if ran is not None else self._code_chosen(optimize)._runnable(optimize)
+        runs, checked = (
+            (ran, "") if ran is not None else explained_plan(self._plan, self.settings, self._tiers(), optimize)
+        )
         statistics = source_statistics(runs)
         if getattr(result, "statistics", None) is not None:
             statistics = statistics.merged(result.statistics)
@@ -499,6 +477,7 @@ class Query:
         text = "Logical plan\n" + render_tree(self._plan)
         text += f"\n\n{heading} with estimates (defaults where nothing was measured)\n"
         text += render_estimates(runs, estimate, actuals) + failure_lines(result) + _warning_lines(self._plan)
+        text += checked
         if result is not None and not getattr(result, "operator_rows", None):
             text += (
                 "\nOperators' rows were not counted in this run (count_rows is auto and the plan calls no model, "
@@ -507,9 +486,6 @@ class Query:
         listing = code_listing(runs)
         code = f"\n\nCode (sandboxed; execution costs CPU only)\n{listing}" if listing else ""
         return text + "\n\n" + explain_physical(runs, self.settings) + code + tier_lines(self._plan, self._tiers())
-
-    def _runnable(self, optimize: bool) -> Node:
-        return self.optimized().plan if optimize else self._plan
 
     def to_json(self) -> str:
         return plan_to_json(self._plan)
@@ -545,16 +521,9 @@ class Query:
         (``semray.pipeline.runs.budget``).
         """
         from semray.pipeline.runs.execute import execute
-        from semray.pipeline.runs.plan_time.code_commit import pending_code
 
-        if pending_code(self._plan):
-            return self.with_code().execute(optimize, policy=policy, measure=measure, progress=progress)
-        if optimize and self.settings.code_choice is not None:
-            return self._code_chosen(optimize).execute(optimize, policy=policy, measure=measure, progress=progress)
-        run = self._to_run(optimize, policy, measure)
-        result = execute(*run, self._tiers(), self._planning(policy, measure), progress)
-        warnings = quality_warnings(self._plan)
-        return dataclasses.replace(result, warnings=warnings) if warnings else result
+        run = self._prepared(optimize, policy, measure)
+        return run.settle(execute(run.plan, run.settings, self._tiers(), run.planning, progress))
 
     def to_pandas(self, *, row_ids: bool = False) -> Any:
         """`collect` as a pandas DataFrame."""
@@ -571,15 +540,9 @@ class Query:
     ) -> Iterator[pa.Table]:
         """Stream results as Arrow tables without holding them all in memory (options as `collect`)."""
         from semray.pipeline.runs.execute import iter_batches
-        from semray.pipeline.runs.plan_time.code_commit import pending_code
 
-        if pending_code(self._plan):
-            return self.with_code().iter_batches(batch_rows, optimize, policy=policy, measure=measure, row_ids=row_ids)
-        if optimize and self.settings.code_choice is not None:
-            chosen = self._code_chosen(optimize)
-            return chosen.iter_batches(batch_rows, optimize, policy=policy, measure=measure, row_ids=row_ids)
-        plan, settings = self._to_run(optimize, policy, measure)
-        batches = iter_batches(plan, settings, batch_rows, self._tiers(), self._planning(policy, measure))
+        run = self._prepared(optimize, policy, measure)
+        batches = iter_batches(run.plan, run.settings, batch_rows, self._tiers(), run.planning)
         return batches if row_ids else (without_row_ids(batch) for batch in batches)
 
     def write_parquet(
@@ -594,49 +557,16 @@ class Query:
         """`write_parquet`, returning the ``Written`` (rows, run id, version, usage, failed rows);
         ``progress`` as in `execute`."""
         from semray.pipeline.runs.execute import publish_parquet
-        from semray.pipeline.runs.plan_time.code_commit import pending_code
 
-        if pending_code(self._plan):
-            return self.with_code().publish_parquet(path, optimize, policy=policy, measure=measure, progress=progress)
-        if optimize and self.settings.code_choice is not None:
-            chosen = self._code_chosen(optimize)
-            return chosen.publish_parquet(path, optimize, policy=policy, measure=measure, progress=progress)
-        plan, settings = self._to_run(optimize, policy, measure)
-        return publish_parquet(plan, settings, Path(path), self._tiers(), self._planning(policy, measure), progress)
+        run = self._prepared(optimize, policy, measure)
+        return run.settle(publish_parquet(run.plan, run.settings, Path(path), self._tiers(), run.planning, progress))
 
-    def _to_run(self, optimize: bool, policy: Any, measure: Any) -> tuple[Node, Settings]:
-        """The plan a run starts from: with ``measure``, the plan statistics are measured on.
-        A quality target that cannot be certified is logged here, once per run."""
-        for warning in quality_warnings(self._plan):
-            log.info("quality_target_not_certifiable", message=warning)  # the CLI and EXPLAIN say it once
-        if measure is not False and not optimize:
-            raise PlanError("measure=True measures statistics for the optimizer; it needs optimize=True")
-        target = self.settings.join_factorization
-        query = self.with_join_factorization(target) if target is not None and optimize else self
-        if policy is not None and measure is False:
-            return query.optimized(policy).plan, self.settings
-        return query._runnable(optimize), self.settings
+    def _prepared(self, optimize: bool, policy: Any, measure: Any) -> Any:
+        """The plan-time choices, made once before the run (``pipeline/runs/plan_time/before_run.py``):
+        code, the code choice, the join factorization check, the optimizer or a measuring ``Planning``."""
+        from semray.pipeline.runs.plan_time.before_run import prepare_run
 
-    def _planning(self, policy: Any, measure: Any) -> Any:
-        """How a measuring run chooses its plan: the optimizer under ``policy`` on the measured
-        statistics and the sources' stated row counts; None without ``measure``."""
-        if measure is False:
-            return None
-        from semray.cost_model.policies import MinCost
-        from semray.pipeline.runs.measure_in_run import MeasureOptions, Planning
-        from semray.planner import optimize
-
-        chosen = policy if policy is not None else MinCost()
-        options = MeasureOptions() if measure is True else measure
-        if not isinstance(options, MeasureOptions):
-            raise PlanError(f"measure takes True or a MeasureOptions, not {type(measure).__name__}")
-        written, profiles, labels = self._plan, self._profiles(), self._topic_labels()
-
-        def choose(statistics: Any) -> Node:
-            merged = source_statistics(written).merged(statistics)
-            return optimize(written, merged, profiles, chosen, topic_labels=labels)
-
-        return Planning(choose=choose, options=options, policy=repr(chosen))
+        return prepare_run(self._plan, self.settings, self._tiers(), optimize=optimize, policy=policy, measure=measure)
 
     def __repr__(self) -> str:
         return f"Query(\n{render_tree(self._plan)}\n)"

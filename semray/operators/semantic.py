@@ -1,14 +1,15 @@
 """Semantic logical operators: LLM- and embedding-powered steps over templates.
 
-Each validates its template's ``{column}`` references and derives its output schema.
-Their execution comes from later work; here they build, serialize and EXPLAIN.
+Each validates its template's ``{column}`` references and derives its output schema, and declares
+the capabilities rules ask about (``SemanticNode``). What a ``quality`` target means for an
+operator (a cascade's target or the code choice's agreement bar) and which targets are refused is
+``operators/quality_targets.py``; ``QualityTarget`` and ``as_quality`` are re-exported here.
 """
 
 from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from statistics import NormalDist
 from typing import TYPE_CHECKING, ClassVar, Literal, TypeGuard
 
 from pydantic import Field, StrictFloat
@@ -26,7 +27,10 @@ from semray.operators.field_specs import ExtractField as ExtractField  # re-expo
 from semray.operators.field_specs import OutputName as OutputName
 from semray.operators.field_specs import ValueType as ValueType
 from semray.operators.field_specs import parse_fields as parse_fields
-from semray.operators.relational import DOCUMENT_KEY, DOCUMENT_TEXT, ROW_ID_COLUMN, Frozen, Unary
+from semray.operators.quality_targets import QualityTarget as QualityTarget  # re-exported, with as_quality
+from semray.operators.quality_targets import agreement_target, cascade_target, check_quality
+from semray.operators.quality_targets import as_quality as as_quality
+from semray.operators.relational import DOCUMENT_KEY, DOCUMENT_TEXT, ROW_ID_COLUMN, Unary
 from semray.operators.schema import Column, Schema, right_names
 from semray.operators.templates import check_template, split_side, template_columns
 from semray.tasks import Question, TaskKind
@@ -48,66 +52,6 @@ SQL_TYPES: dict[str, str] = {"text": "VARCHAR", "int": "BIGINT", "float": "DOUBL
 MAX_SCORE_CHOICES = 1000
 """The most whole numbers a score scale may offer: a whole-number range ``lo..hi`` is asked
 as a choice of every integer in it, so ``SEM_SCORE(..., 1, 10000000)`` is refused."""
-
-
-class QualityTarget(Frozen):
-    """What a cascade must achieve against the top (large) tier's answers, with failure probability ``delta``.
-
-    ``QualityTarget(metric="recall", level=0.9, delta=0.05)``: the rows a cascaded filter keeps
-    include at least 90% of the rows the large tier would keep, with probability at least 95%
-    over the calibration sample. ``precision`` and ``recall`` apply to filters only.
-    """
-
-    metric: Literal["accuracy", "precision", "recall"] = "accuracy"
-    level: float = Field(default=0.9, gt=0.0, lt=1.0, strict=True)
-    delta: float = Field(default=0.05, gt=0.0, lt=1.0, strict=True)
-    labels: int = Field(default=200, ge=20, strict=True)
-    """Calibration draws the large tier labels (rows drawn twice are labelled once)."""
-    strict: bool = Field(default=False, strict=True)
-    """Refuse to build the plan when this target cannot be certified with ``labels`` draws,
-    instead of running the operator on the large tier with a warning."""
-
-    @property
-    def certifiable_level(self) -> float:
-        """The highest level the cascade's threshold walks can certify with ``labels`` draws.
-
-        A threshold passes only when the one-sided Wilson bound of its error ratio (at level
-        ``delta``, ``cost_model/thresholds.py``) is below ``1 - level``; with no error at all
-        among the draws that bound is ``z^2 / (n + z^2)``, and importance-weighted draws have an
-        effective size of at most ``n``. Above this level no threshold passes: the cascade would
-        decide no row and send every one to the large tier, after paying for its proxies, its
-        calibration and its small tier.
-
-        >>> round(QualityTarget(level=0.95).certifiable_level, 4)
-        0.9867
-        """
-        z = NormalDist().inv_cdf(1.0 - self.delta)
-        return self.labels / (self.labels + z * z)
-
-    @property
-    def certifiable(self) -> bool:
-        return self.level <= self.certifiable_level
-
-    def labels_to_certify(self) -> int:
-        """The fewest calibration draws that can certify ``level`` at ``delta``.
-
-        >>> QualityTarget(level=0.99).labels_to_certify()
-        268
-        """
-        z = NormalDist().inv_cdf(1.0 - self.delta)
-        return math.ceil(z * z * self.level / (1.0 - self.level))
-
-    def shortfall(self, where: str) -> str | None:
-        """Why this target cannot be met as a cascade, and what happens instead; None when it can."""
-        if self.certifiable:
-            return None
-        return (
-            f"{where}: {self.metric} {self.level:g} at delta {self.delta:g} cannot be certified with "
-            f"{self.labels} calibration labels (at most {self.certifiable_level:.4f}; "
-            f"{self.labels_to_certify():,} labels would do), so a cascade would decide no row: it runs on the "
-            "large tier, which meets the target against itself at the large tier's price. Give more labels "
-            "(QualityTarget(labels=...)), a lower level or a larger delta; strict=True (--strict) refuses instead"
-        )
 
 
 class SemanticNode(Node):
@@ -198,27 +142,17 @@ class Semantic(Unary, SemanticNode):
 
     def cascade_target(self) -> QualityTarget | None:
         """The target this operator asks a cascade for, or None when it runs on one tier."""
-        if self.agreement_target() is not None:
-            return None
-        if self.tier == "cascade" or (self.tier == "auto" and self.quality is not None):
-            return self.quality or QualityTarget()
-        return None
+        return cascade_target(self)
 
     def agreement_target(self) -> QualityTarget | None:
-        """Its own quality target when that is not a cascade's but the bar of the code choice: on a
-        ``tier="auto"`` row-wise operator no cascade routes (a SemMap without a score range, a
-        SemExtract), the share of rows on which a validated function must agree with its per-row
-        answers, at confidence ``1 - delta``, to replace it (``planner/rules/prefer_validated_code.py``).
-        None otherwise; it then runs on the large tier, as ``auto`` does without a target.
+        """Its own target when that is the code choice's bar, not a cascade's (`quality_targets.agreement_target`).
 
         >>> from semray.operators import Scan, Schema, SourceSpec
         >>> scan = Scan(source=SourceSpec(kind="csv", path="d.csv"), source_schema=Schema.of(("raw", "VARCHAR")))
         >>> SemMap(input=scan, instruction="{raw} as a date", output="day", quality=QualityTarget(level=0.97)).label()
         "SemMap [code agreement>=0.97 delta=0.05] '{raw} as a date'"
         """
-        if self.tier != "auto" or self.quality is None or not self.row_wise or self.cascade_kind() is not None:
-            return None
-        return self.quality if self.task_kind() in (TaskKind.MAP, TaskKind.EXTRACT) else None
+        return agreement_target(self)
 
     def cascades(self) -> QualityTarget | None:
         """The target this operator runs as a cascade for: ``cascade_target()`` when it can be
@@ -232,34 +166,8 @@ class Semantic(Unary, SemanticNode):
         return target.shortfall(f"{type(self).__name__} {self.instruction!r}") if target is not None else None
 
     def check_quality(self) -> None:
-        own = self.agreement_target()
-        if own is not None:
-            if own.metric != "accuracy" or own.delta >= 0.5:
-                raise PlanError(
-                    f"{type(self).__name__}: its quality target is the agreement a validated function must reach "
-                    f"with its per-row answers: give metric 'accuracy' and a delta below 0.5, not {own.metric} "
-                    f"at delta {own.delta:g}"
-                )
-            return
-        target = self.cascade_target()
-        if self.quality is not None and target is None:
-            raise PlanError(
-                f"{type(self).__name__}: a quality target needs tier 'auto' or 'cascade', not {self.tier!r}"
-            )
-        if target is None:
-            return
-        name = type(self).__name__
-        kind = self.cascade_kind()
-        if kind is None:
-            raise PlanError(
-                f"{name}: a cascade routes filters, classifications and scores; "
-                "run this operator on one tier (tier='large' or 'small')"
-            )
-        if target.metric != "accuracy" and kind != TaskKind.FILTER:
-            raise PlanError(f"{name}: {target.metric} targets are for filters; use metric='accuracy'")
-        shortfall = self.quality_shortfall()
-        if target.strict and shortfall is not None:
-            raise PlanError(shortfall.replace("; strict=True (--strict) refuses instead", "") + " (strict=True)")
+        """Refuse a target this operator cannot take (`quality_targets.check_quality`)."""
+        check_quality(self)
 
     def diagnostic_columns(self) -> tuple[Column, ...]:
         if not self.diagnostics:
@@ -655,10 +563,3 @@ def with_quality(plan: Node, target: QualityTarget) -> Node:
         return type(node).model_validate({**fields, "quality": own})
 
     return transform(plan, give)
-
-
-def as_quality(value: QualityTarget | float | None) -> QualityTarget | None:
-    """``0.95`` means accuracy >= 0.95 with the default delta."""
-    if value is None or isinstance(value, QualityTarget):
-        return value
-    return QualityTarget(level=float(value))

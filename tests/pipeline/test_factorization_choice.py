@@ -329,3 +329,48 @@ def test_the_check_is_on_by_default_and_the_environment_turns_it_off(monkeypatch
         assert Settings().join_factorization is None
     with pytest.raises(ValueError, match="join_factorization"):
         Settings(join_factorization=0.0)
+
+
+def test_a_check_is_keyed_by_its_join_not_by_the_query_around_it() -> None:
+    from semray.operators import Filter, Limit
+    from semray.pipeline.runs.plan_time.join_factorization import FactorizationChoice
+    from semray.pipeline.runs.plan_time.join_factorization_run import join_identity
+    from semray.serving.config import ServingConfig
+
+    join, serving, tiers = self_join(SAME), ServingConfig(), ["large"]
+    identity = join_identity(join, serving, FactorizationChoice(0.9), tiers)
+    above = (Limit(input=join, count=5), Filter(input=join, predicate="text <> 'x'"))
+    for plan in above:
+        (found,) = factor_candidates_of(plan)
+        assert join_identity(found, serving, FactorizationChoice(0.9), tiers) == identity
+    assert join_identity(join, serving, FactorizationChoice(0.95), tiers) != identity  # another target
+    assert join_identity(join, serving, FactorizationChoice(0.9), ["large", "small"]) != identity
+    other = SemJoin(left=notes(), right=categories(), instruction=SAME.replace("{r.text}", "{r.category}"))
+    assert join_identity(other, serving, FactorizationChoice(0.9), tiers) != identity
+    # The same name over other content is another join: a verdict is never reused for it.
+    changed = from_arrow(corpus().select(["text"]).slice(1), "notes").plan
+    moved = SemJoin(left=changed, right=changed, instruction=SAME)
+    assert join_identity(moved, serving, FactorizationChoice(0.9), tiers) != identity
+
+
+def factor_candidates_of(plan: Node) -> list[SemJoin]:
+    from semray.pipeline.runs.plan_time.join_factorization import factor_candidates
+
+    return list(factor_candidates(plan).values())
+
+
+def test_a_check_that_would_pass_the_budget_is_not_started(tmp_path: Path) -> None:
+    from semray.pipeline.runs.budget import BudgetError
+    from semray.pipeline.runs.plan_time.join_factorization import FactorizationChoice
+    from semray.pipeline.runs.plan_time.join_factorization_run import check_worst_case, choose_factorization_for_run
+    from semray.serving.config import ServingConfig
+
+    join, serving = self_join(SAME), ServingConfig()
+    worst = check_worst_case(join, serving, FactorizationChoice(), propose=False)
+    assert worst is not None
+    calls, dollars = worst
+    assert calls == 800 + 48 + 48 and dollars > 0  # every pair it may draw and every sampled row
+    tight = Settings(state_dir=tmp_path, max_cost=dollars / 2)
+    with pytest.raises(BudgetError, match=r"join factorization check .* over the budget"):
+        choose_factorization_for_run(join, tight, serving)
+    assert not (tmp_path / "runs").exists()  # stopped before the check's run opened: no call

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -118,7 +120,8 @@ def test_every_run_applies_the_check_by_default_and_none_turns_it_off(tickets: T
     assert the_join(query).implementation == "auto"  # the check runs with the run, not when the plan is built
     result = query.execute()
     assert pairs_of(result.table) == true_pairs(tickets)
-    assert result.usage.calls <= 2 * ROWS  # factorized: the check's calls are the choice run's own
+    # Factorized; the check's calls (none when an earlier test journaled this join's verdict) are counted apart.
+    assert result.usage.calls - result.factorization_check.calls <= 2 * ROWS
     off = query.with_join_factorization(None)
     assert off.settings.join_factorization is None and off.plan == query.plan
     pairwise = off.limit(3).execute()  # pairwise, in a LIMIT's rounds: a few batches of pairs
@@ -129,3 +132,63 @@ def test_a_similar_topic_join_is_not_factorized(tickets: Tickets, settings: Sett
     similar = "Are {l.text} and {r.text} about a similar topic?"
     query = self_join(tickets, settings, similar).with_join_factorization(0.9)
     assert the_join(query).implementation == "auto"
+
+
+def check_calls(settings: Settings) -> int:
+    """The calls of every join factorization check run journaled under ``settings``."""
+    from semray.transactions import list_runs, show_run
+
+    runs = [show_run(settings, summary.run_id) for summary in list_runs(settings)]
+    return sum(run.usage.calls for run in runs if run.config.get("purpose") == "join_factorization")
+
+
+def test_the_check_is_paid_once_per_join_counted_in_the_usage_and_reused_under_a_limit(
+    tickets: Tickets, settings: Settings, tmp_path: Path
+) -> None:
+    from semray.transactions import show_run
+
+    fresh = settings.model_copy(update={"state_dir": tmp_path / "state"})
+    query = self_join(tickets, fresh)
+    assert "no verdict journaled; the run checks it first (at most" in query.explain()
+    first = query.execute()
+    paid = first.factorization_check
+    assert paid.calls == check_calls(fresh) > 0
+    ran = show_run(fresh, first.run_id).usage  # the join's own run: side questions only
+    assert first.usage.calls == ran.calls + paid.calls and first.usage.dollars == pytest.approx(
+        ran.dollars + paid.dollars
+    )
+    assert f"join factorization check: {paid.calls} calls" in first.usage_line()
+    # The same join under a LIMIT, or under a filter: the verdict is the join's, found journaled.
+    limited = query.limit(5)
+    assert "[verdict journaled: reused, no call]" in limited.explain()
+    second = limited.execute()
+    assert second.factorization_check.calls == 0 and check_calls(fresh) == paid.calls
+    assert the_join_ran_factorized(second) and len(pairs_of(second.table)) == 5
+    third = query.filter("ticket_id <> 'T000'").execute()
+    assert third.factorization_check.calls == 0 and check_calls(fresh) == paid.calls
+    assert pairs_of(third.table) == {pair for pair in true_pairs(tickets) if pair[0] != "T000"}
+
+
+def the_join_ran_factorized(result: Any) -> bool:
+    return any(isinstance(node, SemJoin) and node.implementation == "factorized" for node in walk(result.plan))
+
+
+def test_a_budget_the_check_would_pass_stops_the_query_before_it(
+    tickets: Tickets, settings: Settings, tmp_path: Path
+) -> None:
+    from semray.pipeline.runs.budget import BudgetError
+    from semray.transactions import list_runs
+
+    assert tickets.serving.simulator is not None
+    fee = ModelProfile(error_rate=0.0, price_in_per_million=1.0, price_out_per_million=4.0)
+    simulator = tickets.serving.simulator.model_copy(
+        update={"models": {**tickets.serving.simulator.models, "sim-large": fee}}
+    )
+    priced = Tickets(tickets.table, tickets.topics, tickets.serving.model_copy(update={"simulator": simulator}))
+    tight = settings.model_copy(update={"state_dir": tmp_path / "state", "max_cost": 0.0001})
+    with pytest.raises(BudgetError, match="join factorization check"):
+        self_join(priced, tight).execute()
+    assert check_calls(tight) == 0 and not list_runs(tight)  # no check run, no query run
+    roomy = tight.model_copy(update={"max_cost": 1.0})
+    result = self_join(priced, roomy).execute()
+    assert result.factorization_check.calls > 0 and 0 < result.factorization_check.dollars < result.usage.dollars <= 1.0

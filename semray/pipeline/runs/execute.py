@@ -103,6 +103,8 @@ class Result:
     """Rows each semantic operator asked about and how many got no answer (over all attempts)."""
     warnings: tuple[str, ...] = ()
     """Quality targets the plan asked for but could not meet as asked (``quality_warnings``)."""
+    factorization_check: LLMUsage = field(default_factory=LLMUsage)
+    """What the query's join factorization check paid before the run (counted in ``usage`` too)."""
 
     @property
     def statistics(self) -> PlanStatistics | None:
@@ -117,7 +119,7 @@ class Result:
     def usage_line(self) -> str:
         if self.run_id is None:
             return "no model calls"
-        return _usage_line(self.run_id, self.usage, self.attempt_usage, self.simulated, self.measured)
+        return _usage_line(self)
 
     def failed_line(self) -> str:
         """``WARNING: 12 rows failed: ...`` when rows got no answer, else ""."""
@@ -137,13 +139,14 @@ class Written:
     attempt_usage: LLMUsage = field(default_factory=LLMUsage)
     measured: MeasuredRun | None = None
     failures: FailedRows = field(default_factory=FailedRows)
+    factorization_check: LLMUsage = field(default_factory=LLMUsage)
 
     @property
     def failed_rows(self) -> int:
         return self.failures.total
 
     def usage_line(self) -> str:
-        return _usage_line(self.run_id, self.usage, self.attempt_usage, self.simulated, self.measured)
+        return _usage_line(self)
 
     def failed_line(self) -> str:
         return self.failures.warning(self.run_id)
@@ -577,10 +580,9 @@ def _minus(total: LLMUsage, before: LLMUsage) -> LLMUsage:
     )
 
 
-def _usage_line(
-    run_id: str, usage: LLMUsage, attempt: LLMUsage, simulated: bool, measured: MeasuredRun | None = None
-) -> str:
-    tag = " (SIMULATED tier: answers come from labels, not a model)" if simulated else ""
+def _usage_line(outcome: Result | Written) -> str:
+    usage, attempt, measured = outcome.usage, outcome.attempt_usage, outcome.measured
+    tag = " (SIMULATED tier: answers come from labels, not a model)" if outcome.simulated else ""
     resumed = f" (this attempt: {attempt.calls} calls, {attempt.dollars:.4f} dollars)" if attempt != usage else ""
     measuring = ""
     if measured is not None:
@@ -588,7 +590,9 @@ def _usage_line(
             f"; measuring: {measured.labels} labels ({measured.usage.calls} calls, "
             f"{measured.usage.dollars:.4f} dollars), not paid again at execution"
         )
+    if (check := outcome.factorization_check).calls:
+        measuring += f"; join factorization check: {check.calls} calls, {check.dollars:.4f} dollars (a run apart)"
     return (
         f"model calls: {usage.calls}, tokens in/out: {usage.tokens_in}/{usage.tokens_out}, "
-        f"dollars: {usage.dollars:.4f}{resumed}{measuring}{tag}; run {run_id}"
+        f"dollars: {usage.dollars:.4f}{resumed}{measuring}{tag}; run {outcome.run_id}"
     )

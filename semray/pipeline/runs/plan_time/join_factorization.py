@@ -18,10 +18,12 @@
    ``choice.max_pairs``, pairwise against factorized; kept only when the one-sided Wilson lower
    bound of the agreement at ``choice.confidence`` (split over the looks) reaches
    ``choice.target``. Otherwise the join stays pairwise.
-3. **Journal**: every proposal and every verification is a batch of the run's ledger
-   (``factor_proposal:<key>``, ``factor_trial:<key>``) with what its calls cost, so a resumed
-   choice, and a re-run of a finished one (the newest succeeded run with the same fingerprint,
-   for plans that read no in-memory table), pays nothing again.
+3. **Journal**: every proposal and every verification is a batch of the ledger of the join's own
+   check run (``factor_proposal:<key>``, ``factor_trial:<key>``) with what its calls cost. The run is
+   keyed by the join alone (``join_factorization_run.join_identity``: its predicate, both inputs,
+   tiers, models and the choice), so a resumed check, a re-run, and any other query over the same
+   join (under another LIMIT, another filter above it) find the verdict and pay nothing again
+   (``FactorTrial.reused``).
 
 The kept factorization is written into the node (``factor``, ``relation``, ``labels``,
 ``right_labels``, ``agreement``), so EXPLAIN's operator line names it and its measured agreement;
@@ -33,6 +35,7 @@ The kept factorization is written into the node (``factor``, ``relation``, ``lab
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -122,19 +125,22 @@ class FactorTrial:
     reason: str
     calls: int
     dollars: float
+    reused: bool = field(default=False, compare=False)
+    """Found journaled (this join's verdict from an earlier check): no call was made for it now."""
 
     @property
     def agreement(self) -> float:
         return self.agreeing / self.pairs if self.pairs else 0.0
 
     def explain(self, instruction: str) -> str:
+        cached = " [verdict journaled: reused, no call]" if self.reused else ""
         if self.origin == "none":
-            return f"SemJoin {instruction!r}: pairwise ({self.reason})"
+            return f"SemJoin {instruction!r}: pairwise ({self.reason}){cached}"
         shown = "left rows into the right values" if self.right_labels else f"{self.factor} {self.relation}"
         verdict = "factorized" if self.accepted else "pairwise"
         return (
             f"SemJoin {instruction!r}: {verdict}; {self.origin} factorization {shown}: "
-            f"{self.agreeing}/{self.pairs} pairs agree, lower bound {self.lower_bound:.3f} ({self.reason})"
+            f"{self.agreeing}/{self.pairs} pairs agree, lower bound {self.lower_bound:.3f} ({self.reason}){cached}"
         )
 
 
@@ -145,10 +151,14 @@ class FactorDecision:
     plan: Node
     trials: Mapping[str, FactorTrial] = field(default_factory=dict)
     instructions: Mapping[str, str] = field(default_factory=dict)
+    paid: LLMUsage = field(default_factory=LLMUsage)
+    """What the journaled check runs of this decision paid (``join_factorization_run``); 0 when every
+    verdict was found journaled, or when the choice ran without a run."""
 
     @property
     def calls(self) -> int:
-        return sum(trial.calls for trial in self.trials.values())
+        """The calls this decision made: its trials', less those found journaled."""
+        return sum(trial.calls for trial in self.trials.values() if not trial.reused)
 
     def explain(self) -> str:
         """One line per candidate join: kept or pairwise, with the agreement measured."""
@@ -188,25 +198,45 @@ def choose_factorization(
     """
     candidates = factor_candidates(plan)
     trials: dict[str, FactorTrial] = {}
-    rewrites: dict[str, Callable[[Node], Node]] = {}
     for path, join in candidates.items():
-        too_small = not_worth_trying(join, choice, row_counts)
-        if too_small is not None:
-            trials[path] = FactorTrial("none", None, "=", (), False, 0, 0, 0.0, False, too_small, 0, 0.0)
-            continue
-        key = _trial_key(join, choice)
-        trial = _found(key, ledger, earlier)
-        if trial is None:
-            trial, paid = _trial(join, ask, sample, choice, propose, ledger, earlier)
-            if ledger is not None:
-                _commit(ledger, key, trial, paid)
-        else:
-            log.info("factor_trial_reused", instruction=join.instruction, accepted=trial.accepted)
-        trials[path] = trial
-        if trial.accepted:
-            rewrites[path] = _applying(trial)
+        trials[path] = trial_join(
+            join, ask, sample, choice, propose=propose, ledger=ledger, earlier=earlier, row_counts=row_counts
+        )
+    return apply_trials(plan, candidates, trials)
+
+
+def trial_join(
+    join: SemJoin,
+    ask: Ask,
+    sample: Sample,
+    choice: FactorizationChoice = DEFAULT_CHOICE,
+    *,
+    propose: bool = True,
+    ledger: BatchLedger | None = None,
+    earlier: Lookup | None = None,
+    row_counts: Callable[[Node], int | None] = row_bound,
+) -> FactorTrial:
+    """One candidate join's trial (arguments as `choose_factorization`): found in ``ledger`` or
+    ``earlier`` when journaled (``reused`` set), else made now and committed to ``ledger``."""
+    too_small = not_worth_trying(join, choice, row_counts)
+    if too_small is not None:
+        return FactorTrial("none", None, "=", (), False, 0, 0, 0.0, False, too_small, 0, 0.0)
+    key = _trial_key(join, choice)
+    found = _found(key, ledger, earlier)
+    if found is not None:
+        log.info("factor_trial_reused", instruction=join.instruction, accepted=found.accepted)
+        return dataclasses.replace(found, reused=True)
+    trial, paid = _trial(join, ask, sample, choice, propose, ledger, earlier)
+    if ledger is not None:
+        _commit(ledger, key, trial, paid)
+    return trial
+
+
+def apply_trials(plan: Node, candidates: Mapping[str, SemJoin], trials: Mapping[str, FactorTrial]) -> FactorDecision:
+    """``plan`` with the joins whose trial was accepted factorized, by operator path."""
+    rewrites = {path: _applying(trial) for path, trial in trials.items() if trial.accepted}
     rewritten = rewrite_at_paths(plan, rewrites) if rewrites else plan
-    return FactorDecision(rewritten, trials, {path: join.instruction for path, join in candidates.items()})
+    return FactorDecision(rewritten, dict(trials), {path: join.instruction for path, join in candidates.items()})
 
 
 def not_worth_trying(
