@@ -37,9 +37,9 @@ def posix_state_dir(value: object) -> object:
     raise StateDirError(
         f"state folder {text!r} is a URI: semray's state (run journals under flock, fsync'd renames, "
         "hard-linked outputs, the SQLite response cache) needs a POSIX file system, and object stores are not "
-        f"supported as the state folder itself. Set {STATE_DIR_ENV} (or --state-dir) to a path every node sees, e.g. an NFS mount or a "
-        "bucket mounted with a POSIX-compliant FUSE driver (a file:// URI of such a path is accepted), or keep a local "
-        "state folder and copy the runs to the bucket with SEMRAY_STATE_URI"
+        f"supported as the state folder itself. Set {STATE_DIR_ENV} (or --state-dir) to a path every node sees, "
+        "e.g. an NFS mount or a bucket mounted with a POSIX-compliant FUSE driver (a file:// URI of such a path is "
+        "accepted), or keep a local state folder and copy the runs to the bucket with SEMRAY_STATE_URI"
     )
 
 

@@ -105,9 +105,7 @@ def test_a_finished_run_is_read_from_another_machine(tmp_path: Path, uri: str) -
     assert [segment.seq for segment in store.segments(run.run_id)] == list(
         range(1, len(store.segments(run.run_id)) + 1)
     )
-    assert b"".join(store.read(s.path) for s in store.segments(run.run_id)) == (
-        run.path / JOURNAL_NAME
-    ).read_bytes()
+    assert b"".join(store.read(s.path) for s in store.segments(run.run_id)) == (run.path / JOURNAL_NAME).read_bytes()
     twice = {path for path, count in ObjectStoreLike.writes.items() if count > 1}
     assert {path.rsplit("/", 1)[1] for path in twice} == {LEASE_NAME}, "every other object is written once"
     assert any("/batches/" in path for path in ObjectStoreLike.writes)
