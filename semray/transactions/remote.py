@@ -187,6 +187,12 @@ class StateStore:
         data = self.read_if_exists(self.run_path(run_id, REMOTE_CANCEL))
         return None if data is None else data.decode("utf-8", errors="replace").strip()
 
+    def clear_remote_stop(self, run_id: str) -> None:
+        """Forget a stop asked through the store (a resume begins a new attempt, as it removes the local marker)."""
+        path = self.run_path(run_id, REMOTE_CANCEL)
+        if self.exists(path):
+            self.fs.delete_file(path)
+
     def request_remote_stop(self, run_id: str, reason: str) -> None:
         """Ask the run's live writer, on whatever machine, to stop between batches (it polls each interval)."""
         self.write(self.run_path(run_id, REMOTE_CANCEL), reason.encode("utf-8") + b"\n")

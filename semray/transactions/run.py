@@ -236,7 +236,10 @@ class Run:
         self._require_open()
         self._journal.append(record.model_copy(update={"attempt": self.attempt}))
         if self._mirror is not None:
-            self._mirror.push()
+            try:
+                self._mirror.push()
+            except OSError as error:  # the store is unreachable: the record is committed here, the next push copies it
+                log.warning("run_mirror_push_failed", run_id=self.run_id, error=str(error))
 
     def _require_open(self) -> None:
         if self._lock_fd is None:
@@ -364,6 +367,8 @@ def _mirror(settings: Settings, path: Path, attempt: int, lock_fd: int) -> RunMi
     if store is None:
         return None
     try:
+        if attempt > 1:
+            store.clear_remote_stop(path.name)
         return RunMirror.attach(store, path, attempt, settings.state_sync_s)
     except BaseException:
         release_lock(lock_fd)

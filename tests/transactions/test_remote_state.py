@@ -191,6 +191,9 @@ def test_a_cancel_from_another_machine_reaches_the_live_driver(tmp_path: Path, u
     assert run.is_cancelled()
     run.finish("cancelled", "cancel requested")
     assert list_runs(second)[0].status == "cancelled"
+    with resume_run(first, run.run_id) as resumed:  # a resume forgets the stop asked of the attempt before
+        time.sleep(0.3)
+        assert not resumed.is_cancelled()
 
 
 def test_a_driverless_run_is_cancelled_from_another_machine(tmp_path: Path, uri: str) -> None:
