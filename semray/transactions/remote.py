@@ -320,7 +320,11 @@ class RunMirror:
                     self.store.write(target, (self.run_dir / record.file).read_bytes())
 
     def _check_sole_writer(self) -> None:
-        segments = self.store.segments(self.run_id)
+        try:
+            segments = self.store.segments(self.run_id)
+        except TransactionError as error:  # two histories, or a gap: not this writer's journal any more
+            self.fenced = True
+            raise StoreWriterConflictError(str(error)) from error
         expected = self._next_seq - 1
         if len(segments) != expected:
             self.fenced = True
