@@ -37,8 +37,9 @@ def posix_state_dir(value: object) -> object:
     raise StateDirError(
         f"state folder {text!r} is a URI: semray's state (run journals under flock, fsync'd renames, "
         "hard-linked outputs, the SQLite response cache) needs a POSIX file system, and object stores are not "
-        f"supported. Set {STATE_DIR_ENV} (or --state-dir) to a path every node sees, e.g. an NFS mount or a "
-        "bucket mounted with a POSIX-compliant FUSE driver (a file:// URI of such a path is accepted)"
+        f"supported as the state folder itself. Set {STATE_DIR_ENV} (or --state-dir) to a path every node sees, "
+        "e.g. an NFS mount or a bucket mounted with a POSIX-compliant FUSE driver (a file:// URI of such a path is "
+        "accepted), or keep a local state folder and copy the runs to the bucket with SEMRAY_STATE_URI"
     )
 
 
@@ -48,6 +49,15 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SEMRAY_", frozen=True, extra="forbid")
 
     state_dir: Path = Field(default=Path(".semray"), description="runs, journals, caches, Ray temp files")
+    state_uri: str | None = Field(
+        default=None,
+        description="an object store (s3://, gs://, abfs://: pyarrow's filesystems) each run's journal and batch "
+        "files are copied to as write-once objects, so `semray runs ls|show|resume` see them from any machine; runs "
+        "still work in state_dir (docs/cluster.md, semray/transactions/remote.py)",
+    )
+    state_sync_s: float = Field(
+        default=5.0, gt=0.0, description="seconds between copies of a live run's new commits to state_uri"
+    )
     ray_address: str | None = Field(default=None, description="connect to this Ray cluster instead of starting one")
     models: Path | None = Field(
         default=None,
@@ -232,6 +242,15 @@ class Settings(BaseSettings):
         """``SEMRAY_JOIN_FACTORIZATION=off`` (or none, empty) turns the checked factorization off."""
         if isinstance(value, str) and value.strip().lower() in ("", "off", "none"):
             return None
+        return value
+
+    @field_validator("state_uri", mode="before")
+    @classmethod
+    def _state_uri(cls, value: object) -> object:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if not (isinstance(value, str) and _URI.match(value)):
+            raise StateDirError(f"state URI {value!r} is not a URI; name an object store, e.g. s3://bucket/semray")
         return value
 
     @field_validator("state_dir", mode="before")

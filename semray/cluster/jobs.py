@@ -62,6 +62,8 @@ class JobRequest:
     command: tuple[str, ...]
     state_dir: Path
     models: Path | None = None
+    state_uri: str | None = None
+    """The object store the job's runs are copied to (``Settings.state_uri``), passed as ``SEMRAY_STATE_URI``."""
     address: str | None = None
     extras: tuple[str, ...] = ()
     pip: tuple[str, ...] = ()
@@ -89,6 +91,8 @@ def runtime_env(request: JobRequest) -> dict[str, Any]:
         )
     root = request.source_root or source_checkout()
     env_vars = {STATE_DIR_ENV: str(request.state_dir)}
+    if request.state_uri:
+        env_vars["SEMRAY_STATE_URI"] = request.state_uri
     environment: dict[str, Any] = {"env_vars": env_vars}
     if root is not None:
         environment["working_dir"] = str(root)

@@ -6,13 +6,15 @@ is relative, so inside a job its runs, journals and response cache would land th
 ``semray runs ls`` on the submitting machine would never see them. ``check_state_dir`` refuses
 that unless ``Settings.allow_job_local_state`` says otherwise.
 
-Object-store URIs (``s3://``, ``gs://``, ...) are refused too, by ``Settings`` itself
+Object-store URIs (``s3://``, ``gs://``, ...) as the state folder are refused too, by ``Settings`` itself
 (``settings.posix_state_dir``): the journal appends under
 ``flock``, commits are fsync'd files renamed into place, publishing swaps a hard link or a
 symlink with ``os.replace``, the fence is an fsync'd rename checked under the journal lock, and
 the response cache is SQLite in WAL mode. None of that has an equivalent through pyarrow's
 filesystems (no locks, no atomic rename on S3/GCS), so the state folder must be a POSIX path
-every node sees (NFS, a mounted volume).
+every node sees (NFS, a mounted volume). What an object store can hold is a copy of the runs,
+made by each run's driver as write-once objects (``Settings.state_uri``,
+``semray.transactions.remote``).
 
 >>> in_job = {"RAY_JOB_CONFIG_JSON_ENV_VAR": "{}"}
 >>> check_state_dir(Settings(state_dir=Path("/shared/semray")), environ=in_job)  # doctest: +SKIP
@@ -43,9 +45,11 @@ def in_ray_job(environ: Mapping[str, str] | None = None) -> bool:
 def check_state_dir(settings: Settings, environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
     """Inside a Ray job, refuse a state folder that is relative or under the job's working directory.
 
-    Outside a job this does nothing; ``Settings.allow_job_local_state`` turns the check off.
+    Outside a job this does nothing; ``Settings.allow_job_local_state`` turns the check off, and so
+    does ``Settings.state_uri``: its runs are copied to the object store, which outlives the job
+    (commits after its last copy, at most ``state_sync_s`` of them, are lost with the job's folder).
     """
-    if settings.allow_job_local_state or not in_ray_job(environ):
+    if settings.allow_job_local_state or settings.state_uri or not in_ray_job(environ):
         return
     working = (cwd or Path.cwd()).resolve()
     state = settings.state_path

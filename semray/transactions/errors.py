@@ -69,3 +69,8 @@ class FencedWriterError(TransactionError):
         self.run_id = run_id
         self.attempt = attempt
         self.current_attempt = current_attempt
+
+
+class StoreWriterConflictError(TransactionError):
+    """Another writer added to a run's journal in the object store (``Settings.state_uri``): this
+    writer stops copying; its commits stay in its local staging folder (``semray.transactions.remote``)."""

@@ -135,6 +135,18 @@ def read_journal_as(
     with path.open("rb") as handle:
         handle.seek(offset)
         data = handle.read()
+    return parse_journal_bytes(data, adapter, str(path), offset, include_unterminated)
+
+
+def parse_journal_bytes(
+    data: bytes, adapter: TypeAdapter[T], source: str, offset: int = 0, include_unterminated: bool = True
+) -> tuple[tuple[T, ...], tuple[SkippedLine, ...], int]:
+    """``read_journal_as`` over bytes already read (``data`` starts at byte ``offset`` of ``source``),
+    e.g. a journal mirrored to an object store (``semray.transactions.remote``).
+
+    >>> parse_journal_bytes(b"not json\n", RECORD_ADAPTER, "x")[1][0].reason  # doctest: +SKIP
+    'torn or invalid JSON'
+    """
     records: list[T] = []
     skipped: list[SkippedLine] = []
     position = 0
@@ -153,7 +165,7 @@ def read_journal_as(
                 skipped.append(SkippedLine(offset=offset + position, length=len(line), reason=reason))
                 log.warning(
                     "journal_line_skipped",
-                    path=str(path),
+                    path=source,
                     offset=offset + position,
                     length=len(line),
                     reason=reason,

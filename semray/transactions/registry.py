@@ -1,6 +1,10 @@
 """The run registry under ``<state_dir>/runs/``: listing, inspecting, cancelling and finding runs to resume.
 
-These are the plain functions behind ``semray runs ls|show|cancel`` and automatic resume.
+These are the plain functions behind ``semray runs ls|show|cancel`` and automatic resume. With
+``Settings.state_uri`` they also read the runs copied to an object store (``remote.py``): a run
+with a local folder is read there (it holds what the store holds, and maybe more), any other from
+the store, its status from its lease. Where both hold a run, the longer journal wins: the local
+one when this machine wrote last (maybe past the last copy), the store's when another resumed it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from semray.transactions.journal import JOURNAL_NAME, JournalWriter, read_journa
 from semray.transactions.keys import is_run_id
 from semray.transactions.publish import current_version
 from semray.transactions.records import ErrorRecorded, Frozen, LLMUsage, OutputTarget, RunFinished
+from semray.transactions.remote import RunMirror, StateStore, open_store, pull_run
 from semray.transactions.state import OperatorProgress, RunState, fold_records
 
 log = get_logger(__name__)
@@ -82,6 +87,11 @@ def run_dir(settings: Settings, run_id: str) -> Path:
     return path
 
 
+def state_store(settings: Settings) -> StateStore | None:
+    """The object store runs are copied to (``Settings.state_uri``), None without one."""
+    return open_store(settings.state_uri) if settings.state_uri else None
+
+
 def load_state(path: Path) -> RunState:
     read = read_journal(path / JOURNAL_NAME)
     return fold_records(read.records, skipped_lines=len(read.skipped))
@@ -108,10 +118,9 @@ def publish_landed(state: RunState) -> bool:
 def list_runs(settings: Settings) -> list[RunSummary]:
     """Every run, newest first; a run folder that cannot be read is logged and left out."""
     root = runs_dir(settings)
-    if not root.is_dir():
-        return []
+    local = sorted(root.iterdir(), reverse=True) if root.is_dir() else []
     summaries: list[RunSummary] = []
-    for path in sorted(root.iterdir(), reverse=True):
+    for path in local:
         if not is_run_id(path.name) or not (path / JOURNAL_NAME).is_file():
             continue
         try:
@@ -120,13 +129,78 @@ def list_runs(settings: Settings) -> list[RunSummary]:
             log.warning("run_unreadable", run_id=path.name, error=str(error))
             continue
         summaries.append(_summary(state, effective_status(path, state)))
+    store = state_store(settings)
+    if store is not None:
+        local_ids = {summary.run_id for summary in summaries}
+        for run_id in store.run_ids():
+            if run_id in local_ids and not _store_is_ahead(store, runs_dir(settings) / run_id):
+                continue
+            try:
+                state = remote_state(store, run_id)
+            except TransactionError as error:
+                log.warning("run_unreadable", run_id=run_id, uri=store.uri, error=str(error))
+                continue
+            summaries = [summary for summary in summaries if summary.run_id != run_id]
+            summaries.append(_summary(state, remote_status(store, state)))
+        summaries.sort(key=lambda summary: summary.run_id, reverse=True)
     return summaries
 
 
+def _store_is_ahead(store: StateStore, path: Path) -> bool:
+    """True when the store holds more of the run in ``path`` than the local journal does."""
+    try:
+        local = (path / JOURNAL_NAME).stat().st_size
+    except FileNotFoundError:
+        return True
+    return sum(segment.size for segment in store.segments(path.name)) > local
+
+
+def remote_state(store: StateStore, run_id: str) -> RunState:
+    """A run's state as the object store holds it."""
+    records, skipped = store.records(run_id)
+    return fold_records(records, skipped_lines=skipped)
+
+
+def remote_status(store: StateStore, state: RunState) -> RunStatus:
+    """``effective_status`` for a run read from the store: its lease stands for the driver lock."""
+    if state.status != "running":
+        return state.status
+    lease = store.lease(state.run_id)
+    if lease is not None and lease.live:
+        return "running"
+    return "succeeded" if publish_landed(state) else "interrupted"
+
+
+def fetch_run(settings: Settings, run_id: str) -> Path:
+    """The local folder of ``run_id``, copied from the object store first when that holds more of it."""
+    store = state_store(settings)
+    if store is not None and is_run_id(run_id) and store.exists(store.run_path(run_id)):
+        pull_run(store, runs_dir(settings), run_id)
+    return run_dir(settings, run_id)
+
+
+def push_run(settings: Settings, path: Path, attempt: int) -> None:
+    """Copy what a driverless change (a cancel, a recovered publish) appended to ``path`` to the store."""
+    store = state_store(settings)
+    if store is not None:
+        RunMirror.attach(store, path, attempt, settings.state_sync_s).close()
+
+
 def show_run(settings: Settings, run_id: str) -> RunDetail:
+    store = state_store(settings)
+    local = runs_dir(settings) / run_id
+    if store is not None and is_run_id(run_id) and _store_is_ahead(store, local):
+        if not store.segments(run_id):
+            raise RunNotFoundError(run_id, f"{runs_dir(settings)} or {store.uri}")
+        state = remote_state(store, run_id)
+        return _detail(state, remote_status(store, state), store.cancel_requested(run_id) is not None)
     path = run_dir(settings, run_id)
     state = load_state(path)
-    summary = _summary(state, effective_status(path, state))
+    return _detail(state, effective_status(path, state), (path / CANCEL_MARKER).exists())
+
+
+def _detail(state: RunState, status: RunStatus, cancel_requested: bool) -> RunDetail:
+    summary = _summary(state, status)
     estimates = state.estimates
     return RunDetail(
         **summary.model_dump(),
@@ -138,7 +212,7 @@ def show_run(settings: Settings, run_id: str) -> RunDetail:
         expected_dollars=estimates.expected_dollars if estimates else None,
         calibration=dict(state.calibration),
         published_version=state.published_version,
-        cancel_requested=(path / CANCEL_MARKER).exists(),
+        cancel_requested=cancel_requested,
         final_message=state.final_message,
         skipped_journal_lines=state.skipped_lines,
     )
@@ -152,7 +226,10 @@ def find_resumable(settings: Settings, plan_fingerprint: str, output: OutputTarg
     for summary in list_runs(settings):
         if summary.plan_fingerprint != plan_fingerprint or summary.status not in ("interrupted", "failed"):
             continue
-        state = load_state(runs_dir(settings) / summary.run_id)
+        local = runs_dir(settings) / summary.run_id
+        store = state_store(settings)
+        from_store = store is not None and _store_is_ahead(store, local)
+        state = remote_state(store, summary.run_id) if store and from_store else load_state(local)
         if state.output == output:
             return summary.run_id
     return None
@@ -196,8 +273,22 @@ def stopped_error(path: Path) -> RunCancelledError:
 
 def cancel_run(settings: Settings, run_id: str) -> RunStatus:
     """Ask a run to stop. A live driver sees the marker between batches and finishes as cancelled;
-    a run with no live driver is marked cancelled at once. Returns the status after the request."""
-    path = run_dir(settings, run_id)
+    a run with no live driver is marked cancelled at once. Returns the status after the request.
+
+    With a state URI, a run whose lease is live elsewhere gets the stop through the store (its
+    writer polls it each ``state_sync_s``); one with no live writer is copied here, cancelled, copied back.
+    """
+    store = state_store(settings)
+    if store is not None and is_run_id(run_id) and store.exists(store.run_path(run_id)):
+        lease = store.lease(run_id)
+        if lease is not None and lease.live and not is_locked(runs_dir(settings) / run_id / DRIVER_LOCK):
+            state = remote_state(store, run_id)
+            if state.status != "running":
+                return state.status
+            store.request_remote_stop(run_id, CANCEL_REQUESTED)
+            log.info("run_cancel_requested", run_id=run_id, uri=store.uri)
+            return "running"
+    path = fetch_run(settings, run_id) if store is not None else run_dir(settings, run_id)
     state = load_state(path)
     status = effective_status(path, state)
     if status in ("succeeded", "failed", "cancelled"):
@@ -212,6 +303,7 @@ def cancel_run(settings: Settings, run_id: str) -> RunStatus:
         writer = JournalWriter(path / JOURNAL_NAME)
         writer.append(RunFinished(attempt=state.attempts, status="cancelled", message="cancelled while not running"))
         writer.close()
+        push_run(settings, path, state.attempts)
     finally:
         release_lock(fd)
     log.info("run_cancelled", run_id=run_id)

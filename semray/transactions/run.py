@@ -56,14 +56,17 @@ from semray.transactions.records import (
 from semray.transactions.registry import (
     CANCEL_MARKER,
     DRIVER_LOCK,
+    fetch_run,
     find_resumable,
     load_state,
     publish_landed,
+    push_run,
     request_stop,
-    run_dir,
     runs_dir,
+    state_store,
     stopped_error,
 )
+from semray.transactions.remote import RunMirror
 from semray.transactions.state import RunState
 
 log = get_logger(__name__)
@@ -74,7 +77,15 @@ ABANDONED_AFTER_S = 60.0
 class Run:
     """The driver's handle on one attempt of a run; it holds the run's driver lock until finished."""
 
-    def __init__(self, path: Path, started: RunStarted, attempt: int, base_version: str | None, lock_fd: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        started: RunStarted,
+        attempt: int,
+        base_version: str | None,
+        lock_fd: int,
+        mirror: RunMirror | None = None,
+    ) -> None:
         self.path = path
         self.started = started
         self.attempt = attempt
@@ -83,6 +94,10 @@ class Run:
         self._journal = JournalWriter(path / JOURNAL_NAME)
         self._lock_fd: int | None = lock_fd
         self._published: str | None = None
+        self._mirror = mirror
+        """Copies the journal to ``Settings.state_uri`` (``remote.py``); None without one."""
+        if mirror is not None:
+            mirror.start()
 
     @property
     def run_id(self) -> str:
@@ -190,6 +205,8 @@ class Run:
     def close(self) -> None:
         """Release the driver lock without a final status (the run stays resumable)."""
         self._journal.close()
+        if self._mirror is not None and self._lock_fd is not None:
+            self._mirror.close()  # before the lock goes: no other driver here takes the run mid-copy
         if self._lock_fd is not None:
             release_lock(self._lock_fd)
             self._lock_fd = None
@@ -218,6 +235,11 @@ class Run:
     def _append(self, record: Record) -> None:
         self._require_open()
         self._journal.append(record.model_copy(update={"attempt": self.attempt}))
+        if self._mirror is not None:
+            try:
+                self._mirror.push()
+            except OSError as error:  # the store is unreachable: the record is committed here, the next push copies it
+                log.warning("run_mirror_push_failed", run_id=self.run_id, error=str(error))
 
     def _require_open(self) -> None:
         if self._lock_fd is None:
@@ -265,7 +287,7 @@ def begin_run(
     os.rename(building, path)
     fsync_directory(root)
     log.info("run_started", run_id=run_id, output=target.path if target else None, base_version=base_version)
-    return Run(path, started, attempt=1, base_version=base_version, lock_fd=lock_fd)
+    return Run(path, started, 1, base_version, lock_fd, _mirror(settings, path, 1, lock_fd))
 
 
 def resume_run(settings: Settings, run_id: str) -> Run:
@@ -276,12 +298,13 @@ def resume_run(settings: Settings, run_id: str) -> Run:
     their commits raise ``FencedWriterError``. Raises ``RunInUseError`` when a live driver holds
     it, ``RunStateError`` when it succeeded.
     """
-    path = run_dir(settings, run_id)
+    path = fetch_run(settings, run_id)
     lock_fd = acquire_lock(path / DRIVER_LOCK, f"run {run_id}", wait_s=0.0)
     try:
         state = load_state(path)
         if state.status == "running" and publish_landed(state):
             _complete_landed_publish(path, state)
+            push_run(settings, path, state.attempts)
             raise RunStateError(f"run {run_id} had published its output before it stopped; nothing to resume")
         if state.status == "succeeded":
             raise RunStateError(f"run {run_id} already succeeded; nothing to resume (start a new run instead)")
@@ -303,6 +326,7 @@ def resume_run(settings: Settings, run_id: str) -> Run:
             advance_fence(path, attempt)
             append(RunResumed(attempt=attempt, base_version=base_version))
         writer.close()
+        mirror = _mirror(settings, path, attempt, lock_fd)
     except BaseException:
         release_lock(lock_fd)
         raise
@@ -313,7 +337,7 @@ def resume_run(settings: Settings, run_id: str) -> Run:
         committed_batches=state.batches_committed,
         paid_dollars=state.usage.dollars,
     )
-    return Run(path, state.started, attempt=attempt, base_version=base_version, lock_fd=lock_fd)
+    return Run(path, state.started, attempt, base_version, lock_fd, mirror)
 
 
 def open_run(
@@ -335,6 +359,20 @@ def open_run(
             except RunStateError as error:  # RunInUseError included: someone else is on it
                 log.info("run_not_resumed", run_id=candidate, reason=str(error))
     return begin_run(settings, plan, target, config, chosen_fingerprint)
+
+
+def _mirror(settings: Settings, path: Path, attempt: int, lock_fd: int) -> RunMirror | None:
+    """The writer's copy to ``Settings.state_uri``, its first push done (the run is visible there)."""
+    store = state_store(settings)
+    if store is None:
+        return None
+    try:
+        if attempt > 1:
+            store.clear_remote_stop(path.name)
+        return RunMirror.attach(store, path, attempt, settings.state_sync_s)
+    except BaseException:
+        release_lock(lock_fd)
+        raise
 
 
 def _complete_landed_publish(path: Path, state: RunState) -> None:

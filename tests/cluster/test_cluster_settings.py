@@ -29,6 +29,8 @@ def test_a_job_from_the_checkout_uploads_it_and_carries_the_state_folder(tmp_pat
     assert ".venv" in environment["excludes"] and ".git" in environment["excludes"]
     assert environment["env_vars"] == {"SEMRAY_STATE_DIR": "/shared/s", "SEMRAY_MODELS": "pyproject.toml"}
     assert "pip" not in environment
+    copied = runtime_env(JobRequest(command=("sql", "x"), state_dir=Path("/tmp/s"), state_uri="s3://b/semray"))
+    assert copied["env_vars"] == {"SEMRAY_STATE_DIR": "/tmp/s", "SEMRAY_STATE_URI": "s3://b/semray"}
 
 
 def test_a_job_refuses_a_relative_state_folder_and_a_missing_profile(tmp_path: Path) -> None:
@@ -55,6 +57,7 @@ def test_inside_a_job_a_state_folder_in_its_working_directory_is_refused(tmp_pat
     check_state_dir(Settings(state_dir=tmp_path / "shared"), environ=IN_JOB, cwd=tmp_path / "job")
     check_state_dir(Settings(), environ={}, cwd=tmp_path)  # not in a job: the default is fine
     check_state_dir(Settings(allow_job_local_state=True), environ=IN_JOB, cwd=tmp_path)
+    check_state_dir(Settings(state_uri="s3://b/semray"), environ=IN_JOB, cwd=tmp_path)  # runs outlive the job there
 
 
 @pytest.mark.parametrize("uri", ["s3://bucket/semray", "gs://b/x", "abfs://c@a/x"])

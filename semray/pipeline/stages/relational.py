@@ -4,10 +4,12 @@ sorts, limits and unions (``pipeline/ray/relational.py`` builds each as Ray Data
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from semray.operators.relational import SourceSpec
 from semray.pipeline.stages.base import Stage
+
+if TYPE_CHECKING:  # annotations only: the actors that import stages need not load the plan layer
+    from semray.operators.relational import SourceSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from semray.catalog.catalogued_rows import CatalogRoute
-from semray.operators.relational import CatalogPin
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.semantic import SemanticStage
+
+if TYPE_CHECKING:  # annotations only: the actors that import stages need not load the plan layer or the catalog
+    from semray.catalog.catalogued_rows import CatalogRoute
+    from semray.operators.relational import CatalogPin
 
 VECTOR = "_vec"
 """Column of float32 unit vectors that ``EmbedStage`` adds (dropped by the stages that use it)."""

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from semray.operators.schema import ROW_ID
 from semray.pipeline.stages.set_ops import VECTOR
-from semray.serving.deployments import TierHandles
+from semray.serving.handles import TierHandles
 from semray.serving.prompts.render import render_prompt
 from semray.serving.simulator.tokens import TokenCounter
 from semray.transactions import BatchLedger, LLMUsage, batch_key
+from semray.transactions.batches import ROW_ID  # operators.schema's, without the plan layer in every actor
 
 VECTOR_TYPE = pa.list_(pa.float32())
 

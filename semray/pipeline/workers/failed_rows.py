@@ -17,13 +17,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from semray.errors import FailedRowsError
-from semray.operators import Node, walk
-from semray.operators.keys import operator_key
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.semantic import SemanticStage
 from semray.transactions import FailureCount, OperatorProgress, RowFailures
+
+if TYPE_CHECKING:
+    from semray.operators import Node
 
 _CODE = re.compile(r"[a-z][a-z0-9_]*")
 EXAMPLE_CHARS = 300
@@ -138,6 +140,11 @@ class FailedRows:
 
 def operator_labels(plan: Node, stages: Stage) -> dict[str, tuple[str, str]]:
     """Operator key of each model-calling stage -> (its operator's label, unit of what it asks)."""
+    # Here, on the driver, not at the top: the actors import this module, and the plan layer
+    # (sqlglot, DuckDB) is most of what a fresh actor would import otherwise.
+    from semray.operators import walk
+    from semray.operators.keys import operator_key
+
     nodes = {operator_key(node): node for node in walk(plan)}
     labels: dict[str, tuple[str, str]] = {}
 

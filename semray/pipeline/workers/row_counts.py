@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from semray.log import get_logger
-from semray.operators.schema import ROW_ID
+from semray.transactions.batches import ROW_ID  # operators.schema's, without the plan layer in every actor
 
 log = get_logger(__name__)
 

@@ -21,16 +21,16 @@ import pyarrow.compute as pc
 
 from semray.errors import FailedRowsError
 from semray.log import get_logger
-from semray.operators.schema import ROW_ID
 from semray.pipeline.stages.semantic import SemanticTask, estimation_key
 from semray.pipeline.workers.failed_rows import failure_reason, first_row_failed, row_failures
 from semray.pipeline.workers.metering import OPERATOR_NAMES, OperatorMeter, usage_of
 from semray.pipeline.workers.row_counts import RowCounts, count_rows
 from semray.serving.contract import ModelResponse
-from semray.serving.deployments import TierHandles
+from semray.serving.handles import TierHandles
 from semray.serving.prompts.operators import row_request
 from semray.tasks import TaskKind
 from semray.transactions import BatchLedger, LLMUsage, batch_key
+from semray.transactions.batches import ROW_ID  # operators.schema's, without the plan layer in every actor
 
 log = get_logger(__name__)
 
