@@ -140,6 +140,24 @@ def test_a_factorized_join_under_a_limit_asks_the_right_side_and_only_the_left_r
     assert pairs_of(whole.table) == everything and whole.usage.calls == left.num_rows - 1 + right.num_rows
 
 
+def test_a_factorized_self_join_asks_each_row_once(tickets: Tickets, settings: Settings) -> None:
+    """Both sides are one relation asked one question: n calls (the cache is off), not 2n, and
+    under a LIMIT only the rows whose pairs the LIMIT needs."""
+    everything = query(tickets, settings)
+    joined = everything.sem_join(everything, JOIN, "factorized")
+    ids = tickets.table.column("ticket_id").to_pylist()
+    whole = joined.execute()
+    assert pairs_of(whole.table) == true_pairs(tickets, ids, ids)
+    assert whole.usage.calls == ROWS - 1  # the two identical texts share a batch: one call
+    assert "SelfJoin" in joined.explain()
+    limited = joined.limit(5).execute()
+    found = pairs_of(limited.table)
+    assert len(found) == 5 and found <= true_pairs(tickets, ids, ids)
+    # First round sqrt(5 / 0.1) -> 8 rows: 8 rows of 3 topics hold at least 8 + 2 x 3 = 22 pairs.
+    assert limited.usage.calls == 8
+    assert {a for a, _ in found} | {b for _, b in found} <= set(ids[:8])
+
+
 def test_self_join_with_duplicates_blocked_covers_all_when_blocks_are_large(
     tickets: Tickets, settings: Settings
 ) -> None:
