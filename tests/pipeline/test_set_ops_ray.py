@@ -19,9 +19,15 @@ import pytest
 import semray
 from semray.api import Query
 from semray.pipeline.lowering import set_ops as lower_set_ops
+from semray.pipeline.runs.execute import Result
+from semray.pipeline.stages.set_ops import VECTOR
 from semray.serving.config import ServingConfig
 from semray.serving.simulator.config import ModelProfile, SimulatorConfig, TaskSpec
 from semray.settings import Settings
+from semray.transactions.batches import committed_table
+from semray.transactions.journal import JOURNAL_NAME, read_journal
+from semray.transactions.records import BatchCommitted
+from semray.transactions.registry import run_dir
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # minutes on 2 cores: `make test-slow` (CI runs it)
 
@@ -110,6 +116,13 @@ def true_pairs(tickets: Tickets, left: list[str], right: list[str]) -> set[tuple
 JOIN = "{l.text} and {r.text} have the same topic"
 
 
+def embedding_calls(result: Result, settings: Settings) -> int:
+    """Calls of the run's journaled commits whose table holds vectors (embeddings), all attempts."""
+    folder = run_dir(settings, result.run_id or "")
+    commits = [record for record in read_journal(folder / JOURNAL_NAME).records if isinstance(record, BatchCommitted)]
+    return sum(commit.usage.calls for commit in commits if VECTOR in committed_table(folder, commit).column_names)
+
+
 def test_factorized_equals_nested_at_error_rate_zero(tickets: Tickets, settings: Settings) -> None:
     left, right = tickets.table.slice(0, 9), tickets.table.slice(9, ROWS - 9)
     nested = query(tickets, settings, left).sem_join(query(tickets, settings, right), JOIN, "nested").execute()
@@ -175,7 +188,9 @@ def test_empty_and_one_row_sides(tickets: Tickets, settings: Settings) -> None:
     # The right side is still asked; its two identical texts cost one call when they share a batch.
     assert result.table.num_rows == 0 and ROWS - 1 <= result.usage.calls <= ROWS
     result = everything.sem_join(nothing, JOIN, "blocked").execute()
-    assert result.table.num_rows == 0 and result.usage.calls == 0
+    # No pair to judge; the left side's embeddings are paid and counted (one call per text).
+    assert result.table.num_rows == 0 and result.usage.calls == ROWS
+    assert embedding_calls(result, settings) == ROWS
     one = query(tickets, settings, tickets.table.slice(0, 1))
     result = one.sem_join(everything, JOIN).execute()
     ids = tickets.table.column("ticket_id").to_pylist()
@@ -190,8 +205,10 @@ def test_topk_ranks_by_pairwise_comparisons(tickets: Tickets, settings: Settings
     expected = sorted(tickets.labels, key=lambda key: -tickets.labels[key]["urgency"])[:k]
     assert ranked.column("ticket_id").to_pylist() == expected
     assert ranked.column("rank").to_pylist() == list(range(1, k + 1))
-    # Partial quicksort: about 2n + 2k ln k comparisons expected, one batch per round.
-    assert 0 < result.usage.calls <= 5 * ROWS
+    # Partial quicksort: about 2n + 2k ln k comparisons expected, one batch per round; beside them
+    # the prefilter's embeddings (one per row) and the criterion's (one) are counted in the usage.
+    assert embedding_calls(result, settings) == ROWS + 1
+    assert ROWS + 1 < result.usage.calls <= 5 * ROWS + ROWS + 1
 
 
 def test_agg_is_hierarchical_over_a_small_context_and_counts_by_group(

@@ -121,7 +121,8 @@ def _verify(node: SemJoin, pairs: Stage, settings: Settings) -> Stage:
 
 
 def _embed(side: Node, upstream: Stage, template: str, role: str, journaled: bool = False) -> EmbedStage:
-    """``upstream`` (``side`` lowered) with each row's embedding of ``template`` added (``journaled``: counted)."""
+    """``upstream`` (``side`` lowered) with each row's embedding of ``template`` added (``journaled``:
+    counted in ``Result.usage`` and reused on resume; every embedding a run pays is)."""
     return EmbedStage(
         task=SemanticTask(kind=TaskKind.MAP, instruction=template, tier="embedding"),
         operator_key=_key(side, role),
@@ -138,8 +139,8 @@ def lower_nested_join(node: SemJoin, left: Stage, right: Stage, settings: Settin
 
 
 def lower_blocked_join(node: SemJoin, left: Stage, right: Stage, settings: Settings) -> Stage:
-    left_embedded = _embed(node.left, left, _record_template(side_cells(node, "l")), "embed-left")
-    right_embedded = _embed(node.right, right, _record_template(side_cells(node, "r")), "embed-right")
+    left_embedded = _embed(node.left, left, _record_template(side_cells(node, "l")), "embed-left", journaled=True)
+    right_embedded = _embed(node.right, right, _record_template(side_cells(node, "r")), "embed-right", journaled=True)
     blocked = BlockStage(
         per_row=block_size(row_bound(node.right)),
         left_names=node.left.output_schema.names,
@@ -246,7 +247,7 @@ def lower_sem_topk(node: SemTopK, inputs: Inputs, settings: Settings) -> Stage:
         record_template=template,
         prefilter=max(4 * node.k, 32),
         input_columns=_typed(node.input, (VECTOR, "FLOAT[]")),
-        inputs=(_embed(node.input, upstream, template, "embed"),),
+        inputs=(_embed(node.input, upstream, template, "embed", journaled=True),),
     )
 
 

@@ -22,12 +22,16 @@ import pyarrow as pa
 
 from semray.operators.schema import ROW_ID
 from semray.pipeline.stages.set_ops import VECTOR, TopKStage
+from semray.pipeline.workers.embed_batches import journaled_embedding
 from semray.pipeline.workers.journaled_questions import JournaledAsker
 from semray.pipeline.workers.metering import operator_name
 from semray.serving.deployments import TierHandles
 from semray.serving.prompts.render import render_prompt
 from semray.serving.prompts.set_ops import comparison_request
 from semray.transactions import BatchLedger
+
+CRITERION_BATCH = "sem-topk-criterion"
+"""The batch id under which a top-k's criterion embedding is committed (no input row: it counts no rows)."""
 
 Better = Callable[[list[tuple[Any, Any]]], list[bool]]
 """Answers a batch of (a, b): is a better than b?"""
@@ -89,7 +93,7 @@ def rank_rows(table: pa.Table, stage: TopKStage, tiers: TierHandles, ledger: Bat
     if table.num_rows == 0:
         return RankOutcome(table.select(columns).append_column(stage.output, pa.array([], pa.int64())), 0, 0)
     vectors = np.asarray(table.column(VECTOR).to_pylist(), dtype=np.float32)
-    query = tiers.embed([stage.criterion])[0]
+    query = journaled_embedding(stage.criterion, stage.operator_key, CRITERION_BATCH, tiers, ledger)
     similarity = vectors @ query
     keep = min(stage.prefilter, table.num_rows)
     candidates = sorted(np.argsort(-similarity, kind="stable")[:keep].tolist())
