@@ -41,6 +41,7 @@ SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su", "da", "
 TASKS = (
     TaskSpec(name="same_topic", kind="pair", label_column="topic", keywords=("same topic",)),
     TaskSpec(name="topic", kind="label", label_column="topic", keywords=("topic",)),
+    TaskSpec(name="billing", kind="filter", label_column="billing", true_values=("true",), keywords=("about billing",)),
     TaskSpec(name="urgency", kind="pair", label_column="urgency", relation="greater", keywords=("most urgent",)),
     TaskSpec(name="topic_counts", kind="aggregate", label_column="topic", keywords=("how many", "each topic")),
     TaskSpec(
@@ -71,7 +72,8 @@ def _tickets() -> Tickets:
         urgency.append(index)  # distinct: a total order to rank by
     texts[-1] = texts[-2]  # a duplicate text (same topic? make it so)
     topics[-1] = topics[-2]
-    labelled = pa.table({"ticket_id": ids, "text": texts, "topic": topics, "urgency": urgency})
+    billing = ["true" if topic == "billing" else "false" for topic in topics]
+    labelled = pa.table({"ticket_id": ids, "text": texts, "topic": topics, "urgency": urgency, "billing": billing})
     simulator = SimulatorConfig.from_labels(
         labelled,
         key_column="ticket_id",
@@ -209,6 +211,38 @@ def test_topk_ranks_by_pairwise_comparisons(tickets: Tickets, settings: Settings
     # the prefilter's embeddings (one per row) and the criterion's (one) are counted in the usage.
     assert embedding_calls(result, settings) == ROWS + 1
     assert ROWS + 1 < result.usage.calls <= 5 * ROWS + ROWS + 1
+
+
+def comparisons(result: Result, settings: Settings) -> int:
+    """A top-k's comparisons in a run: the calls of its operator key (the one that journaled the
+    criterion's embedding, a commit of no rows) less that one embedding."""
+    folder = run_dir(settings, result.run_id or "")
+    commits = [record for record in read_journal(folder / JOURNAL_NAME).records if isinstance(record, BatchCommitted)]
+    (key,) = {c.operator_key for c in commits if not c.row_ids and VECTOR in committed_table(folder, c).column_names}
+    return sum(commit.usage.calls for commit in commits if commit.operator_key == key) - 1
+
+
+def test_a_limit_ranks_only_the_top_k_rows_it_needs(tickets: Tickets, settings: Settings) -> None:
+    """LIMIT m < k over a top-k runs as the top m (same calls); a LIMIT over a filter above a top-k
+    ranks only the ranks the filter reads, and returns the first passing rows of the full ranking."""
+    urgent = "the most urgent {text}"
+    ten = query(tickets, settings).sem_topk(urgent, k=10, output="rank")
+    limited = ten.limit(2).execute()
+    two = query(tickets, settings).sem_topk(urgent, k=2, output="rank").execute()
+    whole = ten.execute()
+    assert (
+        limited.table.sort_by("rank").column("ticket_id").to_pylist()
+        == two.table.sort_by("rank").column("ticket_id").to_pylist()
+        == whole.table.sort_by("rank").column("ticket_id").to_pylist()[:2]
+    )
+    assert comparisons(limited, settings) == comparisons(two, settings) < comparisons(whole, settings)
+
+    filtered = query(tickets, settings).sem_topk(urgent, k=12, output="rank").sem_filter("{text} is about billing")
+    full = filtered.execute()
+    first = filtered.limit(1).execute()
+    expected = full.table.sort_by("rank").column("ticket_id").to_pylist()[:1]
+    assert first.table.column("ticket_id").to_pylist() == expected  # exact: the full ranking's first passing row
+    assert comparisons(first, settings) < comparisons(full, settings)
 
 
 def test_agg_is_hierarchical_over_a_small_context_and_counts_by_group(

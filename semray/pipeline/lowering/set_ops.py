@@ -233,6 +233,15 @@ def _template_of(instruction: str) -> str:
     return _record_template(list(dict.fromkeys(columns)))
 
 
+def prefilter_rows(k: int) -> int:
+    """Rows a top-k keeps by embedding similarity before comparing them: ``max(4k, 32)``.
+
+    >>> prefilter_rows(5), prefilter_rows(100)
+    (32, 400)
+    """
+    return max(4 * k, 32)
+
+
 def lower_sem_topk(node: SemTopK, inputs: Inputs, settings: Settings) -> Stage:
     (upstream,) = inputs
     template = _template_of(node.instruction)
@@ -245,7 +254,7 @@ def lower_sem_topk(node: SemTopK, inputs: Inputs, settings: Settings) -> Stage:
         output=node.output,
         criterion=plain_question(node.instruction),
         record_template=template,
-        prefilter=max(4 * node.k, 32),
+        prefilter=prefilter_rows(node.k),
         input_columns=_typed(node.input, (VECTOR, "FLOAT[]")),
         inputs=(_embed(node.input, upstream, template, "embed", journaled=True),),
     )

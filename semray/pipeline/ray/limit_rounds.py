@@ -4,11 +4,14 @@ stream of what lies under the chain, which stops once the rounds are done. A fac
 chain (``BroadcastJoinStage.left_rounds``) is a step too: its right side (each right row asked once)
 is gathered at its first round, and each round of left rows is asked, then joined to it. A factorized
 self-join (``SelfJoinStage``) is a step over the rows its one question answered: each round joins
-with the rounds before it, so a LIMIT asks only the rows its first pairs need."""
+with the rounds before it, so a LIMIT asks only the rows its first pairs need. A top-k right under the
+chain is ranked as the rounds draw its rows (``set_ops.ranks_in_rounds``): only the ranks the chain
+reads are sorted."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import pyarrow as pa
 import ray
@@ -19,9 +22,11 @@ from semray.pipeline.ray.cascade import cascade_rounds
 from semray.pipeline.ray.failures import reported_failures
 from semray.pipeline.ray.materialize import Builder, ExecutionContext, materialize
 from semray.pipeline.ray.relational import gathered
+from semray.pipeline.ray.set_ops import ranks_in_rounds
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.relational import BatchSqlStage, BroadcastJoinStage, GrowingLimitStage, SelfJoinStage
 from semray.pipeline.stages.semantic import CascadeStage, SemanticStage, in_rounds
+from semray.pipeline.stages.set_ops import TopKStage
 from semray.pipeline.workers.batch_sql import run_sql
 from semray.pipeline.workers.limit_rounds import limited_rows
 from semray.pipeline.workers.row_counts import count_rows
@@ -39,7 +44,10 @@ def build_growing_limit(stage: GrowingLimitStage, context: ExecutionContext) -> 
     steps.reverse()
     wanted = stage.count + stage.offset
     with reported_failures():
-        batches = materialize(below, context).iter_batches(batch_size=None, batch_format="pyarrow")
+        if type(below) is TopKStage:  # ranked as the rounds draw: ranks nobody reads stay unsorted
+            batches: Iterable[Any] = ranks_in_rounds(below, context, stage.first_rows, stage.growth)
+        else:
+            batches = materialize(below, context).iter_batches(batch_size=None, batch_format="pyarrow")
         try:
             outputs = limited_rows(iter(batches), steps, wanted, stage.first_rows, stage.growth, stage.max_rows)
         finally:
