@@ -178,6 +178,7 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
             start_tiers(serving, settings)
             for shape, query, truth, selectivity, returned_of in cases:
                 for k in args.limits:
+                    estimated = estimated_calls(query.limit(k), serving)
                     before, started = server.stats()["calls"], time.perf_counter()
                     result = query.limit(k).execute()
                     served, seconds = server.stats()["calls"] - before, time.perf_counter() - started
@@ -198,6 +199,7 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
                             "rows_returned": len(returned),
                             "rows_true": len(returned & truth),
                             "rows_correct": len(returned) == k and returned <= truth,
+                            "estimated_calls": round(estimated, 1),
                             "bound": round(limit, 1),
                             "holds": served <= limit,
                             "before": BEFORE.get((shape, k)) if args.rows == 2000 else None,
@@ -225,6 +227,18 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
     )
 
 
+def estimated_calls(query: Any, serving: Any) -> float:
+    """The model calls EXPLAIN's cost model estimates for ``query`` (a LIMIT's early stop priced:
+    ``semray/cost_model/limit_cost.py``), over the sources' stated row counts, nothing measured."""
+    from semray.cost_model.cardinality import source_statistics
+    from semray.cost_model.plan_cost import NO_TIER, estimate_plan
+    from semray.cost_model.prices import profiles_from_serving
+
+    plan = query.optimized().plan
+    estimate = estimate_plan(plan, source_statistics(plan), profiles_from_serving(serving))
+    return sum(operator.rows_in.value for operator in estimate.operators if operator.tier != NO_TIER)
+
+
 def _ids(table: pa.Table) -> set[Any]:
     return set(table.column("ticket_id").to_pylist())
 
@@ -242,19 +256,23 @@ def _markdown(figures: dict[str, Any]) -> str:
         "(zero latency, error rate 0, cache off) counts the calls it answered, in flight at the stop "
         f"included. Bound: `3 x k / selectivity + one batch` ({figures['batch_rows']} rows); selectivity "
         "of a pair join: of its pairs; a factorized join (each side asked for the topic): "
-        "`m + 3 x k / s + one batch`, `m` its right rows, `s` the pairs each left row keeps.",
+        "`m + 3 x k / s + one batch`, `m` its right rows, `s` the pairs each left row keeps. "
+        "Estimated: the calls EXPLAIN's cost model prices the query at (`cost_model/limit_cost.py`: "
+        "`k / selectivity` plus the first round, with the default selectivities, nothing measured).",
         "",
-        "| query | k | selectivity | calls (endpoint) | calls (run usage) | rows returned (true) | bound | holds "
-        "| seconds | before: endpoint / usage |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| query | k | selectivity | calls (endpoint) | calls (run usage) | estimated (ratio) | rows returned (true) "
+        "| bound | holds | seconds | before: endpoint / usage |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for run in figures["runs"]:
         true = run.get("rows_true", run["rows_returned"] if run["rows_correct"] else None)
         returned = f"{run['rows_returned']}" + ("" if true == run["rows_returned"] else f" ({true})")
         before = run.get("before")
+        estimated = run.get("estimated_calls")
+        ratio = f"{estimated:g} ({estimated / run['calls_served']:.2f})" if estimated and run["calls_served"] else ""
         lines.append(
             f"| {run['shape']} | {run['k']} | {run['selectivity']:.2f} | {run['calls_served']} | "
-            f"{run['calls_in_usage']} | {returned} | {run['bound']:g} | {'yes' if run['holds'] else 'no'} | "
+            f"{run['calls_in_usage']} | {ratio} | {returned} | {run['bound']:g} | {'yes' if run['holds'] else 'no'} | "
             f"{run.get('seconds', '')} | {f'{before[0]} / {before[1]}' if before else ''} |"
         )
     lines += ["", *_wall_time_lines(figures["runs"])]

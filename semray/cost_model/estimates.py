@@ -130,6 +130,8 @@ class OperatorEstimate:
     quality: float
     assumed: tuple[str, ...] = ()
     """Figures taken from documented defaults because nothing measured them (e.g. ``"selectivity"``)."""
+    early_stop: str = ""
+    """A LIMIT's line saying what the semantic chain under it is priced at (``limit_cost.limit_stops``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,8 @@ intervals into an `OperatorEstimate`; its output rows are the operator's row rul
   tokens per call: ``dollars = n * (p * fee_in + c * fee_out) / 1e6 + gpu_s * gpu_hour / 3600``,
   ``gpu_s = n * (p + c) / 1000 * gpu_seconds_per_1k_tokens``,
   ``latency = (n * latency_per_call + n * (p + c) / tokens_per_s) / concurrency``;
+* the semantic chain directly under a LIMIT is priced at the rows its round trips draw
+  (`semray.cost_model.limit_cost`: about ``k / selectivity`` plus the first round);
 * plan dollars, GPU-seconds and latency are sums over operators (latency ignores the overlap
   of streaming stages, so it is an upper figure); plan quality is
   `semray.cost_model.quality.plan_quality` over the semantic operators.
@@ -162,13 +164,16 @@ def estimate_plan(
     context = EstimationContext(statistics, profiles, dict(tiers or {}), top_tier, strict)
     operators: list[OperatorEstimate] = []
     rows = _estimate(plan, "", context, operators)
-    semantic = [op.quality for op in operators if op.tier != NO_TIER]
+    from semray.cost_model.limit_cost import limit_stops  # imports cardinality, which imports this module
+
+    stopped = limit_stops(plan, operators)  # a LIMIT's rounds ask only what it needs
+    semantic = [op.quality for op in stopped if op.tier != NO_TIER]
     return PlanEstimate(
-        operators=tuple(operators),
+        operators=stopped,
         rows=rows,
-        dollars=total([op.dollars for op in operators]),
-        gpu_seconds=total([op.gpu_seconds for op in operators]),
-        latency_s=total([op.latency_s for op in operators]),
+        dollars=total([op.dollars for op in stopped]),
+        gpu_seconds=total([op.gpu_seconds for op in stopped]),
+        latency_s=total([op.latency_s for op in stopped]),
         quality=plan_quality(semantic),
     )
 

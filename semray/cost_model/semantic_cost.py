@@ -7,7 +7,8 @@
 * SemJoin: one call per pair (``|L| * |R|``, the nested and blocked implementations); it keeps
   ``pairs * selectivity`` (its selectivity is a fraction of pairs). A factorized join asks each
   row of each side once (``|L| + |R|`` calls; ``|L|`` with ``right_labels``, which classifies the
-  left rows into the right side's values): each side call is priced with the pair's prompt
+  left rows into the right side's values; ``|L|`` for a self-join,
+  ``operators/join_sides.is_self_join``): each side call is priced with the pair's prompt
   tokens when measured (an upper figure: a side prompt quotes one cell, a pair two), else the
   prompt with one cell, and the side's answer (a 1-token score when ordered, a label, or a
   free-text value). A checked factorization's verification and proposal calls are paid once, by
@@ -37,6 +38,7 @@ from semray.cost_model.estimates import Interval, OperatorEstimate
 from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_estimate, register
 from semray.cost_model.tokens import MAP_OUTPUT_TOKENS, PromptTokens, expected_output_tokens, question_of
 from semray.operators.base import Node
+from semray.operators.join_sides import is_self_join
 from semray.operators.keys import statistics_key
 from semray.operators.plan import ROW_SEMANTIC
 from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
@@ -146,9 +148,10 @@ def join_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Esti
 def _factorized_join_cost(
     node: SemJoin, path: str, inputs: tuple[Interval, ...], context: EstimationContext, tier: str
 ) -> OperatorEstimate:
-    """A factorized join: one side question per row of each side (the left side only with ``right_labels``)."""
+    """A factorized join: one side question per row of each side (the left side only with
+    ``right_labels``, and one side of a self-join, whose two sides are one question of one relation)."""
     left, right = inputs
-    calls = left if node.right_labels else left + right
+    calls = left if node.right_labels or is_self_join(node) else left + right
     return model_estimate(
         node,
         path,

@@ -1,6 +1,7 @@
 """EXPLAIN with estimates: the plan tree with, per operator, the cost model's estimated rows
 (with interval), tokens, dollars, GPU-seconds and tier, and, after a run, the actual figures.
-A cascade shows its target and how its rows are expected to split between the tiers.
+A cascade shows its target and how its rows are expected to split between the tiers; a LIMIT over
+a semantic chain, what its early stop leaves the chain to ask (``cost_model/limit_cost.py``).
 
 >>> print(render_estimates(plan, estimate, actuals))  # doctest: +SKIP
 SemFilter [small] '{review} mentions delivery'  rows 330 [250, 410] · tokens 33.0k in / 330 out · $0.0123 ...
@@ -77,6 +78,9 @@ def render_estimates(plan: Node, estimate: PlanEstimate, actuals: Mapping[str, A
         split = getattr(operator, "cascade", None)
         if split is not None:
             lines.append(f"{child_prefix}{'│  ' if children else '   '}{describe_cascade(split)}")
+        stop = getattr(operator, "early_stop", "")
+        if stop:
+            lines.append(f"{child_prefix}{'│  ' if children else '   '}{stop}")
         actual = (actuals or {}).get(path)
         if actual is not None:
             lines.append(f"{child_prefix}{'│  ' if children else '   '}actual: {describe_actual(actual)}")

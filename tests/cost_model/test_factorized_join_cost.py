@@ -40,6 +40,13 @@ def test_right_labels_classify_only_the_left_rows() -> None:
     assert estimate(labelled).rows_in == Interval.exact(100)
 
 
+def test_a_self_join_costs_one_call_per_row_of_its_one_relation() -> None:
+    same = SemJoin.model_validate({"left": LEFT, "right": LEFT, "instruction": SAME, "implementation": "factorized"})
+    assert estimate(same).rows_in == Interval.exact(100)
+    pairwise = same.model_copy(update={"implementation": "nested"})
+    assert estimate(pairwise).rows_in.value == 100 * 100  # judged pair by pair: every pair
+
+
 @pytest.mark.parametrize(
     ("fields", "answer_tokens"),
     [

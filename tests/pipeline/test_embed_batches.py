@@ -1,5 +1,6 @@
-"""A journaled embed stage (a run-scoped SemSearch's rows) counts its calls and tokens in the run's usage
-and a resume reuses its vectors; an unjournaled one commits nothing (``workers/embed_batches.py``)."""
+"""A journaled embed stage (a run-scoped SemSearch's rows, a blocked join's sides, a top-k's prefilter)
+counts its calls and tokens in the run's usage and a resume reuses its vectors; an unjournaled one
+commits nothing (``workers/embed_batches.py``); so does a text no row owns (a top-k's criterion)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from semray.pipeline.lowering.driver import lower
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.set_ops import VECTOR, EmbedStage
-from semray.pipeline.workers.embed_batches import EmbedBatchUDF
+from semray.pipeline.workers.embed_batches import EmbedBatchUDF, journaled_embedding
 from semray.readers import from_arrow
 from semray.serving.config import Prices
 from semray.settings import Settings
@@ -76,9 +77,27 @@ def _embeds(stage: Stage) -> list[EmbedStage]:
     return [*own, *(found for child in stage.inputs for found in _embeds(child))]
 
 
-def test_only_a_run_scoped_search_journals_its_embeddings(tmp_path: Path) -> None:
+def test_every_embedding_a_run_pays_is_journaled(tmp_path: Path) -> None:
+    """A run-scoped search's rows, both sides of a blocked join and a top-k's prefilter."""
     settings = Settings(state_dir=tmp_path)
     notes = from_arrow(pa.table({"id": [1, 2], "text": ["apple pie", "boats"]}), "notes", settings)
     (search,) = _embeds(lower(notes.sem_search("text", "apple", k=1).plan, settings))
     assert search.journaled and "journaled" in search.describe()
     assert _embeds(lower(notes.sem_search("text", "apple", k=1, mode="fts").plan, settings)) == []
+    blocked = _embeds(lower(notes.sem_join(notes, "{l.text} is like {r.text}", "blocked").plan, settings))
+    assert len(blocked) == 2 and all(stage.journaled for stage in blocked)
+    assert len({stage.operator_key for stage in blocked}) == 2  # each side under its own key
+    (prefilter,) = _embeds(lower(notes.sem_topk("the sweetest {text}", k=1).plan, settings))
+    assert prefilter.journaled
+
+
+def test_a_criterion_embedding_is_counted_once_and_reused_on_resume(tmp_path: Path) -> None:
+    JournalWriter.create(tmp_path / JOURNAL_NAME).close()
+    tiers = FakeTiers()
+    first = journaled_embedding("the sweetest", "op-topk", "criterion", tiers, BatchLedger(tmp_path, attempt=1))  # type: ignore[arg-type]
+    (commit,) = _commits(tmp_path)
+    assert (commit.operator_key, commit.row_ids, commit.usage.calls) == ("op-topk", (), 1)
+    assert commit.usage.dollars == pytest.approx(commit.usage.tokens_in * 0.02 / 1e6) and commit.usage.tokens_in >= 1
+    again = journaled_embedding("the sweetest", "op-topk", "criterion", tiers, BatchLedger(tmp_path, attempt=2))  # type: ignore[arg-type]
+    assert tiers.texts == ["the sweetest"] and again.tolist() == first.tolist()  # read back, not paid again
+    assert len(_commits(tmp_path)) == 1

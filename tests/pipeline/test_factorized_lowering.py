@@ -11,10 +11,11 @@ import pytest
 
 from semray import from_arrow
 from semray.errors import SemrayError
+from semray.operators.relational import Limit
 from semray.operators.semantic import SemJoin
 from semray.pipeline.lowering.driver import lower
 from semray.pipeline.lowering.set_ops import FACTOR_KEY, factor_condition, factor_task
-from semray.pipeline.stages.relational import BroadcastJoinStage
+from semray.pipeline.stages.relational import BroadcastJoinStage, GrowingLimitStage, SelfJoinStage
 from semray.pipeline.stages.semantic import SemanticStage
 from semray.settings import Settings
 from semray.tasks import TaskKind
@@ -105,3 +106,20 @@ def test_explain_names_the_factorization_and_its_agreement() -> None:
     assert join().label() == "SemJoin[factorized] '{l.a} and {r.b} differ in tone'"
     verified = join(factor="tone", relation="<>", agreement=0.97).label()
     assert verified.startswith("SemJoin[factorized: tone <>, verified: agreement 0.970]")
+
+
+def test_a_self_join_asks_its_one_relation_once() -> None:
+    """One input plan read through the same cells on both sides: one side question (n calls), the
+    answers joined with themselves; another relation or other cells keep both sides' questions."""
+    same = SemJoin(left=LEFT, right=LEFT, instruction="{l.a} and {r.a} differ in tone", implementation="factorized")
+    stage = lower(same, Settings())
+    assert isinstance(stage, SelfJoinStage) and len(stage.inputs) == 1
+    assert isinstance(stage.inputs[0], SemanticStage) and stage.inputs[0].task == factor_task(same, "r")
+    limited = lower(Limit(input=same, count=5), Settings())
+    assert isinstance(limited, GrowingLimitStage) and limited.first_rows == 8  # sqrt(5 / 0.1) rows
+    other_cells = from_arrow(pa.table({"a": ["x"], "c": ["z"]}), "left").plan
+    for node in (
+        join(),
+        SemJoin(left=other_cells, right=other_cells, instruction="{l.a} and {r.c} differ", implementation="factorized"),
+    ):
+        assert isinstance(lower(node, Settings()), BroadcastJoinStage)

@@ -124,7 +124,10 @@ def test_a_top_k_under_a_smaller_limit_ranks_only_the_rows_it_keeps(tmp_path: Pa
     topk = three.inputs[0]
     assert isinstance(topk, TopKStage) and topk.k == 3
     unlimited = lower(ranked.plan, settings)
-    assert isinstance(unlimited, TopKStage) and topk.prefilter == unlimited.prefilter  # the same candidates
+    # Runs as the top 3 would: the prefilter keeps max(4 x 3, 32) = 32 candidates, not the top 10's 40.
+    alone = lower(scan(tmp_path, "text", 200).sem_topk("{text} is most urgent", k=3).plan, settings)
+    assert isinstance(unlimited, TopKStage) and isinstance(alone, TopKStage)
+    assert (topk.prefilter, alone.prefilter, unlimited.prefilter) == (32, 32, 40)
     assert topk.operators == unlimited.operators  # counted as the same operator
     offset = lower(ranked.limit(3, offset=2).plan, settings).inputs[0]
     assert isinstance(offset, TopKStage) and offset.k == 5

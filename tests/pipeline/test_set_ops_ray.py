@@ -19,9 +19,15 @@ import pytest
 import semray
 from semray.api import Query
 from semray.pipeline.lowering import set_ops as lower_set_ops
+from semray.pipeline.runs.execute import Result
+from semray.pipeline.stages.set_ops import VECTOR
 from semray.serving.config import ServingConfig
 from semray.serving.simulator.config import ModelProfile, SimulatorConfig, TaskSpec
 from semray.settings import Settings
+from semray.transactions.batches import committed_table
+from semray.transactions.journal import JOURNAL_NAME, read_journal
+from semray.transactions.records import BatchCommitted
+from semray.transactions.registry import run_dir
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]  # minutes on 2 cores: `make test-slow` (CI runs it)
 
@@ -35,6 +41,7 @@ SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi", "pe", "su", "da", "
 TASKS = (
     TaskSpec(name="same_topic", kind="pair", label_column="topic", keywords=("same topic",)),
     TaskSpec(name="topic", kind="label", label_column="topic", keywords=("topic",)),
+    TaskSpec(name="billing", kind="filter", label_column="billing", true_values=("true",), keywords=("about billing",)),
     TaskSpec(name="urgency", kind="pair", label_column="urgency", relation="greater", keywords=("most urgent",)),
     TaskSpec(name="topic_counts", kind="aggregate", label_column="topic", keywords=("how many", "each topic")),
     TaskSpec(
@@ -65,7 +72,8 @@ def _tickets() -> Tickets:
         urgency.append(index)  # distinct: a total order to rank by
     texts[-1] = texts[-2]  # a duplicate text (same topic? make it so)
     topics[-1] = topics[-2]
-    labelled = pa.table({"ticket_id": ids, "text": texts, "topic": topics, "urgency": urgency})
+    billing = ["true" if topic == "billing" else "false" for topic in topics]
+    labelled = pa.table({"ticket_id": ids, "text": texts, "topic": topics, "urgency": urgency, "billing": billing})
     simulator = SimulatorConfig.from_labels(
         labelled,
         key_column="ticket_id",
@@ -110,6 +118,13 @@ def true_pairs(tickets: Tickets, left: list[str], right: list[str]) -> set[tuple
 JOIN = "{l.text} and {r.text} have the same topic"
 
 
+def embedding_calls(result: Result, settings: Settings) -> int:
+    """Calls of the run's journaled commits whose table holds vectors (embeddings), all attempts."""
+    folder = run_dir(settings, result.run_id or "")
+    commits = [record for record in read_journal(folder / JOURNAL_NAME).records if isinstance(record, BatchCommitted)]
+    return sum(commit.usage.calls for commit in commits if VECTOR in committed_table(folder, commit).column_names)
+
+
 def test_factorized_equals_nested_at_error_rate_zero(tickets: Tickets, settings: Settings) -> None:
     left, right = tickets.table.slice(0, 9), tickets.table.slice(9, ROWS - 9)
     nested = query(tickets, settings, left).sem_join(query(tickets, settings, right), JOIN, "nested").execute()
@@ -140,6 +155,24 @@ def test_a_factorized_join_under_a_limit_asks_the_right_side_and_only_the_left_r
     assert pairs_of(whole.table) == everything and whole.usage.calls == left.num_rows - 1 + right.num_rows
 
 
+def test_a_factorized_self_join_asks_each_row_once(tickets: Tickets, settings: Settings) -> None:
+    """Both sides are one relation asked one question: n calls (the cache is off), not 2n, and
+    under a LIMIT only the rows whose pairs the LIMIT needs."""
+    everything = query(tickets, settings)
+    joined = everything.sem_join(everything, JOIN, "factorized")
+    ids = tickets.table.column("ticket_id").to_pylist()
+    whole = joined.execute()
+    assert pairs_of(whole.table) == true_pairs(tickets, ids, ids)
+    assert whole.usage.calls == ROWS - 1  # the two identical texts share a batch: one call
+    assert "SelfJoin" in joined.explain()
+    limited = joined.limit(5).execute()
+    found = pairs_of(limited.table)
+    assert len(found) == 5 and found <= true_pairs(tickets, ids, ids)
+    # First round sqrt(5 / 0.1) -> 8 rows: 8 rows of 3 topics hold at least 8 + 2 x 3 = 22 pairs.
+    assert limited.usage.calls == 8
+    assert {a for a, _ in found} | {b for _, b in found} <= set(ids[:8])
+
+
 def test_self_join_with_duplicates_blocked_covers_all_when_blocks_are_large(
     tickets: Tickets, settings: Settings
 ) -> None:
@@ -157,7 +190,9 @@ def test_empty_and_one_row_sides(tickets: Tickets, settings: Settings) -> None:
     # The right side is still asked; its two identical texts cost one call when they share a batch.
     assert result.table.num_rows == 0 and ROWS - 1 <= result.usage.calls <= ROWS
     result = everything.sem_join(nothing, JOIN, "blocked").execute()
-    assert result.table.num_rows == 0 and result.usage.calls == 0
+    # No pair to judge; the left side's embeddings are paid and counted (one call per text).
+    assert result.table.num_rows == 0 and result.usage.calls == ROWS
+    assert embedding_calls(result, settings) == ROWS
     one = query(tickets, settings, tickets.table.slice(0, 1))
     result = one.sem_join(everything, JOIN).execute()
     ids = tickets.table.column("ticket_id").to_pylist()
@@ -172,8 +207,42 @@ def test_topk_ranks_by_pairwise_comparisons(tickets: Tickets, settings: Settings
     expected = sorted(tickets.labels, key=lambda key: -tickets.labels[key]["urgency"])[:k]
     assert ranked.column("ticket_id").to_pylist() == expected
     assert ranked.column("rank").to_pylist() == list(range(1, k + 1))
-    # Partial quicksort: about 2n + 2k ln k comparisons expected, one batch per round.
-    assert 0 < result.usage.calls <= 5 * ROWS
+    # Partial quicksort: about 2n + 2k ln k comparisons expected, one batch per round; beside them
+    # the prefilter's embeddings (one per row) and the criterion's (one) are counted in the usage.
+    assert embedding_calls(result, settings) == ROWS + 1
+    assert ROWS + 1 < result.usage.calls <= 5 * ROWS + ROWS + 1
+
+
+def comparisons(result: Result, settings: Settings) -> int:
+    """A top-k's comparisons in a run: the calls of its operator key (the one that journaled the
+    criterion's embedding, a commit of no rows) less that one embedding."""
+    folder = run_dir(settings, result.run_id or "")
+    commits = [record for record in read_journal(folder / JOURNAL_NAME).records if isinstance(record, BatchCommitted)]
+    (key,) = {c.operator_key for c in commits if not c.row_ids and VECTOR in committed_table(folder, c).column_names}
+    return sum(commit.usage.calls for commit in commits if commit.operator_key == key) - 1
+
+
+def test_a_limit_ranks_only_the_top_k_rows_it_needs(tickets: Tickets, settings: Settings) -> None:
+    """LIMIT m < k over a top-k runs as the top m (same calls); a LIMIT over a filter above a top-k
+    ranks only the ranks the filter reads, and returns the first passing rows of the full ranking."""
+    urgent = "the most urgent {text}"
+    ten = query(tickets, settings).sem_topk(urgent, k=10, output="rank")
+    limited = ten.limit(2).execute()
+    two = query(tickets, settings).sem_topk(urgent, k=2, output="rank").execute()
+    whole = ten.execute()
+    assert (
+        limited.table.sort_by("rank").column("ticket_id").to_pylist()
+        == two.table.sort_by("rank").column("ticket_id").to_pylist()
+        == whole.table.sort_by("rank").column("ticket_id").to_pylist()[:2]
+    )
+    assert comparisons(limited, settings) == comparisons(two, settings) < comparisons(whole, settings)
+
+    filtered = query(tickets, settings).sem_topk(urgent, k=12, output="rank").sem_filter("{text} is about billing")
+    full = filtered.execute()
+    first = filtered.limit(1).execute()
+    expected = full.table.sort_by("rank").column("ticket_id").to_pylist()[:1]
+    assert first.table.column("ticket_id").to_pylist() == expected  # exact: the full ranking's first passing row
+    assert comparisons(first, settings) < comparisons(full, settings)
 
 
 def test_agg_is_hierarchical_over_a_small_context_and_counts_by_group(

@@ -20,6 +20,7 @@ from semray.operators.relational import Aggregate, Distinct, Filter, Join, Limit
 from semray.operators.safe_sql import isolated_connection
 from semray.operators.schema import ROW_ID, quote
 from semray.pipeline.lowering.registry import InputPlan, Inputs, Lowering
+from semray.pipeline.lowering.set_ops import prefilter_rows
 from semray.pipeline.lowering.sizing import (
     LIMIT_GROWTH,
     first_round_rows,
@@ -298,12 +299,16 @@ def lower_limit(node: Limit, inputs: Inputs, settings: Settings) -> Stage:
 
 
 def _ranked_only(stage: Stage, limit: Limit) -> Stage:
-    """A top-k right under a LIMIT that keeps fewer rows sorts only those: its partial quicksort
-    stops at ``count + offset`` (same candidates, the same first ranks, fewer comparisons)."""
+    """A top-k right under a LIMIT that keeps fewer rows runs as the top ``count + offset``: its
+    prefilter keeps ``prefilter_rows(count + offset)`` candidates and its partial quicksort stops at
+    ``count + offset``, so its comparisons follow the LIMIT, not k. Exact as ``sem_topk(k=count +
+    offset)`` is (the same candidates and comparisons); its ranks equal the first ranks of the k-run
+    whenever the LIMIT's top rows are among the fewer candidates (always for inputs of at most 32
+    rows), docs/set_ops.md."""
     wanted = limit.count + limit.offset
     if type(stage) is not TopKStage or wanted >= stage.k:
         return stage
-    return dataclasses.replace(stage, k=wanted)
+    return dataclasses.replace(stage, k=wanted, prefilter=min(stage.prefilter, prefilter_rows(wanted)))
 
 
 def lower_union(node: Union, inputs: Inputs, settings: Settings) -> Stage:

@@ -9,7 +9,9 @@ A SemJoin lowers by its ``implementation``:
   then an exact relational join of the answers by the node's ``relation`` (equal, different, or
   ordered scores); with ``right_labels`` only the left rows are classified into the right side's
   values (n calls). Under a LIMIT the left rows are asked in the LIMIT's round trips
-  (``BroadcastJoinStage.left_rounds``): m calls and about what the LIMIT needs of the n;
+  (``BroadcastJoinStage.left_rounds``): m calls and about what the LIMIT needs of the n.
+  A self-join (``is_self_join``: one input plan, one question) asks each row once and joins
+  the answers with themselves (``SelfJoinStage``): n calls, not 2n, fewer under a LIMIT;
 * ``auto``: nested up to ``NESTED_MAX_PAIRS`` estimated pairs, blocked above.
 """
 
@@ -23,14 +25,14 @@ from semray.catalog.catalogued_rows import CatalogRoute, catalog_route
 from semray.cost_model.cardinality import row_bound
 from semray.log import get_logger
 from semray.operators.base import Node
+from semray.operators.join_sides import is_self_join, side_cells
 from semray.operators.keys import operator_key
 from semray.operators.relational import CatalogPin
 from semray.operators.schema import ROW_ID, quote, right_names
 from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
-from semray.operators.templates import split_side, template_columns
 from semray.pipeline.lowering.registry import Inputs, Lowering
 from semray.pipeline.stages.base import Stage
-from semray.pipeline.stages.relational import BroadcastJoinStage
+from semray.pipeline.stages.relational import BroadcastJoinStage, SelfJoinStage
 from semray.pipeline.stages.semantic import SemanticStage, SemanticTask
 from semray.pipeline.stages.set_ops import (
     VECTOR,
@@ -78,13 +80,8 @@ def _key(node: Node, role: str) -> str:
     return hashlib.sha256(f"{operator_key(node)}:{role}".encode()).hexdigest()[:24]
 
 
-def side_columns(node: SemJoin, side: str) -> list[str]:
-    columns: list[str] = []
-    for reference in template_columns(node.instruction, "SemJoin"):
-        reference_side, column = split_side(reference, "SemJoin")
-        if reference_side == side and column not in columns:
-            columns.append(column)
-    return columns
+side_columns = side_cells
+"""The columns the instruction reads of one side (the name plan-time code imports)."""
 
 
 def _record_template(columns: list[str]) -> str:
@@ -124,7 +121,8 @@ def _verify(node: SemJoin, pairs: Stage, settings: Settings) -> Stage:
 
 
 def _embed(side: Node, upstream: Stage, template: str, role: str, journaled: bool = False) -> EmbedStage:
-    """``upstream`` (``side`` lowered) with each row's embedding of ``template`` added (``journaled``: counted)."""
+    """``upstream`` (``side`` lowered) with each row's embedding of ``template`` added (``journaled``:
+    counted in ``Result.usage`` and reused on resume; every embedding a run pays is)."""
     return EmbedStage(
         task=SemanticTask(kind=TaskKind.MAP, instruction=template, tier="embedding"),
         operator_key=_key(side, role),
@@ -141,8 +139,8 @@ def lower_nested_join(node: SemJoin, left: Stage, right: Stage, settings: Settin
 
 
 def lower_blocked_join(node: SemJoin, left: Stage, right: Stage, settings: Settings) -> Stage:
-    left_embedded = _embed(node.left, left, _record_template(side_columns(node, "l")), "embed-left")
-    right_embedded = _embed(node.right, right, _record_template(side_columns(node, "r")), "embed-right")
+    left_embedded = _embed(node.left, left, _record_template(side_cells(node, "l")), "embed-left", journaled=True)
+    right_embedded = _embed(node.right, right, _record_template(side_cells(node, "r")), "embed-right", journaled=True)
     blocked = BlockStage(
         per_row=block_size(row_bound(node.right)),
         left_names=node.left.output_schema.names,
@@ -194,7 +192,7 @@ def lower_factorized_join(node: SemJoin, left: Stage, right: Stage, settings: Se
         )
 
     if node.right_labels:  # the right rows are the labels: only the left side is asked (n calls)
-        (column,) = side_columns(node, "r")
+        (column,) = side_cells(node, "r")
         return BroadcastJoinStage(
             sql=_pair_sql(node, factor_condition("=", right=f"r.{quote(column)}")),
             right_columns=_typed(node.right),
@@ -202,6 +200,12 @@ def lower_factorized_join(node: SemJoin, left: Stage, right: Stage, settings: Se
             inputs=(keyed("l", left), right),
         )
     key_type = "DOUBLE" if node.relation in ("<", ">") else "VARCHAR"
+    if is_self_join(node):  # one relation, one question: each row asked once, joined with itself
+        return SelfJoinStage(
+            sql=_pair_sql(node, factor_condition(node.relation)),
+            right_columns=_typed(node.right, (FACTOR_KEY, key_type)),
+            inputs=(keyed("l", left),),
+        )
     return BroadcastJoinStage(
         sql=_pair_sql(node, factor_condition(node.relation)),
         right_columns=_typed(node.right, (FACTOR_KEY, key_type)),
@@ -229,6 +233,15 @@ def _template_of(instruction: str) -> str:
     return _record_template(list(dict.fromkeys(columns)))
 
 
+def prefilter_rows(k: int) -> int:
+    """Rows a top-k keeps by embedding similarity before comparing them: ``max(4k, 32)``.
+
+    >>> prefilter_rows(5), prefilter_rows(100)
+    (32, 400)
+    """
+    return max(4 * k, 32)
+
+
 def lower_sem_topk(node: SemTopK, inputs: Inputs, settings: Settings) -> Stage:
     (upstream,) = inputs
     template = _template_of(node.instruction)
@@ -241,9 +254,9 @@ def lower_sem_topk(node: SemTopK, inputs: Inputs, settings: Settings) -> Stage:
         output=node.output,
         criterion=plain_question(node.instruction),
         record_template=template,
-        prefilter=max(4 * node.k, 32),
+        prefilter=prefilter_rows(node.k),
         input_columns=_typed(node.input, (VECTOR, "FLOAT[]")),
-        inputs=(_embed(node.input, upstream, template, "embed"),),
+        inputs=(_embed(node.input, upstream, template, "embed", journaled=True),),
     )
 
 

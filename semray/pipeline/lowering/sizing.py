@@ -17,6 +17,7 @@ from semray.cost_model.cardinality import (
     row_bound,
 )
 from semray.operators.base import Node
+from semray.operators.join_sides import is_self_join
 from semray.operators.relational import Filter, Limit, Project
 from semray.operators.semantic import Semantic, SemJoin, is_row_semantic
 from semray.pipeline.stages.base import Stage
@@ -92,7 +93,7 @@ def limit_first_rows(limit: Limit) -> int | None:
     for node in _chain(limit.input):
         if isinstance(node, SemJoin):  # factorized: its left rows are the rounds' rows
             semantic += 1
-            selectivity *= _left_row_yield(node)
+            selectivity *= _left_row_yield(node, (limit.count + limit.offset) / selectivity)
         elif isinstance(node, Semantic):
             semantic += 1
             target = node.cascades()
@@ -148,9 +149,14 @@ def _factorized(node: Node) -> bool:
     return isinstance(node, SemJoin) and node.implementation == "factorized"
 
 
-def _left_row_yield(join: SemJoin) -> float:
-    """Rows a factorized join is expected to keep per left row: ``SEMANTIC_JOIN_SELECTIVITY`` of
-    its right rows, or 1 when the right side states no row count."""
+def _left_row_yield(join: SemJoin, wanted: float) -> float:
+    """Rows a factorized join is expected to keep per left row when ``wanted`` rows must come out
+    of it: ``SEMANTIC_JOIN_SELECTIVITY`` of its right rows, or 1 when the right side states no row
+    count. A self-join (``operators/join_sides.is_self_join``) pairs its rounds' rows with each other: r rows
+    give about ``s r^2`` pairs, so ``sqrt(wanted / s)`` rows are needed, ``sqrt(wanted s)`` pairs
+    per row."""
+    if is_self_join(join):
+        return math.sqrt(max(wanted, 1.0) * SEMANTIC_JOIN_SELECTIVITY.value)
     right_rows = row_bound(join.right)
     return SEMANTIC_JOIN_SELECTIVITY.value * right_rows if right_rows else 1.0
 
@@ -170,7 +176,7 @@ def first_round_rows(limit: Limit) -> int | None:
     (1/3), a join ``SEMANTIC_JOIN_SELECTIVITY`` (0.1) of its pairs; later rounds correct the
     estimate with the selectivity they see (`next_round`). Examples: ``sem_filter(a).sem_filter(b).limit(5)``
     asks 5 / (0.5 x 0.5) = 20 rows first, ``sem_join(...).limit(5)`` 50 pairs, a factorized join
-    of 40 right rows 5 / (0.1 x 40) = 2 left rows.
+    of 40 right rows 5 / (0.1 x 40) = 2 left rows, a factorized self-join ``sqrt(5 / 0.1)`` = 8 rows.
     """
     selectivity, semantic = 1.0, 0
     node: Node = limit.input
@@ -187,7 +193,7 @@ def first_round_rows(limit: Limit) -> int | None:
             break
         elif isinstance(node, SemJoin):  # factorized: rounds of its left rows, then down the left side
             semantic += 1
-            selectivity *= _left_row_yield(node)
+            selectivity *= _left_row_yield(node, (limit.count + limit.offset) / selectivity)
         elif not isinstance(node, Project):
             break
         node = node.children[0]

@@ -25,6 +25,7 @@ from semray.pipeline.stages.relational import (
     LimitStage,
     PartitionedSqlStage,
     ReadStage,
+    SelfJoinStage,
     SortStage,
     UnionStage,
 )
@@ -152,6 +153,23 @@ def build_broadcast_join(stage: BroadcastJoinStage, context: ExecutionContext) -
     )
 
 
+def build_self_join(stage: SelfJoinStage, context: ExecutionContext) -> rd.Dataset:
+    """The relation's answered rows computed once (the model asked once per row), then streamed
+    as the left side against all of them gathered."""
+    with reported_failures():
+        refs = materialize(stage.inputs[0], context).to_arrow_refs()
+    everything = _run_on_all.remote("SELECT * FROM batch", stage.right_columns, *refs)
+    # No rows: the gathered empty table (typed) as the one left block, so the output keeps its columns.
+    return rd.from_arrow_refs(refs or [everything]).map_batches(
+        _join_batch,  # type: ignore[arg-type]
+        fn_args=(everything, stage.sql),
+        batch_format="pyarrow",
+        batch_size=None,
+        zero_copy_batch=True,
+        num_cpus=TASK_CPUS,
+    )
+
+
 def _join_batch(batch: pa.Table, right: Any, sql: str) -> pa.Table:
     # Ray Data passes ObjectRefs in fn_args through unresolved; the object store
     # serves repeated gets of the same table zero-copy.
@@ -219,6 +237,7 @@ RELATIONAL_BUILDERS = (
     Builder(BatchSqlStage, build_batch_sql),
     Builder(GatherSqlStage, build_gather_sql),
     Builder(BroadcastJoinStage, build_broadcast_join),
+    Builder(SelfJoinStage, build_self_join),
     Builder(PartitionedSqlStage, build_partitioned_sql),
     Builder(JoinStage, build_join),
     Builder(SortStage, build_sort),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import shutil
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -27,8 +28,9 @@ from semray.pipeline.workers.batch_sql import empty_table
 from semray.pipeline.workers.blocking import candidate_pairs
 from semray.pipeline.workers.embed_batches import EmbedBatchUDF
 from semray.pipeline.workers.metering import named_udf, operator_name
+from semray.pipeline.workers.row_counts import count_rows
 from semray.pipeline.workers.search import search_rows
-from semray.pipeline.workers.top_k import rank_rows
+from semray.pipeline.workers.top_k import Ranks, rank_rows
 from semray.serving.deployments import TierHandles
 from semray.transactions import BatchLedger
 
@@ -126,6 +128,25 @@ def build_topk(stage: TopKStage, context: ExecutionContext) -> rd.Dataset:
     table = _gather(stage.inputs[0], stage.input_columns, context)
     result = _rank.remote(table, stage, _tiers(context, stage), context.ledger)
     return rd.from_arrow_refs([result])  # type: ignore[list-item]
+
+
+def ranks_in_rounds(stage: TopKStage, context: ExecutionContext, first_rows: int, growth: int) -> Iterator[pa.Table]:
+    """A top-k's ranked rows, best first, ranked as a LIMIT's rounds draw them (on the driver):
+    ``first_rows`` ranks, then ``growth`` times as many each time (``workers/top_k.Ranks``), so a
+    chain above that stops early leaves the later ranks unsorted. The input is embedded and
+    gathered whole first (the prefilter needs every row's vector)."""
+    table = ray.get(_gather(stage.inputs[0], stage.input_columns, context))
+    ranks = Ranks(table, stage, _tiers(context, stage), context.ledger)
+    size = max(1, first_rows)
+    while True:
+        chunk = ranks.next(size)
+        if not chunk.num_rows:
+            log.info("sem_topk_ranked", k=stage.k, ranks=ranks.given, comparisons=ranks.asked, in_rounds=True)
+            return
+        if context.row_counts is not None and stage.operators:
+            count_rows(chunk, context.row_counts, stage.operators)
+        yield chunk
+        size *= growth
 
 
 def build_agg(stage: AggStage, context: ExecutionContext) -> rd.Dataset:

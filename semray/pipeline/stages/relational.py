@@ -96,6 +96,25 @@ class BroadcastJoinStage(Stage):
 
 
 @dataclass(frozen=True, slots=True)
+class SelfJoinStage(Stage):
+    """A factorized join of a relation with itself: inputs[0] is the relation with each row's
+    answer (asked once, not once per side); ``sql`` joins it with itself (tables ``batch`` as the
+    left rows and ``right`` as all rows, the right side's columns typed by ``right_columns``).
+
+    Without a LIMIT the answered rows are computed once and stream as the left side against
+    themselves gathered; under a LIMIT (``stages.semantic.in_rounds``) each round's answered rows
+    join with every row answered so far, so the rows asked grow only until the LIMIT's pairs are
+    found (about ``sqrt(LIMIT / selectivity)`` rows).
+    """
+
+    sql: str
+    right_columns: tuple[tuple[str, str], ...]
+
+    def describe(self) -> str:
+        return f"SelfJoin (each row asked once, joined with itself) {self.sql}"
+
+
+@dataclass(frozen=True, slots=True)
 class JoinStage(Stage):
     """A Ray Data hash join of inputs[0] (left) and inputs[1] (right), both pre-renamed."""
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from semray.pipeline.stages.base import Stage
-from semray.pipeline.stages.relational import BatchSqlStage, BroadcastJoinStage
+from semray.pipeline.stages.relational import BatchSqlStage, BroadcastJoinStage, SelfJoinStage
 from semray.tasks import Question, TaskKind
 
 
@@ -97,5 +97,10 @@ embedding, top-k or aggregation stage subclasses ``SemanticStage`` but is no row
 def in_rounds(stage: Stage) -> bool:
     """Whether the driver can run ``stage`` as one step of a LIMIT's round trips over its first
     input: a `ROUND_STAGES` type, or a broadcast join whose left rows each join on their own
-    (``BroadcastJoinStage.left_rounds``: a factorized join, its right side gathered once)."""
-    return type(stage) in ROUND_STAGES or (type(stage) is BroadcastJoinStage and stage.left_rounds)
+    (``BroadcastJoinStage.left_rounds``: a factorized join, its right side gathered once), or a
+    factorized self-join (``SelfJoinStage``: each round joins with the rows of the rounds before)."""
+    return (
+        type(stage) in ROUND_STAGES
+        or (type(stage) is BroadcastJoinStage and stage.left_rounds)
+        or type(stage) is SelfJoinStage
+    )

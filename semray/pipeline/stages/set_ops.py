@@ -31,8 +31,8 @@ class EmbedStage(SemanticStage):
     computed by an actor pool that sends whole batches to the embedding deployment.
 
     ``journaled``: each batch's vectors and usage are committed to the run's ledger under ``operator_key``
-    (a run-scoped SemSearch's rows: ``Result.usage`` counts them, a resume reuses them); otherwise the
-    vectors are computed uncounted (a blocked join's and a top-k prefilter's sides).
+    (a run-scoped SemSearch's rows, a blocked join's sides, a top-k's prefilter: ``Result.usage`` counts
+    them, a resume reuses them); otherwise the vectors are computed uncounted.
     """
 
     journaled: bool = False

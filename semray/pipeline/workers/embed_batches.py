@@ -1,10 +1,12 @@
 """Actor-pool UDF that embeds rows with the embedding tier (one round trip per batch).
 
 A journaled embedding (``EmbedStage.journaled``: a run-scoped SemSearch's rows, which the cost model
-prices as one embedding call per row) commits each batch's vectors to the run's ledger under the
-stage's operator key with what it paid: one call per text embedded, the texts' tokens, priced by
-``TierHandles.embedding_dollars``. ``Result.usage`` then counts them, and a resumed run reads the
-committed vectors back by row id instead of embedding those rows again.
+prices as one embedding call per row, a blocked SemJoin's two sides, a SemTopK's prefilter) commits
+each batch's vectors to the run's ledger under the stage's operator key with what it paid: one call
+per text embedded, the texts' tokens, priced by ``TierHandles.embedding_dollars``. ``Result.usage``
+then counts them, and a resumed run reads the committed vectors back by row id instead of embedding
+those rows again. A text no row owns (a search's query, a top-k's criterion) is journaled the same
+way as a batch of its own (``journaled_embedding``).
 
 >>> udf = EmbedBatchUDF("{text}", tiers)  # doctest: +SKIP
 >>> udf(pa.table({"text": ["a"]})).column("_vec").type  # doctest: +SKIP
@@ -13,6 +15,7 @@ ListType(list<item: float>)
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from semray.pipeline.stages.set_ops import VECTOR
@@ -78,3 +81,29 @@ class EmbedBatchUDF:
         )
         self.ledger.commit(self.operator_key, batch_key(self.operator_key, list(unique)), list(unique), table, usage)
         return unique
+
+
+def journaled_embedding(
+    text: str, operator_key: str, batch_id: str, tiers: TierHandles, ledger: BatchLedger | None
+) -> np.ndarray:
+    """The vector of one text that no input row owns (a search's query, a top-k's criterion),
+    embedded once per run and counted in its usage.
+
+    The call is committed to the run's ledger under ``operator_key`` as the batch ``batch_id`` (one
+    call, the text's tokens, priced by ``TierHandles.embedding_dollars``; no rows), with the vector,
+    so ``Result.usage`` counts it and a resume reads the vector back instead of paying again.
+    Without a ledger it is embedded, uncounted.
+    """
+    key = batch_key(operator_key, [batch_id])
+    known = ledger.lookup(operator_key, key) if ledger is not None else None
+    if known is not None and known.num_rows:
+        return np.asarray(known.column(VECTOR)[0].as_py(), dtype=np.float32)
+    if ledger is not None:
+        ledger.raise_if_fenced()  # a worker of an older attempt stops before paying
+    vector = np.asarray(tiers.embed([text])[0], dtype=np.float32)
+    if ledger is not None:
+        tokens = max(TokenCounter().count(text), 1)
+        usage = LLMUsage(calls=1, tokens_in=tokens, dollars=tiers.embedding_dollars(tokens))
+        vectors = pa.table({VECTOR: pa.array([vector.tolist()], VECTOR_TYPE)})
+        ledger.commit(operator_key, key, (), vectors, usage, rows_out=0)
+    return vector

@@ -26,6 +26,7 @@ log = get_logger(__name__)
 
 Step = Callable[[pa.Table], pa.Table]
 
+
 def next_round(last: int, drawn: int, passed: int, wanted: int, growth: int, max_rows: int) -> int:
     """Rows of the next round trip after ``drawn`` input rows gave ``passed`` of ``wanted``:
     ``growth`` times the last round (at most ``max_rows``), or fewer where the selectivity seen so

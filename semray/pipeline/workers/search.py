@@ -32,9 +32,9 @@ from semray.errors import LoweringError
 from semray.log import get_logger
 from semray.pipeline.stages.set_ops import VECTOR, CatalogSearchStage, SearchStage
 from semray.pipeline.workers.blocking import vectors_of
+from semray.pipeline.workers.embed_batches import journaled_embedding
 from semray.serving.deployments import TierHandles
-from semray.serving.simulator.tokens import TokenCounter
-from semray.transactions import BatchLedger, LLMUsage, batch_key
+from semray.transactions import BatchLedger
 
 log = get_logger(__name__)
 
@@ -96,17 +96,6 @@ def embedded_query(stage: SearchStage, tiers: TierHandles | None, ledger: BatchL
         raise LoweringError(
             f"{stage.mode} search needs the embedding tier; run it through semray.pipeline.runs.execute"
         )
-    key = batch_key(stage.operator_key, [QUERY_BATCH])
-    known = ledger.lookup(stage.operator_key, key) if ledger is not None else None
-    if known is not None and known.num_rows:
-        return np.asarray(known.column(VECTOR)[0].as_py(), dtype=np.float32)
-    if ledger is not None:
-        ledger.raise_if_fenced()  # a worker of an older attempt stops before paying
-    vector = np.asarray(tiers.embed([stage.query])[0], dtype=np.float32)
-    if ledger is not None:
-        tokens = max(TokenCounter().count(stage.query), 1)
-        usage = LLMUsage(calls=1, tokens_in=tokens, dollars=tiers.embedding_dollars(tokens))
-        vectors = pa.table({VECTOR: pa.array([vector.tolist()], pa.list_(pa.float32()))})
-        ledger.commit(stage.operator_key, key, (), vectors, usage, rows_out=0)
-        log.debug("sem_search_query_embedded", operator=stage.operator_key, tokens=usage.tokens_in)
+    vector = journaled_embedding(stage.query, stage.operator_key, QUERY_BATCH, tiers, ledger)
+    log.debug("sem_search_query_embedded", operator=stage.operator_key, journaled=ledger is not None)
     return vector
