@@ -29,11 +29,13 @@ from semray.pipeline.workers.cascade_calibration import (
     calibrate_embedding,
     choose_small_route,
 )
-from semray.pipeline.workers.cascade_tiers import PROXY, PROXY_LABEL, ProxyUDF
+from semray.pipeline.workers.cascade_tiers import EMBEDDING_SUFFIX, PROXY, PROXY_LABEL, ProxyUDF
 from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.settings import Settings
 from semray.transactions import Run, open_run, resume_run
+from semray.transactions.journal import JOURNAL_NAME, read_journal
+from semray.transactions.records import BatchCommitted
 
 
 @dataclass
@@ -154,3 +156,35 @@ def test_a_resumed_calibration_pays_for_nothing_again(tmp_path: Path) -> None:
         journaled = again.ledger.committed(stage.operator_key + ":calibration", "route")
     assert (again_tiers.calls["large"], again_tiers.calls["small"]) == (0, 0)
     assert journaled is not None and journaled.attempt == 1, "the route is journaled by the first attempt only"
+
+
+def test_the_proxies_are_counted_once_and_a_resume_embeds_no_row_again(tmp_path: Path) -> None:
+    """Each row's embedding is a call in the run's journal (``<key>:embedding``: one call per text,
+    its tokens), and a resumed attempt reads the proxies back instead of embedding the rows again,
+    whatever batches it cuts."""
+    tickets = Tickets.generate(100)
+    stage = cascade()
+    settings = Settings(state_dir=tmp_path)
+    key = stage.operator_key + EMBEDDING_SUFFIX
+    rows = next(tickets.batches(100))
+
+    def proxies(opened: Run, tiers: FakeTiers, batches: list[pa.Table]) -> pa.Table:
+        udf = ProxyUDF(stage.task, tiers, tiers.embed(["is urgent"])[0], None, operator_key=key, ledger=opened.ledger)  # type: ignore[arg-type]
+        return pa.concat_tables([udf(batch) for batch in batches]).sort_by("_rowid")
+
+    first_tiers = FakeTiers(tickets)
+    with open_run(settings, plan={"test": "proxy usage"}, output=None) as first:
+        proxied = proxies(first, first_tiers, [rows.slice(0, 60)])
+        assert journaled_calls(first) == first_tiers.embedded_rows == 60
+        records = read_journal(first.path / JOURNAL_NAME).records
+        commits = [c for c in records if isinstance(c, BatchCommitted) and c.operator_key == key]
+        assert sum(c.usage.tokens_in for c in commits) >= 60  # the texts' tokens
+        run_id = first.run_id
+        first.finish("cancelled", "stopped mid-pass")
+
+    again_tiers = FakeTiers(tickets)
+    with resume_run(settings, run_id) as again:
+        resumed = proxies(again, again_tiers, [rows.slice(0, 30), rows.slice(30, 70)])
+        assert again_tiers.embedded_rows == 40, "only the 40 rows never embedded"
+        assert journaled_calls(again) == 100
+    assert resumed.slice(0, 60).column(PROXY).to_pylist() == proxied.column(PROXY).to_pylist()

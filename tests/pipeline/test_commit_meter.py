@@ -111,6 +111,7 @@ def test_operator_tags_name_keys_as_the_actors_do() -> None:
             "op1": [FILTER, "large"],
             "c1": ["SemClassify[review topic]", "large"],
             "c1:small": ["SemClassify[review topic]", "small"],
+            "c1:embedding": ["SemClassify[review topic]", "embedding"],
         },
         "questions": {"q1": FILTER},
     }

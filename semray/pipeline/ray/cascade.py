@@ -66,6 +66,11 @@ def build_cascade(stage: CascadeStage, context: ExecutionContext) -> rd.Dataset:
     proxied = upstream.map_batches(
         named_udf(cascade_tiers.ProxyUDF, f"{name} embedding proxy"),
         fn_constructor_args=(task, tiers, instruction, labels),
+        # Each batch's proxies journaled and counted in Result.usage (a resume embeds no row again).
+        fn_constructor_kwargs={
+            "operator_key": stage.operator_key + cascade_tiers.EMBEDDING_SUFFIX,
+            "ledger": context.ledger,
+        },
         **pool,
     ).materialize()
 

@@ -18,6 +18,7 @@ from semray.operators.schema import ROW_ID
 from semray.pipeline.stages.semantic import CascadeStage
 from semray.pipeline.workers.cascade_calibration import calibrate, calibration_seed, cascade_target, journal_route
 from semray.pipeline.workers.cascade_tiers import (
+    EMBEDDING_SUFFIX,
     PROXY,
     PROXY_LABEL,
     FinalUDF,
@@ -66,7 +67,9 @@ class CascadeRounds:
         self.target = cascade_target(stage)
         instruction = tiers.embed([router.instruction_text(task.instruction)])[0]
         labels = tiers.embed(list(task.choices)) if task.kind == TaskKind.CLASSIFY else None
-        self.proxy = ProxyUDF(task, tiers, instruction, labels)
+        self.proxy = ProxyUDF(
+            task, tiers, instruction, labels, operator_key=stage.operator_key + EMBEDDING_SUFFIX, ledger=ledger
+        )
         self.large = SemanticBatchUDF(on_tier(task, "large"), stage.operator_key, tiers, ledger)
         self.small = SemanticBatchUDF(on_tier(task, "small"), stage.operator_key + ":small", tiers, ledger)
         self.row_counts = row_counts

@@ -25,7 +25,9 @@ from semray.operators.templates import template_columns
 from semray.pipeline.stages.semantic import SemanticTask
 from semray.pipeline.workers.semantic_batches import CONFIDENCE, ERROR, KEEP, TIER, SemanticBatchUDF
 from semray.serving.deployments import TierHandles
+from semray.serving.simulator.tokens import TokenCounter
 from semray.tasks import TaskKind
+from semray.transactions import BatchLedger, LLMUsage, batch_key
 
 PROXY = "__proxy"
 PROXY_LABEL = "__proxy_label"
@@ -64,17 +66,38 @@ def answer_keys(answers: pa.Table, task: SemanticTask) -> list[str | None]:
     return [None if error is not None else text for text, error in zip(texts, errors, strict=True)]
 
 
+EMBEDDING_SUFFIX = ":embedding"
+"""The proxies' operator key is the cascade's plus this (``<key>:embedding``, beside ``<key>:small``)."""
+
+
 class ProxyUDF:
-    """Adds the embedding proxy of each row: a filter's score, or a label index and its confidence."""
+    """Adds the embedding proxy of each row: a filter's score, or a label index and its confidence.
+
+    With ``operator_key`` (the cascade's ``<key>:embedding``) and the run's ``ledger``, each batch's
+    proxies are journaled with what the embedding paid: one call per text embedded, the texts'
+    tokens, priced by ``TierHandles.embedding_dollars`` (as a run-scoped SemSearch's rows are,
+    ``embed_batches.py``). ``Result.usage`` then counts them, and a resumed run reads the proxies
+    back by row id instead of embedding those rows again.
+    """
 
     def __init__(
-        self, task: SemanticTask, tiers: TierHandles, instruction: np.ndarray, labels: np.ndarray | None
+        self,
+        task: SemanticTask,
+        tiers: TierHandles,
+        instruction: np.ndarray,
+        labels: np.ndarray | None,
+        *,
+        operator_key: str | None = None,
+        ledger: BatchLedger | None = None,
     ) -> None:
         self.task = task
         self.tiers = tiers
         self.instruction = instruction
         self.labels = labels
         self.columns = template_columns(task.instruction, "cascade")
+        self.operator_key = operator_key
+        self.ledger = ledger
+        self._tokens: TokenCounter | None = None
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         n = batch.num_rows
@@ -84,13 +107,60 @@ class ProxyUDF:
             )
         rows = batch.select(list(self.columns)).to_pylist()
         texts = [" ".join("" if row[column] is None else str(row[column]) for column in self.columns) for row in rows]
+        if self.ledger is None or self.operator_key is None or ROW_ID not in batch.column_names:
+            confidence, label = self._proxies(texts)
+        else:
+            confidence, label = self._journaled(batch, texts)
+        return batch.append_column(PROXY, pa.array(confidence, pa.float64())).append_column(
+            PROXY_LABEL, pa.array(label, pa.int64())
+        )
+
+    def _proxies(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(confidence or score, label index or -1) of each text, embedded in one call."""
         vectors = self.tiers.embed(texts)
         if self.labels is not None:
             label, confidence = router.classify_proxy(vectors, self.labels)
-        else:
-            confidence, label = router.filter_proxy(vectors, self.instruction), np.full(n, -1)
-        return batch.append_column(PROXY, pa.array(confidence, pa.float64())).append_column(
-            PROXY_LABEL, pa.array(label, pa.int64())
+            return confidence, label
+        return router.filter_proxy(vectors, self.instruction), np.full(len(texts), -1)
+
+    def _journaled(self, batch: pa.Table, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """`_proxies`, reusing the rows committed before and committing the others with their usage."""
+        assert self.ledger is not None and self.operator_key is not None
+        ids = [str(value) for value in batch.column(ROW_ID).to_pylist()]
+        known: dict[str, tuple[float, int]] = {}
+        found = self.ledger.lookup_rows(self.operator_key, ids)
+        if found.table is not None:
+            known = {
+                str(row_id): (float(score), int(index))
+                for row_id, score, index in zip(
+                    found.table.column(ROW_ID).to_pylist(),
+                    found.table.column(PROXY).to_pylist(),
+                    found.table.column(PROXY_LABEL).to_pylist(),
+                    strict=True,
+                )
+            }
+        todo = [position for position, row_id in enumerate(ids) if row_id not in known]
+        if todo:
+            self.ledger.raise_if_fenced()  # an orphaned actor of a killed driver stops before paying
+            asked = [texts[position] for position in todo]
+            confidence, label = self._proxies(asked)
+            new = {ids[p]: (float(c), int(x)) for p, c, x in zip(todo, confidence, label, strict=True)}
+            if self._tokens is None:
+                self._tokens = TokenCounter()
+            tokens = sum(max(self._tokens.count(text), 1) for text in asked)
+            usage = LLMUsage(calls=len(asked), tokens_in=tokens, dollars=self.tiers.embedding_dollars(tokens))
+            table = pa.table(
+                {
+                    ROW_ID: pa.array(list(new), pa.string()),
+                    PROXY: pa.array([value[0] for value in new.values()], pa.float64()),
+                    PROXY_LABEL: pa.array([value[1] for value in new.values()], pa.int64()),
+                }
+            )
+            self.ledger.commit(self.operator_key, batch_key(self.operator_key, list(new)), list(new), table, usage)
+            known.update(new)
+        return (
+            np.array([known[row_id][0] for row_id in ids], dtype=np.float64),
+            np.array([known[row_id][1] for row_id in ids], dtype=np.int64),
         )
 
 

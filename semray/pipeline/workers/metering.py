@@ -145,8 +145,9 @@ def operator_tags(stages: Stage) -> dict[str, Any]:
     """What the driver needs to tag a journal key as the actors do, for the run's journal config.
 
     ``operators``: journal key -> [operator name, tier] of each model-calling stage (a cascade's
-    large answers under its key, its small tier's under ``KEY:small``); ``questions``: question
-    key -> operator name, for the answers estimation bought (``answers:QUESTION:TIER``).
+    large answers under its key, its small tier's under ``KEY:small``, its proxies under
+    ``KEY:embedding``); ``questions``: question key -> operator name, for the answers estimation
+    bought (``answers:QUESTION:TIER``).
     """
     operators: dict[str, list[str]] = {}
     questions: dict[str, str] = {}
@@ -157,6 +158,7 @@ def operator_tags(stages: Stage) -> dict[str, Any]:
             if isinstance(stage, CascadeStage):
                 operators[stage.operator_key] = [name, "large"]
                 operators[stage.operator_key + ":small"] = [name, "small"]
+                operators[stage.operator_key + ":embedding"] = [name, "embedding"]  # its proxies
             else:
                 operators[stage.operator_key] = [name, stage.task.tier]
             if stage.task.question_key is not None:
