@@ -291,6 +291,8 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
         figures["pss_peak_mib"] = round(sampler.peak().pss_bytes / MIB, 1)
         figures["processes_peak"] = sampler.peak().processes
         results[label] = figures
+        # each corpus's figures as soon as they are known: a long run stopped later still leaves them in its log
+        print(json.dumps({"corpus": label, **figures}), file=sys.stderr, flush=True)
     result_figures = {"engine": args.engine, "shape": args.shape, "corpora": results, "cpus": os.cpu_count()}
     return BenchmarkResult(
         name=NAME,

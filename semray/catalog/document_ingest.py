@@ -89,6 +89,7 @@ class DocumentsIngest:
                     engine=self.ingest.engine,
                     actors=max(1, self.ingest.settings.num_cpus // 2),
                     sections=self.ingest.sections,
+                    stream_bytes=self.ingest.settings.catalog_stream_bytes,
                 )
                 for batch in batches:
                     self._take(batch, writers)
@@ -98,29 +99,33 @@ class DocumentsIngest:
         self._write_documents()
 
     def _take(self, batch: pa.Table, writers: dict[str, StagedWriter]) -> None:
-        for row in batch.select(["document_id", "content_hash", "size", "status", "reason", "encoding"]).to_pylist():
+        """Stage one pipeline batch: a document's state and row from its first part (the only one, unless it was
+        read in parts: ``DocumentReader``), segments and snippets from every part."""
+        firsts = batch.filter(pc.equal(batch.column("part"), 0))
+        for row in firsts.select(["document_id", "content_hash", "size", "status", "reason", "encoding"]).to_pylist():
             self.states.append(
                 FileState(
                     row["document_id"], row["content_hash"], row["size"], row["status"], row["reason"], row["encoding"]
                 )
             )
         read = batch.filter(pc.equal(batch.column("status"), "read"))
-        self.read_count += read.num_rows
+        first_read = firsts.filter(pc.equal(firsts.column("status"), "read"))
+        self.read_count += first_read.num_rows
         if not read.num_rows:
             return
-        texts = read.column("text")
-        documents = pa.table(
-            {
-                "document_id": read.column("document_id"),
-                "format": read.column("format"),
-                "encoding": read.column("encoding"),
-                "title": read.column("title"),
-                "chars": pc.utf8_length(texts).cast(pa.int64()),
-                "text": texts,
-            },
-            schema=DOCUMENT_COLUMNS,
-        )
-        _write(writers, "documents", self.staged_new, documents)
+        if first_read.num_rows:
+            documents = pa.table(
+                {
+                    "document_id": first_read.column("document_id"),
+                    "format": first_read.column("format"),
+                    "encoding": first_read.column("encoding"),
+                    "title": first_read.column("title"),
+                    "chars": first_read.column("chars"),
+                    "text": first_read.column("text"),
+                },
+                schema=DOCUMENT_COLUMNS,
+            )
+            _write(writers, "documents", self.staged_new, documents)
         segments = _flatten_nested(read, "segments")
         if segments.num_rows:
             vector_type = segments.schema.field("vector").type
