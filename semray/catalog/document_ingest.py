@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from semray.catalog.document_pipeline import run_documents
+from semray.catalog.ingest_progress import IngestClock, IngestProgress
 from semray.catalog.profiling import TableProfile, profile_batches
 from semray.catalog.servers import ServerProfile
 from semray.catalog.servers.base import FileState, combined_hash
@@ -56,6 +57,7 @@ class DocumentsIngest:
         self.staged_parquet = ingest.staging / "documents.parquet"
         self.final_parquet = ingest.staging  # set by read()
         self.dimension: int | None = None
+        self._clock = IngestClock(self.dataset, len(self.files))
         previous = ingest.records.get(self.dataset)
         self.previous_parquet = Path(previous.uri) if previous is not None and previous.kind == "documents" else None
         removed = {
@@ -80,6 +82,8 @@ class DocumentsIngest:
 
     def read(self) -> None:
         writers: dict[str, StagedWriter] = {}
+        self._clock = IngestClock(self.dataset, len(self.files))
+        self.ingest.progress.update(self.progress())
         try:
             if self.files:
                 batches = run_documents(
@@ -93,10 +97,15 @@ class DocumentsIngest:
                 )
                 for batch in batches:
                     self._take(batch, writers)
+                    self.ingest.progress.update(self.progress())
         finally:
             for writer in writers.values():
                 writer.close()
         self._write_documents()
+
+    def progress(self, phase: str = "reading") -> IngestProgress:
+        """Documents read of those to read, segments embedded, since ``read`` began."""
+        return self._clock.progress(len(self.states), self.segment_count, phase)
 
     def _take(self, batch: pa.Table, writers: dict[str, StagedWriter]) -> None:
         """Stage one pipeline batch: a document's state and row from its first part (the only one, unless it was
