@@ -160,3 +160,29 @@ def test_an_undecodable_part_is_found_before_any_part_is_yielded(tmp_path: Path)
     )
     (row,) = pa.concat_tables(tables).to_pylist()
     assert row["status"] == "skipped" and row["segments"] == [] and "byte 0xfe" in row["reason"]
+
+
+@pytest.mark.slow  # starts Ray: 15-50 s on 2 cores
+@pytest.mark.ray
+def test_ray_data_reads_a_large_document_in_the_same_parts_as_the_in_process_engine(
+    tmp_path: Path, ray_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(document_pipeline, "PART_CHARS", PART_CHARS)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    text = _long_markdown()
+    (folder / "big.md").write_text(text, encoding="utf-8")
+    (folder / "small.md").write_text("# Note\n\nA small note about pens.\n", encoding="utf-8")
+
+    def segments(engine: str) -> list[tuple[object, ...]]:
+        settings = Settings(
+            state_dir=ray_settings.state_dir, catalog_dir=tmp_path / f"catalog-{engine}", catalog_stream_bytes=4096
+        )
+        report = add_server(settings, str(folder), engine=engine)  # type: ignore[arg-type]
+        assert report.documents_read == 2 and report.skipped == ()
+        rows = Catalog.open(settings).rows("segments").to_pylist()
+        return sorted((row["segment_id"], row["parent_id"], row["start"], row["end"], row["text"]) for row in rows)
+
+    on_ray = segments("ray")
+    assert on_ray == segments("local")
+    assert sum(1 for row in on_ray if row[1] is None) == 2  # one root per document, the big one's from part 0
