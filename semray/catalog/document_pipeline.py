@@ -2,11 +2,13 @@
 
 ``DocumentReader`` turns a batch of files (path, relative path, hash, size) into one row per
 document: its status (``read`` or ``skipped`` with the reason: unreadable, undecodable, corrupt,
-too large), encoding, format, text, its segments (``segment_document``, as a nested list with
-stable ids and parent ids) and its tabular snippets (``find_snippets``, each linked to the
-innermost segment holding its span). ``SegmentEmbedder`` adds a unit vector to every segment with
-the embedding tier (``SentenceEmbedder``). ``run_documents`` streams batches through both: on
-Ray Data (``map_batches`` over ``ActorPoolStrategy`` pools, the default) or, for tiny corpora and
+an HTML or PDF file too large to render whole), encoding, format, text, its segments
+(``segment_document``, as a nested list with stable ids and parent ids) and its tabular snippets
+(``find_snippets``, each linked to the innermost segment holding its span); a text or Markdown
+file over the stream threshold gives one row per part of its text instead
+(``streamed_documents.py``). ``SegmentEmbedder`` adds a unit vector to every segment with the
+embedding tier (``SentenceEmbedder``). ``run_documents`` streams batches through both: on Ray
+Data (``map_batches`` over ``ActorPoolStrategy`` pools, the default) or, for tiny corpora and
 tests, the same two callables in this process.
 
 This module, with ``pipeline/ray/materialize.py``, builds ray.data pipelines: an ingest is not a
