@@ -10,7 +10,10 @@ build the indexes), the embedding model already loaded:
   (default): a short markdown note, ``# <three words>`` then one paragraph of 12 to 20 common English
   words (about 150 bytes; 4 segments: document, section, heading paragraph, body paragraph, of which
   3 distinct texts: the section is the whole note). ``--shape sections``: a title and three ``##``
-  sections of one or two paragraphs of 30 to 60 words (about 13 segments, 1.5 kB).
+  sections of one or two paragraphs of 30 to 60 words (about 13 segments, 1.5 kB). ``--shape lines``: one
+  sentence of 6 to 10 common English words (about 60 bytes; 2 segments, document and paragraph, of one
+  distinct text): the per-document costs (hashing, files, rows, staging) at a third of the notes' model work,
+  for memory at many documents on a slow machine.
 * shared (``--shared``, from ``../shared/data``; skipped with a message when absent): the 250 Enron
   emails as they are (a folder of .txt files), and the 1,200 medical symptom texts written one per
   .txt file under ``--out-dir``.
@@ -115,7 +118,7 @@ WORDS = [
     "mirror",
 ]
 MIB = 1024 * 1024
-SHAPES = ("notes", "sections")
+SHAPES = ("notes", "sections", "lines")
 MODES = ("hybrid", "vector", "fts")
 
 
@@ -129,6 +132,10 @@ def generate_documents(folder: Path, count: int, seed: int = 0, shape: str = "se
     for number in range(count):
         shard = folder / f"{number // 1000:03d}"
         shard.mkdir(parents=True, exist_ok=True)
+        if shape == "lines":
+            line = " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 10))).capitalize()
+            (shard / f"line{number:06d}.txt").write_text(f"{line}.\n", encoding="utf-8")
+            continue
         if shape == "notes":
             title = " ".join(rng.sample(WORDS, 3)).capitalize()
             body = " ".join(rng.choice(WORDS) for _ in range(rng.randint(12, 20))).capitalize()
@@ -291,6 +298,8 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
         figures["pss_peak_mib"] = round(sampler.peak().pss_bytes / MIB, 1)
         figures["processes_peak"] = sampler.peak().processes
         results[label] = figures
+        # each corpus's figures as soon as they are known: a long run stopped later still leaves them in its log
+        print(json.dumps({"corpus": label, **figures}), file=sys.stderr, flush=True)
     result_figures = {"engine": args.engine, "shape": args.shape, "corpora": results, "cpus": os.cpu_count()}
     return BenchmarkResult(
         name=NAME,
@@ -305,11 +314,11 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
 
 
 def _markdown(figures: dict[str, Any]) -> str:
-    shape = (
-        "short markdown notes (`# <three words>`, one paragraph of 12-20 words; 4 segments, 3 distinct texts)"
-        if figures["shape"] == "notes"
-        else "markdown documents (a title, three sections of one or two paragraphs of 30-60 words)"
-    )
+    shape = {
+        "notes": "short markdown notes (`# <three words>`, one paragraph of 12-20 words; 4 segments, 3 distinct texts)",
+        "sections": "markdown documents (a title, three sections of one or two paragraphs of 30-60 words)",
+        "lines": "one-sentence text files (6-10 words; 2 segments, 1 distinct text)",
+    }[figures["shape"]]
     lines = [
         f"Generated corpora: {shape}; shared: the Enron emails and the medical symptom texts, one file each. "
         f"`add_server` into an empty catalog, engine `{figures['engine']}`, all-MiniLM-L6-v2 already loaded, "

@@ -106,18 +106,30 @@ def _add_engine(parser: argparse.ArgumentParser) -> None:
 
 def add_command(args: argparse.Namespace, settings: Settings) -> int:
     from semray.catalog.ingest import add_server
+    from semray.cli_progress import ingest_reporter_for
 
     engine: Literal["local", "ray"] = "local" if args.in_process else "ray"
-    report = add_server(settings, args.target, name=args.name, engine=engine, sections=_sections(args, settings))
+    report = add_server(
+        settings,
+        args.target,
+        name=args.name,
+        engine=engine,
+        sections=_sections(args, settings),
+        progress=ingest_reporter_for(settings),
+    )
     _print_report(report)
     return 0
 
 
 def refresh_command(args: argparse.Namespace, settings: Settings) -> int:
     from semray.catalog.ingest import refresh
+    from semray.cli_progress import ingest_reporter_for
 
     engine: Literal["local", "ray"] = "local" if args.in_process else "ray"
-    for report in refresh(settings, args.name, engine=engine, sections=_sections(args, settings)):
+    reports = refresh(
+        settings, args.name, engine=engine, sections=_sections(args, settings), progress=ingest_reporter_for(settings)
+    )
+    for report in reports:
         _print_report(report)
     return 0
 

@@ -2,7 +2,9 @@
 
 ``reporter_for(settings)`` is what ``semray sql`` / ``semray run`` / ``semray runs resume`` pass
 to the run (``semray.pipeline.runs.progress.ProgressReporter``); ``semray runs watch ID`` draws the
-same bar from another shell.
+same bar from another shell. ``ingest_reporter_for(settings)`` is what ``semray catalog add`` /
+``refresh`` pass to the ingest (``semray.catalog.ingest_progress``): files done of the total,
+segments, embeddings/s, ETA.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from semray.catalog.ingest_progress import IngestLogReporter, IngestProgress, IngestReporter
 from semray.pipeline.runs.progress import LogReporter, ProgressReporter, RunProgress, format_seconds
 from semray.settings import Settings
 
@@ -74,6 +77,74 @@ def reporter_for(settings: Settings, terminal: bool | None = None) -> ProgressRe
         leave_terminal_to_semray()
         return BarReporter()
     return LogReporter(settings.progress_interval_s, level="warning")
+
+
+class IngestBar:
+    """A rich progress bar on standard error: files done of the total, segments, embeddings/s, ETA."""
+
+    def __init__(self, console: Any = None) -> None:
+        from rich.console import Console
+
+        self.console = console if console is not None else Console(stderr=True)
+        self._bar: Any = None
+        self._task: Any = None
+
+    def update(self, progress: IngestProgress) -> None:
+        if self._bar is None:
+            self._start(progress)
+        self._bar.update(
+            self._task, total=progress.files_total, completed=progress.files_done, detail=ingest_detail(progress)
+        )
+
+    def close(self, progress: IngestProgress) -> None:
+        if self._bar is None:
+            return
+        self.update(progress)
+        self._bar.stop()
+        self._bar = None
+
+    def _start(self, progress: IngestProgress) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self._bar = Progress(
+            TextColumn("ingest {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("files  {task.fields[detail]}"),
+            console=self.console,
+            transient=False,
+        )
+        self._task = self._bar.add_task(progress.server, total=progress.files_total, detail="")
+        self._bar.start()
+
+
+def ingest_detail(progress: IngestProgress) -> str:
+    """``1000 segments, 100.0 embeddings/s, ETA 30s``; ``publishing`` (and no ETA) once every file is read.
+
+    >>> ingest_detail(IngestProgress("notes", files_done=250, files_total=1000, segments=1000, elapsed_s=10.0))
+    '1000 segments, 100.0 embeddings/s, ETA 30s'
+    """
+    text = f"{progress.segments} segments"
+    rate, eta = progress.embeddings_per_s, progress.eta_s
+    if rate is not None:
+        text += f", {rate:.1f} embeddings/s"
+    if eta is not None:
+        text += f", ETA {format_seconds(eta)}"
+    elif progress.phase != "reading":
+        text += f", {progress.phase}"
+    return text
+
+
+def ingest_reporter_for(settings: Settings, terminal: bool | None = None) -> IngestReporter:
+    """The ingest's bar when standard error is a terminal (Ray Data's bars then stay off), else
+    ``catalog_ingest_progress`` lines every ``progress_interval_s`` at warning level (shown under the CLI's
+    default log level), as for runs (``reporter_for``)."""
+    if terminal if terminal is not None else sys.stderr.isatty():
+        from semray.cluster.connect import leave_terminal_to_semray
+
+        leave_terminal_to_semray()
+        return IngestBar()
+    return IngestLogReporter(settings.progress_interval_s, level="warning")
 
 
 def add_budget(parser: Any) -> None:

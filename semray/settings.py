@@ -150,6 +150,13 @@ class Settings(BaseSettings):
     catalog_dir: Path | None = Field(
         default=None, description="the LanceDB catalog of datasets, segments and memory; default <state_dir>/catalog"
     )
+    catalog_stream_bytes: int = Field(
+        default=64 << 20,
+        ge=1,
+        description="a text or Markdown document larger than this is read, segmented and embedded in parts of about "
+        "64k characters (catalog/streamed_documents.py), never whole; an HTML or PDF document larger than this is "
+        "skipped with its size",
+    )
 
     agent_max_retries: int = Field(
         default=2, ge=0, description="retries of an agent unit of `semray ask` whose attempt fails validation"

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from semray.catalog.document_pipeline import run_documents
+from semray.catalog.ingest_progress import IngestClock, IngestProgress
 from semray.catalog.profiling import TableProfile, profile_batches
 from semray.catalog.servers import ServerProfile
 from semray.catalog.servers.base import FileState, combined_hash
@@ -56,6 +57,7 @@ class DocumentsIngest:
         self.staged_parquet = ingest.staging / "documents.parquet"
         self.final_parquet = ingest.staging  # set by read()
         self.dimension: int | None = None
+        self._clock = IngestClock(self.dataset, len(self.files))
         previous = ingest.records.get(self.dataset)
         self.previous_parquet = Path(previous.uri) if previous is not None and previous.kind == "documents" else None
         removed = {
@@ -80,6 +82,8 @@ class DocumentsIngest:
 
     def read(self) -> None:
         writers: dict[str, StagedWriter] = {}
+        self._clock = IngestClock(self.dataset, len(self.files))
+        self.ingest.progress.update(self.progress())
         try:
             if self.files:
                 batches = run_documents(
@@ -89,38 +93,48 @@ class DocumentsIngest:
                     engine=self.ingest.engine,
                     actors=max(1, self.ingest.settings.num_cpus // 2),
                     sections=self.ingest.sections,
+                    stream_bytes=self.ingest.settings.catalog_stream_bytes,
                 )
                 for batch in batches:
                     self._take(batch, writers)
+                    self.ingest.progress.update(self.progress())
         finally:
             for writer in writers.values():
                 writer.close()
         self._write_documents()
 
+    def progress(self, phase: str = "reading") -> IngestProgress:
+        """Documents read of those to read, segments embedded, since ``read`` began."""
+        return self._clock.progress(len(self.states), self.segment_count, phase)
+
     def _take(self, batch: pa.Table, writers: dict[str, StagedWriter]) -> None:
-        for row in batch.select(["document_id", "content_hash", "size", "status", "reason", "encoding"]).to_pylist():
+        """Stage one pipeline batch: a document's state and row from its first part (the only one, unless it was
+        read in parts: ``DocumentReader``), segments and snippets from every part."""
+        firsts = batch.filter(pc.equal(batch.column("part"), 0))
+        for row in firsts.select(["document_id", "content_hash", "size", "status", "reason", "encoding"]).to_pylist():
             self.states.append(
                 FileState(
                     row["document_id"], row["content_hash"], row["size"], row["status"], row["reason"], row["encoding"]
                 )
             )
         read = batch.filter(pc.equal(batch.column("status"), "read"))
-        self.read_count += read.num_rows
+        first_read = firsts.filter(pc.equal(firsts.column("status"), "read"))
+        self.read_count += first_read.num_rows
         if not read.num_rows:
             return
-        texts = read.column("text")
-        documents = pa.table(
-            {
-                "document_id": read.column("document_id"),
-                "format": read.column("format"),
-                "encoding": read.column("encoding"),
-                "title": read.column("title"),
-                "chars": pc.utf8_length(texts).cast(pa.int64()),
-                "text": texts,
-            },
-            schema=DOCUMENT_COLUMNS,
-        )
-        _write(writers, "documents", self.staged_new, documents)
+        if first_read.num_rows:
+            documents = pa.table(
+                {
+                    "document_id": first_read.column("document_id"),
+                    "format": first_read.column("format"),
+                    "encoding": first_read.column("encoding"),
+                    "title": first_read.column("title"),
+                    "chars": first_read.column("chars"),
+                    "text": first_read.column("text"),
+                },
+                schema=DOCUMENT_COLUMNS,
+            )
+            _write(writers, "documents", self.staged_new, documents)
         segments = _flatten_nested(read, "segments")
         if segments.num_rows:
             vector_type = segments.schema.field("vector").type

@@ -2,11 +2,13 @@
 
 ``DocumentReader`` turns a batch of files (path, relative path, hash, size) into one row per
 document: its status (``read`` or ``skipped`` with the reason: unreadable, undecodable, corrupt,
-too large), encoding, format, text, its segments (``segment_document``, as a nested list with
-stable ids and parent ids) and its tabular snippets (``find_snippets``, each linked to the
-innermost segment holding its span). ``SegmentEmbedder`` adds a unit vector to every segment with
-the embedding tier (``SentenceEmbedder``). ``run_documents`` streams batches through both: on
-Ray Data (``map_batches`` over ``ActorPoolStrategy`` pools, the default) or, for tiny corpora and
+an HTML or PDF file too large to render whole), encoding, format, text, its segments
+(``segment_document``, as a nested list with stable ids and parent ids) and its tabular snippets
+(``find_snippets``, each linked to the innermost segment holding its span); a text or Markdown
+file over the stream threshold gives one row per part of its text instead
+(``streamed_documents.py``). ``SegmentEmbedder`` adds a unit vector to every segment with the
+embedding tier (``SentenceEmbedder``). ``run_documents`` streams batches through both: on Ray
+Data (``map_batches`` over ``ActorPoolStrategy`` pools, the default) or, for tiny corpora and
 tests, the same two callables in this process.
 
 This module, with ``pipeline/ray/materialize.py``, builds ray.data pipelines: an ingest is not a
@@ -21,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from semray.catalog.servers.base import DocumentFile
+from semray.catalog.streamed_documents import PART_CHARS, STREAMED_SUFFIXES, check_streamed, text_parts
 from semray.errors import SemrayError
 from semray.log import get_logger
 from semray.serving.config import TierConfig
@@ -51,6 +55,8 @@ EMBED_CHARS = 2000
 """Characters of a segment the embedder sees: the model reads about 256 word pieces anyway, and a
 document's or section's whole text would cost tokenizing for nothing."""
 MAX_CHUNK_CHARS = 1000
+STREAM_BYTES = 64 << 20
+"""Documents over this many bytes are read in parts (``Settings.catalog_stream_bytes``'s default)."""
 
 SEGMENT_TYPE = pa.struct(
     [
@@ -92,6 +98,8 @@ DOCUMENT_SCHEMA = pa.schema(
         pa.field("format", pa.string()),
         pa.field("title", pa.string()),
         pa.field("text", pa.string()),
+        pa.field("chars", pa.int64()),
+        pa.field("part", pa.int32()),
         pa.field("segments", pa.list_(SEGMENT_TYPE)),
         pa.field("snippets", pa.list_(SNIPPET_TYPE)),
     ]
@@ -117,28 +125,58 @@ def input_table(documents: Sequence[DocumentFile]) -> pa.Table:
 
 
 class DocumentReader:
-    """Batch function: files -> one row per document with its segments and snippets (``DOCUMENT_SCHEMA``)."""
+    """Batch function: files -> tables of one row per document with its segments and snippets
+    (``DOCUMENT_SCHEMA``, ``part`` 0), yielded as they are read.
+
+    A text or Markdown file over ``stream_bytes`` is read in parts (``streamed_documents.py``): one
+    row per part, each with that part's segments and snippets; the first (``part`` 0) also holds
+    the document's root segment and its ``chars``, and no part holds the whole ``text`` (null).
+    Another document over ``stream_bytes`` is skipped with its size.
+    """
 
     def __init__(
-        self, dataset: str, max_chunk_chars: int = MAX_CHUNK_CHARS, sections: SectionWriter | None = None
+        self,
+        dataset: str,
+        max_chunk_chars: int = MAX_CHUNK_CHARS,
+        sections: SectionWriter | None = None,
+        stream_bytes: int = STREAM_BYTES,
+        part_chars: int = PART_CHARS,
     ) -> None:
         self.dataset = dataset
         self.max_chunk_chars = max_chunk_chars
         self.sections = sections
-        """The model pass for documents without headings (``section_writer.py``); None: structure only."""
+        """The model pass for documents without headings (``section_writer.py``); None: structure only.
+        A streamed document gets its structure only."""
+        self.stream_bytes = stream_bytes
+        self.part_chars = part_chars
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        rows = [self._read(row) for row in batch.to_pylist()]
-        return pa.Table.from_pylist(rows, schema=DOCUMENT_SCHEMA)
+    def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
+        rows: list[dict[str, Any]] = []
+        for row in batch.to_pylist():
+            if row["size"] > self.stream_bytes and Path(row["path"]).suffix.lower() in STREAMED_SUFFIXES:
+                if rows:
+                    yield pa.Table.from_pylist(rows, schema=DOCUMENT_SCHEMA)
+                    rows = []
+                yield from self._read_streamed(row)
+            else:
+                rows.append(self._read(row))
+        if rows:
+            yield pa.Table.from_pylist(rows, schema=DOCUMENT_SCHEMA)
 
     def _read(self, row: dict[str, Any]) -> dict[str, Any]:
         from semray.catalog.segments import segment_document
         from semray.catalog.snippets import find_snippets
         from semray.sources.documents import read_document
 
-        base = {"document_id": row["relative"], "content_hash": row["content_hash"], "size": row["size"]}
+        base = {"document_id": row["relative"], "content_hash": row["content_hash"], "size": row["size"], "part": 0}
         try:
-            document = read_document(Path(row["path"]))
+            if row["size"] > self.stream_bytes:
+                raise SemrayError(
+                    f"{row['size'] / (1 << 20):.1f} MiB, over the {self.stream_bytes / (1 << 20):.1f} MiB above which "
+                    "documents are read in parts (Settings.catalog_stream_bytes, SEMRAY_CATALOG_STREAM_BYTES); only "
+                    "text and Markdown documents are read in parts, an HTML or PDF document is rendered whole"
+                )
+            document = read_document(Path(row["path"]), max_bytes=max(self.stream_bytes, row["size"]))
             segment = segment_document if self.sections is None else self.sections.segment
             root = segment(document, title=row["relative"], max_chunk_chars=self.max_chunk_chars)
             snippets = find_snippets(document)
@@ -158,9 +196,80 @@ class DocumentReader:
             "format": document.format,
             "title": document.title,
             "text": document.text,
+            "chars": len(document.text),
             "segments": segments,
             "snippets": [self._snippet(row["relative"], snippet, spans) for snippet in snippets],
         }
+
+    def _read_streamed(self, row: dict[str, Any]) -> Iterator[pa.Table]:
+        """Tables of the parts of one document read in parts (class doc), ``READ_BATCH_DOCUMENTS`` parts each."""
+        from semray.catalog.segments import segment_document
+        from semray.catalog.snippets import find_snippets
+        from semray.sources.documents import DocumentText, document_format
+
+        path, document_id = Path(row["path"]), row["relative"]
+        base = {"document_id": document_id, "content_hash": row["content_hash"], "size": row["size"]}
+        try:
+            streamed = check_streamed(path)
+        except (SemrayError, OSError) as error:
+            reason = str(error) if isinstance(error, SemrayError) else f"unreadable: {error}"
+            log.warning("catalog_document_skipped", path=row["path"], reason=reason)
+            yield pa.Table.from_pylist(
+                [{**base, "status": "skipped", "reason": reason, "part": 0, "segments": [], "snippets": []}],
+                schema=DOCUMENT_SCHEMA,
+            )
+            return
+        log.info("catalog_document_streamed", path=row["path"], bytes=row["size"], chars=streamed.chars)
+        form = document_format(path)
+        root_chain = (("document", 0),)
+        root_id = segment_id(self.dataset, document_id, root_chain)
+        ordinal, rows = 0, []
+        for number, (offset, text) in enumerate(text_parts(path, streamed, part_chars=self.part_chars)):
+            part = DocumentText(text, form, streamed.codec)
+            part_root = segment_document(part, title=document_id, max_chunk_chars=self.max_chunk_chars)
+            segments: list[dict[str, Any]] = []
+            spans: list[tuple[int, int, str, int]] = [(0, streamed.chars, root_id, 0)]
+            if number == 0:
+                # The root's span is the whole document; its text is the first part's (no part holds the whole).
+                start = len(text) - len(text.lstrip())
+                segments.append(
+                    {
+                        "segment_id": root_id,
+                        "parent_id": None,
+                        "level": "document",
+                        "path": [document_id],
+                        "ordinal": 0,
+                        "text": text[start:].rstrip(),
+                        "start": start,
+                        "end": streamed.chars,
+                    }
+                )
+            for child in part_root.children:
+                self._flatten(child, root_id, root_chain, document_id, segments, spans, 1, offset, ordinal)
+                ordinal += 1
+            snippets = [
+                self._snippet(
+                    document_id, replace(snippet, start=snippet.start + offset, end=snippet.end + offset), spans
+                )
+                for snippet in find_snippets(part)
+            ]
+            first = {"encoding": streamed.codec, "format": form, "chars": streamed.chars} if number == 0 else {}
+            rows.append(
+                {
+                    **base,
+                    **first,
+                    "status": "read",
+                    "reason": None,
+                    "part": number,
+                    "segments": segments,
+                    "snippets": snippets,
+                }
+            )
+            if len(rows) >= READ_BATCH_DOCUMENTS:
+                yield pa.Table.from_pylist(rows, schema=DOCUMENT_SCHEMA)
+                rows = []
+        if rows:
+            yield pa.Table.from_pylist(rows, schema=DOCUMENT_SCHEMA)
 
     def _flatten(
         self,
@@ -171,24 +280,30 @@ class DocumentReader:
         out: list[dict[str, Any]],
         spans: list[tuple[int, int, str, int]],
         depth: int,
+        shift: int = 0,
+        ordinal: int | None = None,
     ) -> None:
-        chain = (*chain, (segment.level, segment.ordinal))
+        """Append ``segment`` and its descendants to ``out``; a part's (``_read_streamed``) with its spans moved
+        ``shift`` characters on and the ``ordinal`` it has among the whole document's children."""
+        number = segment.ordinal if ordinal is None else ordinal
+        chain = (*chain, (segment.level, number))
         identifier = segment_id(self.dataset, document_id, chain)
+        start, end = segment.start + shift, segment.end + shift
         out.append(
             {
                 "segment_id": identifier,
                 "parent_id": parent,
                 "level": segment.level,
                 "path": list(segment.path),
-                "ordinal": segment.ordinal,
+                "ordinal": number,
                 "text": segment.text,
-                "start": segment.start,
-                "end": segment.end,
+                "start": start,
+                "end": end,
             }
         )
-        spans.append((segment.start, segment.end, identifier, depth))
+        spans.append((start, end, identifier, depth))
         for child in segment.children:
-            self._flatten(child, identifier, chain, document_id, out, spans, depth + 1)
+            self._flatten(child, identifier, chain, document_id, out, spans, depth + 1, shift)
 
     def _snippet(self, document_id: str, snippet: Any, spans: list[tuple[int, int, str, int]]) -> dict[str, Any]:
         holding = [span for span in spans if span[0] <= snippet.start and snippet.end <= span[1]]
@@ -284,20 +399,23 @@ def run_documents(
     engine: Engine,
     actors: int = 1,
     sections: SectionWriter | None = None,
+    stream_bytes: int = STREAM_BYTES,
 ) -> Iterator[pa.Table]:
-    """Batches of ``DOCUMENT_SCHEMA`` rows whose segments carry vectors, streamed (``sections``: see DocumentReader)."""
+    """Batches of ``DOCUMENT_SCHEMA`` rows whose segments carry vectors, streamed (``sections``, ``stream_bytes``:
+    see DocumentReader)."""
     table = input_table(documents)
+    reader_arguments = (dataset, MAX_CHUNK_CHARS, sections, stream_bytes, PART_CHARS)
     if engine == "local":
-        reader, embedder = DocumentReader(dataset, MAX_CHUNK_CHARS, sections), local_embedder(embedding)
+        reader, embedder = DocumentReader(*reader_arguments), local_embedder(embedding)
         pending: list[pa.Table] = []
         texts = 0
         for start in range(0, table.num_rows, READ_BATCH_DOCUMENTS):
-            read = reader(table.slice(start, READ_BATCH_DOCUMENTS))
-            pending.append(read)
-            texts += len(pc.list_flatten(read.column("segments")))
-            if texts >= EMBED_BATCH_TEXTS:
-                yield embedder(pa.concat_tables(pending))
-                pending, texts = [], 0
+            for read in reader(table.slice(start, READ_BATCH_DOCUMENTS)):
+                pending.append(read)
+                texts += len(pc.list_flatten(read.column("segments")))
+                if texts >= EMBED_BATCH_TEXTS:
+                    yield embedder(pa.concat_tables(pending))
+                    pending, texts = [], 0
         if pending:
             yield embedder(pa.concat_tables(pending))
         return
@@ -308,7 +426,7 @@ def run_documents(
         .repartition(max(1, -(-table.num_rows // READ_BATCH_DOCUMENTS)))
         .map_batches(
             DocumentReader,
-            fn_constructor_args=(dataset, MAX_CHUNK_CHARS, sections),
+            fn_constructor_args=reader_arguments,
             compute=rd.ActorPoolStrategy(min_size=1, max_size=actors),
             batch_size=READ_BATCH_DOCUMENTS,
             batch_format="pyarrow",

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from semray.catalog.document_ingest import DocumentsIngest
 from semray.catalog.document_pipeline import Engine, embed_texts
+from semray.catalog.ingest_progress import IngestLogReporter, IngestProgress, IngestReporter
 from semray.catalog.profiling import TableProfile
 from semray.catalog.section_writer import SectionWriter
 from semray.catalog.servers import DataServer, ServerProfile, dataset_name, normalise_name, open_server
@@ -94,11 +95,13 @@ def add_server(
     name: str | None = None,
     engine: Engine = "ray",
     sections: SectionWriter | None = None,
+    progress: IngestReporter | None = None,
 ) -> IngestReport:
     """Register a data server (a folder, a file, a SQLite/DuckDB file, a postgres URI) and ingest it.
 
     ``sections``: the model pass for documents without headings (``section_writer.py``); None: their
-    structure only.
+    structure only. ``progress``: what shows the ingest's progress (``ingest_progress.py``); None:
+    ``catalog_ingest_progress`` log lines every ``Settings.progress_interval_s``.
     """
     server = open_server(target)
     catalog = Catalog.open(settings)
@@ -115,15 +118,21 @@ def add_server(
             f"a data server named {server_name!r} is already catalogued (from {servers[server_name][1]}); choose "
             f"another name with --name, e.g. --name {_free_name(server_name, servers)}"
         )
-    return ingest(settings, catalog, server, server_name, engine=engine, sections=sections)
+    return ingest(settings, catalog, server, server_name, engine=engine, sections=sections, progress=progress)
 
 
 def refresh(
-    settings: Settings, name: str | None = None, *, engine: Engine = "ray", sections: SectionWriter | None = None
+    settings: Settings,
+    name: str | None = None,
+    *,
+    engine: Engine = "ray",
+    sections: SectionWriter | None = None,
+    progress: IngestReporter | None = None,
 ) -> list[IngestReport]:
     """Re-ingest what changed in one data server (by its name or one of its datasets'), or in all of them.
 
-    ``sections`` applies to the documents read again (changed or new), not to unchanged ones."""
+    ``sections`` applies to the documents read again (changed or new), not to unchanged ones; ``progress``:
+    see ``add_server``."""
     catalog = Catalog.open(settings)
     servers = catalog.servers()
     if name is None:
@@ -138,7 +147,17 @@ def refresh(
         if not kind:
             raise CatalogError(f"data server {server_name!r} has no datasets left; drop it and add it again")
         server = open_server(uri, kind)
-        reports.append(ingest(settings, Catalog.open(settings), server, server_name, engine=engine, sections=sections))
+        reports.append(
+            ingest(
+                settings,
+                Catalog.open(settings),
+                server,
+                server_name,
+                engine=engine,
+                sections=sections,
+                progress=progress,
+            )
+        )
     return reports
 
 
@@ -172,12 +191,14 @@ def ingest(
     *,
     engine: Engine,
     sections: SectionWriter | None = None,
+    progress: IngestReporter | None = None,
 ) -> IngestReport:
     """Profile and read what changed in ``server`` since the catalog's files say, and publish it."""
     staging = settings.catalog_path / "_staging" / uuid.uuid4().hex
     staging.mkdir(parents=True)
+    reporter = progress if progress is not None else IngestLogReporter(settings.progress_interval_s)
     try:
-        return _Ingest(settings, catalog, server, server_name, engine, staging, sections).run()
+        return _Ingest(settings, catalog, server, server_name, engine, staging, sections, reporter).run()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -194,9 +215,12 @@ class _Ingest:
         engine: Engine,
         staging: Path,
         sections: SectionWriter | None = None,
+        progress: IngestReporter | None = None,
     ) -> None:
         self.settings = settings
         self.sections = sections
+        self.progress: IngestReporter = progress if progress is not None else IngestLogReporter(0.0)
+        self._last_progress = IngestProgress(name)
         self.catalog = catalog
         self.server = server
         self.name = name
@@ -208,6 +232,12 @@ class _Ingest:
         self.records = {record.name: record for record in catalog.datasets() if record.server == name}
 
     def run(self) -> IngestReport:
+        try:
+            return self._run()
+        finally:
+            self.progress.close(self._last_progress)
+
+    def _run(self) -> IngestReport:
         previous_read = {path: row["content_hash"] for path, row in self.previous.items() if row["status"] == "read"}
         profile = self.server.profile(previous_read)
         self._check_names(profile)
@@ -218,6 +248,8 @@ class _Ingest:
         documents = DocumentsIngest(self, profile) if profile.has_documents else None
         if documents is not None:
             documents.read()
+            self._last_progress = documents.progress("publishing")
+            self.progress.update(self._last_progress)
         readable = bool(profile.tables or profile.unchanged_tables or (documents and documents.any_read))
         if not readable:
             raise CatalogError(_nothing_readable(self.server.uri, profile, documents))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Iterable
 
 from semray.errors import SourceError
 from semray.log import get_logger
@@ -136,3 +137,41 @@ def _strict(data: bytes, path: str, name: str) -> str:
         raise undecodable(path, error.start, data[error.start : error.end], line, TextEncoding(name)) from None
     except LookupError:
         raise SourceError(f"{path!r} declares the unknown encoding {name!r}; give one with encoding=...") from None
+
+
+def marked_codec(head: bytes, size: int) -> tuple[str, int] | None:
+    """For a document read in parts: the codec its first bytes tell (a byte-order mark, or UTF-16
+    without one) and the mark's length in bytes; None when only all of its bytes can tell (strict
+    UTF-8, else ``single_byte_codec_of``). ``head``: the first 4 KiB; ``size``: the file's bytes.
+
+    >>> marked_codec(codecs.BOM_UTF8 + b"hi", 5), marked_codec(b"plain", 5)
+    (('utf-8', 3), None)
+    """
+    for mark, name in _BOMS:
+        if head.startswith(mark):
+            return name, len(mark)
+    utf16 = _utf16_without_bom(head[: len(head) - len(head) % 2]) if size % 2 == 0 else None
+    return (utf16, 0) if utf16 is not None else None
+
+
+def single_byte_codec_of(chunks: Iterable[bytes]) -> str | None:
+    """``_single_byte_codec`` over a document's bytes given in chunks (a file too large to hold).
+
+    >>> single_byte_codec_of([b"caf\\xe9 ", b"ol\\xe9"]), single_byte_codec_of([b"\\x00\\x01"])
+    ('iso8859-1', None)
+    """
+    total = high = 0
+    uses_c1 = False
+    for chunk in chunks:
+        if len(chunk.translate(None, _CONTROL)) != len(chunk):
+            return None
+        try:
+            chunk.decode("cp1252")
+        except UnicodeDecodeError:
+            return None
+        total += len(chunk)
+        high += len(chunk) - len(chunk.translate(None, _HIGH))
+        uses_c1 = uses_c1 or len(chunk.translate(None, _C1)) != len(chunk)
+    if high > _HIGH_SHARE * total:
+        return None
+    return "cp1252" if uses_c1 else "iso8859-1"

@@ -15,7 +15,10 @@ MODULES = [
     "semray.catalog.section_proposals",
     "semray.catalog.segments",
     "semray.catalog.snippets",
+    "semray.catalog.streamed_documents",
+    "semray.catalog.ingest_progress",
     "semray.serving.prompts.sections",
+    "semray.sources.document_encoding",
 ]
 
 

@@ -158,19 +158,15 @@ def test_a_folder_with_nothing_readable_is_an_error_naming_what_was_found(tmp_pa
     assert Catalog.open(settings).version() == 0
 
 
-def test_a_document_over_the_size_limit_is_skipped_with_its_size_and_the_rest_is_catalogued(
+def test_a_document_over_the_stream_threshold_is_read_in_parts_and_the_rest_is_catalogued(
     tmp_path: Path, settings: Settings
 ) -> None:
-    """A document is segmented whole, so one past ``DEFAULT_MAX_BYTES`` is reported and skipped, not read
-    into memory (a sparse file: its size is checked before any byte is read)."""
-    from semray.sources.documents import DEFAULT_MAX_BYTES
-
+    """A text document past ``Settings.catalog_stream_bytes`` (lowered here) is read in parts, not skipped
+    (tests/catalog/test_streamed_documents.py checks the parts)."""
     folder = tmp_path / "big"
     folder.mkdir()
     (folder / "ok.txt").write_text("A small note about pens.\n")
-    with (folder / "huge.txt").open("wb") as file:
-        file.truncate(DEFAULT_MAX_BYTES + 1)
-    report = add_server(settings, str(folder), engine="local")
-    skipped = dict(report.skipped)
-    assert set(skipped) == {"huge.txt"} and "over the 64.0 MiB limit" in skipped["huge.txt"], skipped
-    assert report.documents_read == 1 and Catalog.open(settings).dataset("big").row_count == 1
+    (folder / "huge.txt").write_text("Paragraph about ink and paper.\n\n" * 200)
+    report = add_server(settings.model_copy(update={"catalog_stream_bytes": 1024}), str(folder), engine="local")
+    assert report.skipped == () and report.documents_read == 2
+    assert Catalog.open(settings).dataset("big").row_count == 2
