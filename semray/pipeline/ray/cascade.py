@@ -30,6 +30,7 @@ ones row by row, so the small and large tiers see little more than the rows the 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ import ray.data as rd
 
 from semray.cost_model import cascade_routes as router
 from semray.errors import LoweringError
+from semray.log import get_logger
 from semray.operators.schema import ROW_ID
 from semray.pipeline.ray.materialize import Builder, ExecutionContext, materialize
 from semray.pipeline.stages.semantic import CascadeStage
@@ -51,6 +53,8 @@ from semray.pipeline.workers.metering import named_udf, operator_name
 from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
 from semray.tasks import TaskKind
 
+log = get_logger(__name__)
+
 
 def build_cascade(stage: CascadeStage, context: ExecutionContext) -> rd.Dataset:
     if context.tiers is None:
@@ -58,6 +62,7 @@ def build_cascade(stage: CascadeStage, context: ExecutionContext) -> rd.Dataset:
     tiers = context.tiers
     task = stage.task
     target = cascade_calibration.cascade_target(stage)
+    started = time.monotonic()  # the proxy pass's time goes to the log: what a cascade waits on first
     upstream = materialize(stage.inputs[0], context).repartition(target_num_rows_per_block=stage.batch_rows)
     pool = _pool(stage, context)
     name = operator_name(task)  # its passes on the dashboard: "SemFilter[...] embedding proxy", ...
@@ -75,6 +80,7 @@ def build_cascade(stage: CascadeStage, context: ExecutionContext) -> rd.Dataset:
     ).materialize()
 
     blocks = proxied.to_arrow_refs()  # the materialised blocks themselves: reading them is no new pass
+    log.info("cascade_proxies", operator=name, rows=proxied.count(), seconds=round(time.monotonic() - started, 2))
 
     large = SemanticBatchUDF(cascade_tiers.on_tier(task, "large"), stage.operator_key, tiers, context.ledger)
     small = SemanticBatchUDF(cascade_tiers.on_tier(task, "small"), stage.operator_key + ":small", tiers, context.ledger)
