@@ -151,11 +151,12 @@ def watch_command(args: argparse.Namespace, settings: Settings) -> int:
     """Follow a run's journal until the run ends; its end state is the exit code (``WATCH_EXIT_CODES``)."""
     import time
 
-    from semray.pipeline.runs.progress import JournalTail, LogReporter, ProgressClock
+    from semray.pipeline.runs.progress import JournalTail, LogReporter, ProgressClock, StoreTail
     from semray.transactions import show_run
-    from semray.transactions.registry import run_dir
+    from semray.transactions.registry import run_dir, store_holding
 
-    tail = JournalTail(run_dir(settings, args.run_id))
+    store = store_holding(settings, args.run_id)  # run elsewhere: follow the copy its driver pushes
+    tail = StoreTail(store, args.run_id) if store is not None else JournalTail(run_dir(settings, args.run_id))
     reporter = reporter_for(settings) if sys.stderr.isatty() else LogReporter(max(args.interval, 0.1), "warning")
     clock = ProgressClock()
     while True:

@@ -16,6 +16,7 @@ resume began) gets ``FencedWriterError`` and its batch is journaled as ``batch_r
 from __future__ import annotations
 
 import base64
+import itertools
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,9 @@ from semray.transactions.errors import FencedWriterError, TransactionError
 from semray.transactions.fence import stale_against
 from semray.transactions.journal import JOURNAL_NAME, JournalWriter, read_journal
 from semray.transactions.keys import file_safe
-from semray.transactions.records import BatchCommitted, BatchRefused, LLMUsage, RowFailures
+from semray.transactions.records import BatchCommitted, LLMUsage, RowFailures, refusal
+from semray.transactions.remote import StateStore, open_store
+from semray.transactions.remote_commits import CommitReader, SegmentReader, store_fence, write_commit
 
 log = get_logger(__name__)
 
@@ -62,11 +65,35 @@ class BatchLedger:
     >>> ledger.commit("op3", key, row_ids, table, LLMUsage(calls=4))  # doctest: +SKIP
     """
 
-    def __init__(self, run_dir: Path, attempt: int, inline_bytes: int = INLINE_BYTES) -> None:
-        """``inline_bytes``: tables up to this size travel in their record (0: every table to a file)."""
+    def __init__(
+        self,
+        run_dir: Path,
+        attempt: int,
+        inline_bytes: int = INLINE_BYTES,
+        store_uri: str | None = None,
+        home: str | None = None,
+    ) -> None:
+        """``inline_bytes``: tables up to this size travel in their record (0: every table to a file).
+
+        ``store_uri``: the run's object store (``Settings.state_uri``); ``home``: the node of the run's
+        driver, as ``node()`` names it. With both, a ledger in a process on another node is ``away``:
+        it commits to the store and reads the run from there (``remote_commits``), and ledgers on
+        the driver's node also read the commits stored there that the driver has not merged yet.
+        """
         self.run_dir = run_dir
         self.attempt = attempt
         self.inline_bytes = inline_bytes
+        self.store_uri = store_uri
+        self.home = home
+        self._away: bool | None = None
+        self._writer = f"a{attempt}-{os.urandom(6).hex()}"
+        """This ledger's name for its commit objects: random per process (a copy or an unpickled
+        ledger is a new writer), so no two writers share an object name."""
+        self._sequence = itertools.count(1)
+        self._store_reader: CommitReader | None = None
+        self._segment_reader: SegmentReader | None = None
+        self._in_store: set[tuple[str, str]] = set()
+        """Commits read from the store (their table files are there, maybe not in the run folder)."""
         self._journal = JournalWriter(run_dir / JOURNAL_NAME)
         self._committed: dict[tuple[str, str], BatchCommitted] = {}
         self._rows: dict[str, dict[str, str]] = {}
@@ -103,7 +130,7 @@ class BatchLedger:
             unique = f"{file_safe(batch_key)}-a{self.attempt}-{os.urandom(4).hex()}.parquet"
             relative = Path("batches") / file_safe(operator_key) / unique
             if not fenced_before:  # a writer already fenced off does not store a table it cannot commit
-                _write_parquet_durably(self.run_dir / relative, table)
+                self._store_table(relative, table)
         record = BatchCommitted(
             attempt=self.attempt,
             operator_key=operator_key,
@@ -115,11 +142,13 @@ class BatchLedger:
             usage=usage or LLMUsage(),
             failed=tuple(failed),
         )
+        if self.away:
+            return self._commit_to_store(record)
         with self._journal.locked() as append:
             # The fence is read under the journal's lock, the lock a resume moves it under:
             # the check and the append are one step.
             current = self._stale()
-            append(record if current is None else _refused(record, current))
+            append(record if current is None else refusal(record, current))
         if current is not None:
             if not fenced_before and relative is not None:
                 (self.run_dir / relative).unlink(missing_ok=True)  # never journaled: nothing points to it
@@ -139,7 +168,49 @@ class BatchLedger:
 
     def _stale(self) -> int | None:
         """The newer attempt that fences this writer off, if any (remembered once seen)."""
-        return self._fenced_by if self._fenced_by is not None else stale_against(self.run_dir, self.attempt)
+        if self._fenced_by is not None:
+            return self._fenced_by
+        if self.away:
+            current = store_fence(self._store, self.run_dir.name)
+            return current if current is not None and self.attempt < current else None
+        return stale_against(self.run_dir, self.attempt)
+
+    def node(self) -> str | None:
+        """The node this process runs on, comparable with ``home``; None where unknown (counted as the
+        driver's). Plain ledgers do not know; the pipeline's actor ledger answers with Ray's node id."""
+        return None
+
+    @property
+    def away(self) -> bool:
+        """True in a process on another node than the run's driver, when the run has a store to commit to."""
+        if self._away is None:
+            here = self.node() if self.home is not None and self.store_uri else None
+            self._away = here is not None and here != self.home
+        return self._away
+
+    @property
+    def _store(self) -> StateStore:
+        assert self.store_uri is not None
+        return open_store(self.store_uri)
+
+    def _store_table(self, relative: Path, table: pa.Table) -> None:
+        if not self.away:
+            _write_parquet_durably(self.run_dir / relative, table)
+            return
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        self._store.write(self._store.run_path(self.run_dir.name, *relative.parts), sink.getvalue().to_pybytes())
+
+    def _commit_to_store(self, record: BatchCommitted) -> BatchCommitted:
+        """Away from the driver: the commit object is the commit point (after its table's object); the
+        driver merges it into the journal, as refused if a resume moved the fence first."""
+        name = f"{self._writer}-{next(self._sequence):08d}.jsonl"
+        write_commit(self._store, self.run_dir.name, name, record)
+        current = self._stale()
+        if current is not None:
+            raise self._fence(current)
+        self._remember(record, in_store=True)
+        return record
 
     def _fence(self, current: int) -> FencedWriterError:
         if self._fenced_by is None:
@@ -152,6 +223,8 @@ class BatchLedger:
         key = (operator_key, batch_key)
         if key not in self._committed:
             self._refresh()
+        if key not in self._committed:
+            self._refresh_stored()
         return self._committed.get(key)
 
     def lookup(self, operator_key: str, batch_key: str) -> pa.Table | None:
@@ -159,7 +232,7 @@ class BatchLedger:
         record = self.committed(operator_key, batch_key)
         if record is None:
             return None
-        return committed_table(self.run_dir, record)
+        return self._table(record)
 
     def lookup_rows(self, operator_key: str, row_ids: Iterable[str | int]) -> RowLookup:
         """Committed output rows for these row ids, whatever batches they were committed in.
@@ -170,6 +243,8 @@ class BatchLedger:
         self._refresh()
         rows = self._row_index(operator_key)
         wanted = {str(row_id) for row_id in row_ids}
+        if not wanted <= rows.keys():
+            self._refresh_stored()  # _remember keeps ``rows`` current
         by_batch: dict[str, list[str]] = {}
         for row_id in wanted:
             key = rows.get(row_id)
@@ -184,7 +259,7 @@ class BatchLedger:
 
     def _rows_of_batch(self, operator_key: str, batch_key: str, row_ids: list[str]) -> pa.Table:
         record = self._committed[(operator_key, batch_key)]
-        table = committed_table(self.run_dir, record)
+        table = self._table(record)
         if ROW_ID not in table.column_names:
             raise TransactionError(
                 f"batch {batch_key} of {operator_key} has no {ROW_ID!r} column; "
@@ -204,17 +279,27 @@ class BatchLedger:
             self._rows[operator_key] = index
         return self._rows[operator_key]
 
-    def _remember(self, record: BatchCommitted) -> None:
+    def _remember(self, record: BatchCommitted, in_store: bool = False) -> None:
         key = (record.operator_key, record.batch_key)
         if key in self._committed:
             return
         self._committed[key] = record
+        if in_store:
+            self._in_store.add(key)
         index = self._rows.get(record.operator_key)
         if index is not None:
             for row_id in record.row_ids:
                 index.setdefault(row_id, record.batch_key)
 
     def _refresh(self) -> None:
+        if self.away:  # the journal as the driver copied it to the store, and the commit objects
+            if self._segment_reader is None:
+                self._segment_reader = SegmentReader(self._store, self.run_dir.name)
+            for record in self._segment_reader.new_records():
+                if isinstance(record, BatchCommitted):
+                    self._remember(record, in_store=True)
+            self._refresh_stored()
+            return
         # Incremental: only the journal's new, complete lines; a line a live writer is
         # still writing waits for the next refresh.
         read = read_journal(self.run_dir / JOURNAL_NAME, offset=self._offset, include_unterminated=False)
@@ -223,23 +308,43 @@ class BatchLedger:
             if isinstance(record, BatchCommitted):
                 self._remember(record)
 
+    def _refresh_stored(self) -> None:
+        """Read the commit objects not seen yet: workers away from the driver stored them, and the
+        driver may not have merged them into the journal yet (one LIST, a GET per new object)."""
+        if self.store_uri is None or self.home is None:
+            return
+        if self._store_reader is None:
+            self._store_reader = CommitReader(self._store, self.run_dir.name)
+        for record in self._store_reader.new():
+            # An older attempt's object not in the journal yet was stored after a resume merged the
+            # store's objects and moved the fence: its merge appends it as refused.
+            if record.attempt == self.attempt:
+                self._remember(record, in_store=True)
+
+    def _table(self, record: BatchCommitted) -> pa.Table:
+        key = (record.operator_key, record.batch_key)
+        if record.inline is None and key in self._in_store and not (self.run_dir / record.file).is_file():
+            data = self._store.read(self._store.run_path(self.run_dir.name, *Path(record.file).parts))
+            return pq.read_table(pa.BufferReader(data))
+        return committed_table(self.run_dir, record)
+
     def __getstate__(self) -> dict[str, Any]:
-        return {"run_dir": self.run_dir, "attempt": self.attempt, "inline_bytes": self.inline_bytes}
+        return {
+            "run_dir": self.run_dir,
+            "attempt": self.attempt,
+            "inline_bytes": self.inline_bytes,
+            "store_uri": self.store_uri,
+            "home": self.home,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["run_dir"], state["attempt"], state.get("inline_bytes", INLINE_BYTES))  # type: ignore[misc]
-
-
-def _refused(record: BatchCommitted, current_attempt: int) -> BatchRefused:
-    rows = len(record.row_ids) + sum(len(group.row_ids) for group in record.failed)
-    return BatchRefused(
-        attempt=record.attempt,
-        operator_key=record.operator_key,
-        batch_key=record.batch_key,
-        rows=rows,
-        usage=record.usage,
-        current_attempt=current_attempt,
-    )
+        self.__init__(  # type: ignore[misc]
+            state["run_dir"],
+            state["attempt"],
+            state.get("inline_bytes", INLINE_BYTES),
+            state.get("store_uri"),
+            state.get("home"),
+        )
 
 
 def _write_parquet_durably(path: Path, table: pa.Table) -> None:

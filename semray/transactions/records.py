@@ -138,6 +138,10 @@ class BatchCommitted(Record):
     the whole commit, one fsync (``semray.transactions.batches.INLINE_BYTES``)."""
     usage: LLMUsage = Field(default_factory=LLMUsage)
     failed: tuple[RowFailures, ...] = ()
+    origin: str | None = None
+    """The store object a worker away from the driver's node committed it as (``commits/<name>``),
+    merged into the journal by the driver (``semray.transactions.remote_commits``); None when the
+    worker appended it to the journal itself."""
 
     @model_validator(mode="after")
     def _stored_somewhere(self) -> BatchCommitted:
@@ -159,6 +163,22 @@ class BatchRefused(Record):
     """Rows of the batch (answered and failed)."""
     usage: LLMUsage = Field(default_factory=LLMUsage)
     current_attempt: int = Field(ge=1)
+    origin: str | None = None
+    """As ``BatchCommitted.origin``: the store object a fenced-off worker away from the driver wrote."""
+
+
+def refusal(record: BatchCommitted, current_attempt: int) -> BatchRefused:
+    """The ``batch_refused`` record of a commit the fence turned away (``current_attempt`` is newer)."""
+    rows = len(record.row_ids) + sum(len(group.row_ids) for group in record.failed)
+    return BatchRefused(
+        attempt=record.attempt,
+        operator_key=record.operator_key,
+        batch_key=record.batch_key,
+        rows=rows,
+        usage=record.usage,
+        current_attempt=current_attempt,
+        origin=record.origin,
+    )
 
 
 class ErrorRecorded(Record):

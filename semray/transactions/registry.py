@@ -22,6 +22,7 @@ from semray.transactions.keys import is_run_id
 from semray.transactions.publish import current_version
 from semray.transactions.records import ErrorRecorded, Frozen, LLMUsage, OutputTarget, RunFinished
 from semray.transactions.remote import RunMirror, StateStore, open_store, pull_run
+from semray.transactions.remote_commits import pending_commits, store_fence
 from semray.transactions.state import OperatorProgress, RunState, fold_records
 
 log = get_logger(__name__)
@@ -156,9 +157,20 @@ def _store_is_ahead(store: StateStore, path: Path) -> bool:
 
 
 def remote_state(store: StateStore, run_id: str) -> RunState:
-    """A run's state as the object store holds it."""
+    """A run's state as the object store holds it: its journal, and the commits workers on other
+    nodes than its driver's stored that the driver has not merged yet (``remote_commits``)."""
     records, skipped = store.records(run_id)
-    return fold_records(records, skipped_lines=skipped)
+    current = max([store_fence(store, run_id) or 1, *(record.attempt for record in records)])
+    pending = pending_commits(store, run_id, records, current)
+    return fold_records((*records, *pending), skipped_lines=skipped)
+
+
+def store_holding(settings: Settings, run_id: str) -> StateStore | None:
+    """The object store to read ``run_id`` from: it holds more of the run than this machine's folder."""
+    store = state_store(settings)
+    if store is None or not is_run_id(run_id) or not _store_is_ahead(store, runs_dir(settings) / run_id):
+        return None
+    return store if store.segments(run_id) else None
 
 
 def remote_status(store: StateStore, state: RunState) -> RunStatus:
@@ -265,10 +277,14 @@ def stop_reason(path: Path) -> str | None:
 
 def stopped_error(path: Path) -> RunCancelledError:
     """The error a run asked to stop raises between batches: its reason when one was given."""
-    reason = stop_reason(path)
-    if reason is None or reason == CANCEL_REQUESTED:
-        return RunCancelledError(f"run {path.name} was cancelled")
-    return RunCancelledError(f"run {path.name} {reason}")
+    return cancelled_error(path.name, stop_reason(path))
+
+
+def cancelled_error(run_id: str, reason: str | None) -> RunCancelledError:
+    """``stopped_error`` for a stop whose reason was read elsewhere (the store's ``CANCEL`` object)."""
+    if not reason or reason == CANCEL_REQUESTED:
+        return RunCancelledError(f"run {run_id} was cancelled")
+    return RunCancelledError(f"run {run_id} {reason}")
 
 
 def cancel_run(settings: Settings, run_id: str) -> RunStatus:

@@ -40,7 +40,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -227,8 +227,18 @@ class RunMirror:
     thread (the actors' commits land in the local journal meanwhile), and once more on close.
     """
 
-    def __init__(self, store: StateStore, run_dir: Path, writer: str, interval_s: float) -> None:
+    def __init__(
+        self,
+        store: StateStore,
+        run_dir: Path,
+        writer: str,
+        interval_s: float,
+        merge: Callable[[], object] | None = None,
+    ) -> None:
+        """``merge``: called before each push, to append what workers on other nodes stored
+        (``remote_commits.CommitMerger.merge``) to the local journal first."""
         self.store = store
+        self.merge = merge
         self.run_dir = run_dir
         self.run_id = run_dir.name
         self.writer = writer
@@ -249,9 +259,16 @@ class RunMirror:
         self.fenced = False
 
     @classmethod
-    def attach(cls, store: StateStore, run_dir: Path, attempt: int, interval_s: float) -> RunMirror:
+    def attach(
+        cls,
+        store: StateStore,
+        run_dir: Path,
+        attempt: int,
+        interval_s: float,
+        merge: Callable[[], object] | None = None,
+    ) -> RunMirror:
         """A mirror of a fresh writer id; it takes the run's lease and pushes what the store lacks."""
-        mirror = cls(store, run_dir, f"a{attempt}{os.urandom(4).hex()}", interval_s)
+        mirror = cls(store, run_dir, f"a{attempt}{os.urandom(4).hex()}", interval_s, merge)
         mirror.push()
         return mirror
 
@@ -265,6 +282,8 @@ class RunMirror:
             if self.fenced:
                 message = f"run {self.run_id}: another writer took over its journal in {self.store.uri}"
                 raise StoreWriterConflictError(message)
+            if self.merge is not None:
+                self.merge()
             with (self.run_dir / JOURNAL_NAME).open("rb") as handle:
                 handle.seek(self._pushed)
                 data = handle.read()
@@ -303,8 +322,11 @@ class RunMirror:
             try:
                 self.push()
                 reason = self.store.cancel_requested(self.run_id)
-                if reason is not None and not (self.run_dir / REMOTE_CANCEL).exists():
-                    write_bytes_atomically(self.run_dir / REMOTE_CANCEL, reason.encode("utf-8") + b"\n")
+                local = self.run_dir / REMOTE_CANCEL
+                if reason is not None and not local.exists():
+                    write_bytes_atomically(local, reason.encode("utf-8") + b"\n")
+                elif reason is None and local.exists():  # a stop asked here reaches the workers on other nodes
+                    self.store.request_remote_stop(self.run_id, local.read_text("utf-8", errors="replace").strip())
             except StoreWriterConflictError as error:
                 log.error("run_mirror_fenced", run_id=self.run_id, uri=self.store.uri, error=str(error))
                 return

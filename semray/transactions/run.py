@@ -67,6 +67,7 @@ from semray.transactions.registry import (
     stopped_error,
 )
 from semray.transactions.remote import RunMirror
+from semray.transactions.remote_commits import CommitMerger, write_store_fence
 from semray.transactions.state import RunState
 
 log = get_logger(__name__)
@@ -90,7 +91,7 @@ class Run:
         self.started = started
         self.attempt = attempt
         self.base_version = base_version
-        self.ledger = BatchLedger(path, attempt)
+        self.ledger = BatchLedger(path, attempt, store_uri=mirror.store.uri if mirror is not None else None)
         self._journal = JournalWriter(path / JOURNAL_NAME)
         self._lock_fd: int | None = lock_fd
         self._published: str | None = None
@@ -300,6 +301,7 @@ def resume_run(settings: Settings, run_id: str) -> Run:
     """
     path = fetch_run(settings, run_id)
     lock_fd = acquire_lock(path / DRIVER_LOCK, f"run {run_id}", wait_s=0.0)
+    store = state_store(settings)
     try:
         state = load_state(path)
         if state.status == "running" and publish_landed(state):
@@ -320,6 +322,11 @@ def resume_run(settings: Settings, run_id: str) -> Run:
             fsync_directory(path)
         writer = JournalWriter(path / JOURNAL_NAME)
         with writer.locked() as append:
+            if store is not None:
+                # What workers on other nodes stored before this point is committed, anything later
+                # refused; the store's fence stops them at their next batch.
+                CommitMerger(store, path).merge_locked(append)
+                write_store_fence(store, run_id, attempt)
             # Fence first, under the journal's lock that every commit reads the fence under:
             # from here on no worker of an older attempt commits. A crash before the record
             # leaves the fence one ahead of the journal; the next resume reuses that number.
@@ -369,7 +376,7 @@ def _mirror(settings: Settings, path: Path, attempt: int, lock_fd: int) -> RunMi
     try:
         if attempt > 1:
             store.clear_remote_stop(path.name)
-        return RunMirror.attach(store, path, attempt, settings.state_sync_s)
+        return RunMirror.attach(store, path, attempt, settings.state_sync_s, CommitMerger(store, path).merge)
     except BaseException:
         release_lock(lock_fd)
         raise

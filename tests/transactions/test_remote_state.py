@@ -22,21 +22,26 @@ from fsspec.implementations.memory import MemoryFileSystem
 from semray.errors import StateDirError
 from semray.settings import Settings
 from semray.transactions import (
+    BatchLedger,
+    FencedWriterError,
     LLMUsage,
     Run,
+    RunCancelledError,
     RunInUseError,
     TransactionError,
     batch_key,
     begin_run,
     cancel_run,
     list_runs,
+    read_journal,
     resume_run,
     show_run,
 )
 from semray.transactions.errors import StoreWriterConflictError
 from semray.transactions.journal import JOURNAL_NAME, JournalWriter
-from semray.transactions.records import ErrorRecorded
+from semray.transactions.records import BatchCommitted, ErrorRecorded
 from semray.transactions.remote import LEASE_NAME, SEGMENTS, open_store
+from semray.transactions.remote_commits import commit_names
 
 PLAN = {"op": "sem_filter", "prompt": "is {review} positive?"}
 
@@ -210,3 +215,153 @@ def test_object_store_state_folders_are_still_refused_and_name_the_state_uri(tmp
     with pytest.raises(StateDirError, match="not a URI"):
         Settings(state_dir=tmp_path, state_uri="bucket/semray")
     assert Settings(state_dir=tmp_path, state_uri="").state_uri is None
+
+
+# Workers on other nodes than the driver's (transactions/remote_commits.py). A ledger's node is
+# what ``node()`` says (the pipeline's asks Ray); a worker's folder is its own node's state folder,
+# which the driver's node does not see.
+
+
+class OnNode(BatchLedger):
+    """A ledger in a process on node ``here`` (the driver's node is ``DRIVER_NODE``)."""
+
+    here = "worker-node"
+
+    def node(self) -> str | None:
+        return self.here
+
+
+class OnDriverNode(OnNode):
+    here = "driver-node"
+
+
+DRIVER_NODE = "driver-node"
+
+
+def worker_ledger(tmp_path: Path, run: Run, uri: str, attempt: int | None = None) -> OnNode:
+    """The run's ledger as an actor on another node holds it: the same run folder path, on a node
+    whose state folder (``tmp_path/"worker"``) has no such run."""
+    own = tmp_path / "worker" / "runs" / run.run_id
+    ledger = OnNode(own, attempt or run.attempt, store_uri=uri, home=DRIVER_NODE)
+    assert ledger.away
+    return ledger
+
+
+def answer(ledger: BatchLedger, *row_ids: str, payload: str = "") -> str:
+    key = batch_key("op1", row_ids)
+    table = pa.table({"_rowid": list(row_ids), "answer": [payload] * len(row_ids)})
+    ledger.commit("op1", key, row_ids, table, LLMUsage(calls=len(row_ids), dollars=0.5 * len(row_ids)))
+    return key
+
+
+def test_a_worker_on_another_node_commits_through_the_store(tmp_path: Path, uri: str) -> None:
+    first, second = machine(tmp_path, "a", uri), machine(tmp_path, "b", uri)
+    run = begin_run(first, PLAN, None)
+    worker = worker_ledger(tmp_path, run, uri)
+    answer(worker, "a", "b")
+    answer(worker, "c", payload="z" * 100_000)  # a parquet object, stored before its commit object
+    assert not (tmp_path / "worker").exists(), "the worker's node needs no copy of the run"
+    assert len(commit_names(open_store(uri), run.run_id)) == 2
+    # Not merged yet, already final: an actor on the driver's node finds them (a task retried
+    # there after the worker's node died pays nothing), and so does the worker itself.
+    local = OnDriverNode(run.path, 1, store_uri=uri, home=DRIVER_NODE)
+    assert not local.away
+    found = local.lookup_rows("op1", ["a", "b", "c", "d"])
+    assert found.missing == ("d",) and found.table is not None
+    assert sorted(found.table.column("answer").to_pylist()) == ["", "", "z" * 100_000]
+    assert worker.lookup_rows("op1", ["a", "c"]).missing == ()
+    assert list_runs(second)[0].rows_committed == 3, "another machine counts them before the merge"
+    assert b"op1" not in (run.path / JOURNAL_NAME).read_bytes()
+    run.record_error("a record of the driver's: its push merges the stored commits first")
+    records = read_journal(run.path / JOURNAL_NAME).records
+    merged = [record for record in records if isinstance(record, BatchCommitted)]
+    assert sorted(len(record.row_ids) for record in merged) == [1, 2]
+    assert all(record.origin and record.origin.startswith("commits/") for record in merged)
+    assert all((run.path / record.file).is_file() for record in merged if record.file), "tables fetched first"
+    run.finish("succeeded")
+    detail = show_run(second, run.run_id)
+    assert (detail.rows_committed, detail.batches_committed, detail.usage) == (3, 2, LLMUsage(calls=3, dollars=1.5))
+    assert show_run(first, run.run_id).usage == detail.usage, "merged once, counted once"
+    twice = {path for path, count in ObjectStoreLike.writes.items() if count > 1}
+    assert {path.rsplit("/", 1)[1] for path in twice} == {LEASE_NAME}
+
+
+def test_a_resume_from_the_store_pays_nothing_a_worker_stored_after_its_driver_died(tmp_path: Path, uri: str) -> None:
+    first, second = machine(tmp_path, "a", uri), machine(tmp_path, "b", uri)
+    run = begin_run(first, PLAN, None)
+    commit(run, "a")  # the driver's node: journal, then a segment
+    run.close()  # the driver is gone (its node's folder with it, for all the next machine knows)
+    worker = worker_ledger(tmp_path, run, uri)
+    answer(worker, "b", "c")  # its batch in flight finishes after the driver's last merge
+    assert list_runs(second)[0].usage.calls == 3
+    resumed = resume_run(second, run.run_id)
+    assert resumed.attempt == 2
+    ledger = OnDriverNode(resumed.path, 2, store_uri=uri, home=DRIVER_NODE)
+    assert ledger.lookup_rows("op1", ["a", "b", "c", "d"]).missing == ("d",), "only d is paid again"
+    # The orphan keeps going: the store's fence stops it before its next call, and a commit it
+    # stored anyway is refused (counted as paid, never as committed).
+    with pytest.raises(FencedWriterError):
+        worker.raise_if_fenced()
+    orphan = worker_ledger(tmp_path, run, uri, attempt=1)
+    with pytest.raises(FencedWriterError):
+        answer(orphan, "d")
+    assert ledger.lookup_rows("op1", ["d"]).missing == ("d",)
+    answer(worker_ledger(tmp_path, resumed, uri), "d")  # attempt 2's worker
+    resumed.finish("succeeded")
+    for settings in (first, second):
+        detail = show_run(settings, run.run_id)
+        assert (detail.status, detail.rows_committed, detail.batches_committed) == ("succeeded", 4, 3)
+        assert (detail.usage.calls, detail.batches_refused, detail.refused_usage.calls) == (4, 1, 1)
+    records = read_journal(resumed.path / JOURNAL_NAME).records
+    kinds = [record.kind for record in records]
+    assert kinds.index("batch_refused") > kinds.index("run_resumed")
+    assert [r.kind for r in records[: kinds.index("run_resumed")]].count("batch_committed") == 2
+
+
+def test_a_stop_asked_on_the_driver_reaches_workers_on_other_nodes(tmp_path: Path, uri: str) -> None:
+    from semray.pipeline.runs.actor_ledger import CancellableLedger
+
+    class CancellableOnNode(CancellableLedger):
+        def node(self) -> str | None:
+            return "worker-node"
+
+    run = begin_run(machine(tmp_path, "a", uri, sync_s=0.05), PLAN, None)
+    worker = CancellableOnNode(tmp_path / "worker" / run.run_id, 1, store_uri=uri, home=DRIVER_NODE)
+    assert worker.lookup_rows("op1", ["a"]).missing == ("a",)
+    run.request_stop("stopped: cost $1 reached the budget $1")
+    deadline = time.monotonic() + 10
+    while open_store(uri).cancel_requested(run.run_id) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with pytest.raises(RunCancelledError, match="reached the budget"):
+        worker.lookup_rows("op1", ["a"])
+    run.finish("cancelled", "stopped")
+
+
+def test_runs_watch_follows_a_run_from_the_store(tmp_path: Path, uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+    import threading
+
+    from semray.cli_runs import add_runs_commands
+
+    first, second = machine(tmp_path, "a", uri, sync_s=0.1), machine(tmp_path, "b", uri, sync_s=0.1)
+    run = begin_run(first, PLAN, None, config={"operator_labels": {"op1": "SemFilter 'x'"}})
+    run.record_estimates({}, expected_rows=4, expected_dollars=2.0)
+
+    def drive() -> None:
+        for rows in (("a", "b"), ("c", "d")):
+            time.sleep(0.4)
+            commit(run, *rows)
+        run.finish("succeeded")
+
+    thread = threading.Thread(target=drive)
+    thread.start()
+    parser = argparse.ArgumentParser(prog="semray")
+    add_runs_commands(parser.add_subparsers(required=True))
+    args = parser.parse_args(["runs", "watch", run.run_id, "--interval", "0.1"])
+    code = args.command(args, second)
+    thread.join()
+    assert code == 0
+    assert not (tmp_path / "b" / "runs").exists(), "watched from the store, not a local copy"
+    said = capsys.readouterr().err
+    assert f"run {run.run_id} succeeded" in said
+    assert "4/4 rows (100%), 4 calls" in said

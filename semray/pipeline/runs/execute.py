@@ -40,10 +40,11 @@ from semray.log import get_logger
 from semray.operators.base import Node
 from semray.pipeline.lowering.driver import lower
 from semray.pipeline.ray import materialize
+from semray.pipeline.runs.actor_ledger import CancellableLedger, actor_ledger
 from semray.pipeline.runs.budget import Forecast, check_forecast, forecast, in_flight_batches
 from semray.pipeline.runs.measure_in_run import MeasuredRun, Planning, measure_plan, seed_of
 from semray.pipeline.runs.progress import LogReporter, ProgressReporter, RunWatcher
-from semray.pipeline.runs.resume_record import CancellableLedger, Job, job_to_resume, model_tiers
+from semray.pipeline.runs.resume_record import Job, job_to_resume, model_tiers
 from semray.pipeline.stages.base import render_stages
 from semray.pipeline.workers.failed_rows import FailedRows, check_failed_rows, failed_rows, operator_labels
 from semray.pipeline.workers.metering import operator_tags
@@ -472,7 +473,7 @@ def _watched(run: Run, job: Job, expected: Forecast | None, progress: ProgressRe
 
 
 def _ledger(run: Run) -> CancellableLedger:
-    return CancellableLedger(run.ledger.run_dir, run.attempt)
+    return actor_ledger(run.ledger)
 
 
 def _context(run: Run, tiers: TierHandles | None) -> materialize.ExecutionContext:

@@ -44,6 +44,8 @@ from semray.transactions.records import (
     RunStarted,
 )
 from semray.transactions.registry import DRIVER_LOCK
+from semray.transactions.remote import StateStore
+from semray.transactions.remote_commits import SegmentReader
 
 log = get_logger(__name__)
 
@@ -130,10 +132,8 @@ class JournalTail:
         return self._progress
 
     def poll(self) -> RunProgress:
-        read = read_journal(self.run_dir / JOURNAL_NAME, offset=self._offset, include_unterminated=False)
-        self._offset = read.end_offset
         progress = self._progress
-        for record in read.records:
+        for record in self._new_records():
             progress = self._fold(progress, record)
             if self.on_record is not None:
                 self.on_record(record)
@@ -143,6 +143,11 @@ class JournalTail:
     def driver_alive(self) -> bool:
         """True while a driver holds the run (a running run without one was killed: interrupted)."""
         return is_locked(self.run_dir / DRIVER_LOCK)
+
+    def _new_records(self) -> tuple[Record, ...]:
+        read = read_journal(self.run_dir / JOURNAL_NAME, offset=self._offset, include_unterminated=False)
+        self._offset = read.end_offset
+        return read.records
 
     def _fold(self, progress: RunProgress, record: Any) -> RunProgress:
         match record:
@@ -175,6 +180,27 @@ class JournalTail:
         if self._operators is None:
             return ":" not in operator_key
         return operator_key in self._operators
+
+
+class StoreTail(JournalTail):
+    """``JournalTail`` over a run copied to an object store (``Settings.state_uri``), for ``semray runs
+    watch`` on another machine than the driver's: the segments its driver pushed (every
+    ``state_sync_s``), so it lags the run by up to that; the driver is alive while its lease is.
+
+    >>> StoreTail(open_store("s3://bucket/semray"), "20261130-101500-3fa2c1").poll()  # doctest: +SKIP
+    """
+
+    def __init__(self, store: StateStore, run_id: str) -> None:
+        super().__init__(Path(run_id))
+        self.store = store
+        self._segments = SegmentReader(store, run_id)
+
+    def driver_alive(self) -> bool:
+        lease = self.store.lease(self.run_dir.name)
+        return lease is not None and lease.live
+
+    def _new_records(self) -> tuple[Record, ...]:
+        return self._segments.new_records()
 
 
 class ProgressClock:

@@ -20,13 +20,13 @@ from pydantic import ValidationError
 from semray.operators import Node, Scan, plan_to_json, walk
 from semray.operators.serialize import plan_from_dict, plan_from_json
 from semray.pipeline.lowering.driver import lower
+from semray.pipeline.runs.actor_ledger import CancellableLedger as CancellableLedger  # its home until now
 from semray.pipeline.stages.base import Stage, render_stages
 from semray.pipeline.stages.semantic import CascadeStage, SemanticStage
 from semray.pipeline.stages.set_ops import CatalogSearchStage
 from semray.serving.config import ServingConfig
 from semray.settings import Settings
-from semray.transactions import BatchLedger, RowLookup, RunDetail, RunStateError, fingerprint
-from semray.transactions.registry import CANCEL_MARKER, stopped_error
+from semray.transactions import RunDetail, RunStateError, fingerprint
 
 LOWERING_SETTINGS = ("batch_size", "gather_rows", "semantic_batch_size", "semantic_batch_max", "semantic_actors")
 """Settings that change the physical plan; a resume by id lowers with the journaled values."""
@@ -174,17 +174,3 @@ def _model_identity(serving: ServingConfig | None, tier: str) -> str:
         return tier
     config = serving.tier(tier)
     return f"{config.backend}:{config.model}"
-
-
-class CancellableLedger(BatchLedger):
-    """The run's batch ledger as semantic actors hold it: a cancel request stops the next batch.
-
-    Every semantic batch starts with ``lookup_rows``; raising ``RunCancelledError`` there makes
-    ``semray runs cancel ID`` take effect between batches, in the actors, even when the driver
-    waits on a pipeline breaker and sees no rows.
-    """
-
-    def lookup_rows(self, operator_key: str, row_ids: Any) -> RowLookup:
-        if (self.run_dir / CANCEL_MARKER).exists():
-            raise stopped_error(self.run_dir)  # says why: a cancel, or a budget reached
-        return super().lookup_rows(operator_key, row_ids)
