@@ -304,7 +304,9 @@ def cancel_run(settings: Settings, run_id: str) -> RunStatus:
             store.request_remote_stop(run_id, CANCEL_REQUESTED)
             log.info("run_cancel_requested", run_id=run_id, uri=store.uri)
             return "running"
-    path = fetch_run(settings, run_id) if store is not None else run_dir(settings, run_id)
+    # A run this machine's driver holds is read here: fetching it would refuse its own live lease.
+    held = is_locked(runs_dir(settings) / run_id / DRIVER_LOCK)
+    path = fetch_run(settings, run_id) if store is not None and not held else run_dir(settings, run_id)
     state = load_state(path)
     status = effective_status(path, state)
     if status in ("succeeded", "failed", "cancelled"):

@@ -201,6 +201,14 @@ def test_a_cancel_from_another_machine_reaches_the_live_driver(tmp_path: Path, u
         assert not resumed.is_cancelled()
 
 
+def test_a_live_run_is_cancelled_on_its_own_machine(tmp_path: Path, uri: str) -> None:
+    settings = machine(tmp_path, "a", uri)
+    run = begin_run(settings, PLAN, None)
+    assert cancel_run(settings, run.run_id) == "running"  # its live lease is its own: no RunInUseError
+    assert run.is_cancelled()
+    run.finish("cancelled", "cancel requested")
+
+
 def test_a_driverless_run_is_cancelled_from_another_machine(tmp_path: Path, uri: str) -> None:
     first, second = machine(tmp_path, "a", uri), machine(tmp_path, "b", uri)
     run = begin_run(first, PLAN, None)

@@ -1,0 +1,168 @@
+"""A semantic run over two Ray nodes whose commits reach the object store, resumed from it elsewhere.
+
+``ray.cluster_utils.Cluster`` starts a head (the driver's node) and a worker node on loopback. The
+run copies itself to a ``file://`` store (``Settings.state_uri``); its actors on the worker node
+commit there as write-once objects (``transactions/remote_commits.py``), never to the driver's
+state folder. The run is stopped once both the driver's journal and the store's commit objects
+hold batches, then resumed by id from a fresh state folder (another machine, which has only the
+store). The first driver is kept from merging the stored commits into its journal (as if its node
+died first): they reach the run only through the resume's merge. Checked: the commits of the
+worker node are in the run's journal (merged, with their ``origin``), no batch or row is committed
+twice, nothing was refused, the two attempts together paid exactly the model calls of an
+uninterrupted run, and the output is that run's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from semray.api import read_csv
+from semray.demo import corpus
+from semray.demo.models import file_serving
+from semray.serving.config import ServingConfig
+from semray.serving.simulator.config import ModelProfile
+from semray.settings import Settings
+from semray.transactions import RunCancelledError, cancel_run, read_journal, read_output, show_run
+from semray.transactions.journal import JOURNAL_NAME
+from semray.transactions.records import BatchCommitted
+from semray.transactions.remote import open_store
+from semray.transactions.remote_commits import CommitMerger, commit_names, merged_origins
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(300)]
+
+ROWS = 120
+SLOW = ModelProfile(latency_base_s=0.1, price_in_per_million=2.5, price_out_per_million=10.0)
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="srs-", dir="/tmp", ignore_cleanup_errors=True) as folder:
+        yield Path(folder)
+
+
+def _serving(data: Path) -> ServingConfig:
+    return file_serving(data, SLOW, "srstore")
+
+
+def _query(data: Path, settings: Settings) -> Any:
+    return (
+        read_csv(data / "reviews.csv", settings=settings)
+        .sem_filter("{review} is positive")
+        .sem_classify("Which aspect does {review} discuss?", ["quality", "price", "delivery", "support"], "aspect")
+        .with_serving(_serving(data))
+    )
+
+
+def test_a_resume_from_the_store_pays_nothing_the_worker_node_committed(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from semray.cluster.connect import connect, ray_temp_dir
+    from semray.pipeline.runs.execute import publish_parquet, resume
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    monkeypatch.setenv("RAY_TMPDIR", str(workdir))  # as in test_multi_node.py
+    (workdir / "ray").mkdir(exist_ok=True)
+    ray.shutdown()
+    data, out = workdir / "data", workdir / "out"
+    corpus.write(data, rows=ROWS)
+    out.mkdir()
+    uri = (workdir / "bucket").as_uri()
+    base = Settings(
+        state_dir=workdir / "driver", state_uri=uri, state_sync_s=0.5, semantic_batch_size=8, semantic_actors=2
+    )
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 2, "node_ip_address": "127.0.0.1", "temp_dir": str(ray_temp_dir(base))},
+    )
+    cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1")
+    cluster.wait_for_nodes()
+    settings = base.model_copy(update={"ray_address": cluster.address})
+    elsewhere = settings.model_copy(update={"state_dir": workdir / "elsewhere"})
+    try:
+        connect(settings)
+        store = open_store(uri)
+        output, baseline = out / "result.parquet", out / "baseline.parquet"
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["written"] = publish_parquet(_query(data, settings).plan, settings, output, _serving(data))
+            except BaseException as error:  # a stopped run raises RunCancelledError
+                outcome["error"] = error
+
+        run_id, stopped = None, False
+        with monkeypatch.context() as unmerged:
+            unmerged.setattr(CommitMerger, "merge", lambda self: 0)  # this driver never merges
+            thread = threading.Thread(target=run, daemon=True)
+            thread.start()
+            deadline = time.monotonic() + 150
+            runs_of = workdir / "driver" / "runs"
+            while thread.is_alive() and time.monotonic() < deadline:
+                run_id = max((path.name for path in runs_of.glob("2*")), default=None) if runs_of.exists() else None
+                if (
+                    run_id
+                    and len(commit_names(store, run_id)) >= 2
+                    and show_run(settings, run_id).batches_committed >= 2
+                ):
+                    stopped = cancel_run(settings, run_id) == "running"
+                    break
+                time.sleep(0.1)
+            thread.join(timeout=150)
+        assert run_id is not None and stopped, (
+            f"the worker node committed nothing to the store before the end: {outcome}"
+        )
+        assert isinstance(outcome.get("error"), RunCancelledError), f"the run was not stopped: {outcome}"
+        first = show_run(settings, run_id)
+        assert first.status == "cancelled" and first.batches_committed >= 2
+        pushed, _ = store.records(run_id)
+        assert not merged_origins(pushed), "the first driver merged nothing"
+        stored = len(commit_names(store, run_id))
+        assert show_run(elsewhere, run_id).batches_committed == first.batches_committed + stored
+
+        # Another machine: only the store. The resume merges what the worker node stored after the
+        # driver's last merge, then pays only for what no attempt committed.
+        written = resume(elsewhere, run_id, _serving(data))
+        detail = show_run(elsewhere, run_id)
+        assert detail.status == "succeeded" and written.run_id == run_id
+
+        clean = publish_parquet(_query(data, settings).plan, settings, baseline, _serving(data))
+        published, expected = read_output(output), read_output(baseline)
+        ids = published.column("_rowid").to_pylist()
+        assert len(ids) == len(set(ids)) == expected.num_rows > 0
+        assert sorted(map(str, published.to_pylist())) == sorted(map(str, expected.to_pylist()))
+
+        records = read_journal(workdir / "elsewhere" / "runs" / run_id / JOURNAL_NAME).records
+        commits = [r for r in records if isinstance(r, BatchCommitted)]
+        from_worker = [r for r in commits if r.origin is not None]
+        assert from_worker, "no commit of the worker node reached the journal through the store"
+        assert len(from_worker) == len(commit_names(store, run_id)), "every stored commit merged once"
+        batches = [(r.operator_key, r.batch_key) for r in commits]
+        assert len(batches) == len(set(batches)), "a batch was committed twice"
+        rows = [(r.operator_key, row) for r in commits for row in r.row_ids]
+        assert len(rows) == len(set(rows)), "a row was committed twice for one operator"
+        assert detail.batches_refused == 0
+        reference = show_run(settings, clean.run_id)
+        assert detail.usage.calls == reference.usage.calls, "the two attempts paid more than one run"
+        assert {o.operator_key: o.rows_in for o in detail.operators} == {
+            o.operator_key: o.rows_in for o in reference.operators
+        }
+        sys.stdout.write(
+            f"stopped after {first.batches_committed} batches in the driver's journal and {stored} stored by "
+            f"the worker node ({len(commit_names(store, run_id))} in the end); calls: first driver's journal "
+            f"{first.usage.calls}, all {detail.usage.calls} (uninterrupted: {reference.usage.calls})\n"
+        )
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
