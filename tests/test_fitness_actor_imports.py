@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ACTOR_MODULES = (
     "semray.pipeline.workers.semantic_batches",  # SemanticBatchUDF: every semantic operator's actor pool
     "semray.pipeline.workers.embed_batches",  # EmbedBatchUDF: the embedding actor pool
+    "semray.pipeline.runs.actor_ledger",  # CancellableLedger: unpickled by every actor that holds the run's ledger
 )
 DRIVER_SIDE = (
     "sqlglot",
