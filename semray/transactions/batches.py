@@ -11,6 +11,10 @@ Fencing: a commit is accepted only while its attempt is the run's current one. T
 is appended under the journal's lock after reading the run's fence (``fence.py``) under that
 same lock; a writer of an older attempt (an orphaned actor of a killed driver, after a
 resume began) gets ``FencedWriterError`` and its batch is journaled as ``batch_refused``.
+
+On another node than the driver's, with an object store (``Settings.state_uri``), a ledger is
+``away``: it never opens the run folder, commits write-once objects that the driver merges into
+the journal, and lookups read the store (``remote_commits``).
 """
 
 from __future__ import annotations
