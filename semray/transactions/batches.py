@@ -208,7 +208,7 @@ class BatchLedger:
     def _commit_to_store(self, record: BatchCommitted) -> BatchCommitted:
         """Away from the driver: the commit object is the commit point (after its table's object); the
         driver merges it into the journal, as refused if a resume moved the fence first."""
-        name = f"{self._writer}-{next(self._sequence):08d}.jsonl"
+        name = f"{(self.node() or '')[:12]}{self._writer}-{next(self._sequence):08d}.jsonl"  # node: for people
         write_commit(self._store, self.run_dir.name, name, record)
         current = self._stale()
         if current is not None:

@@ -6,9 +6,10 @@ node is not the driver's (``BatchLedger.away``) commits each batch as write-once
 
     <state_uri>/runs/<run_id>/batches/<op>/<batch>-a<attempt>-<random>.parquet   its table, when not
                                                                               inline; written first
-    <state_uri>/runs/<run_id>/commits/<writer>-<seq:08d>.jsonl               its batch_committed record
+    <state_uri>/runs/<run_id>/commits/<node><writer>-<seq:08d>.jsonl         its batch_committed record
     <state_uri>/runs/<run_id>/attempt                                        the fence, as a resume set it
 
+``<node>`` is the first 12 digits of the worker's Ray node id (to tell where a commit came from);
 ``<writer>`` is random per ledger and process, so no two writers share a name, and the commit object
 is written after the table: it is the commit point, as the record is in the journal. The driver
 merges new commit objects into its journal whenever its mirror pushes (every ``state_sync_s``, after

@@ -1,15 +1,16 @@
 """A semantic run over two Ray nodes whose commits reach the object store, resumed from it elsewhere.
 
-``ray.cluster_utils.Cluster`` starts a head (the driver's node) and a worker node on loopback. The
-run copies itself to a ``file://`` store (``Settings.state_uri``); its actors on the worker node
-commit there as write-once objects (``transactions/remote_commits.py``), never to the driver's
-state folder. The run is stopped once both the driver's journal and the store's commit objects
-hold batches, then resumed by id from a fresh state folder (another machine, which has only the
-store). The first driver is kept from merging the stored commits into its journal (as if its node
-died first): they reach the run only through the resume's merge. Checked: the commits of the
-worker node are in the run's journal (merged, with their ``origin``), no batch or row is committed
-twice, nothing was refused, the two attempts together paid exactly the model calls of an
-uninterrupted run, and the output is that run's.
+``ray.cluster_utils.Cluster`` starts a head (the driver's node) and two worker nodes on loopback.
+The run copies itself to a ``file://`` store (``Settings.state_uri``); its actors on the worker
+nodes commit there as write-once objects (``transactions/remote_commits.py``), never to the
+driver's state folder. Once a worker node has stored commits it is SIGKILLed
+(``remove_node(allow_graceful=False)``); Ray Data retries its tasks elsewhere. Two batches later
+the run is stopped, then resumed by id from a fresh state folder (another machine, which has only
+the store). The first driver is kept from merging the stored commits into its journal (as if its
+node died first): they reach the run only through the resume's merge. Checked: the commits of the
+worker nodes, the killed one's included, are in the run's journal (merged, with their ``origin``),
+no batch or row is committed twice, nothing was refused, the two attempts together paid exactly
+the model calls of an uninterrupted run, and the output is that run's.
 """
 
 from __future__ import annotations
@@ -86,7 +87,10 @@ def test_a_resume_from_the_store_pays_nothing_the_worker_node_committed(
         initialize_head=True,
         head_node_args={"num_cpus": 2, "node_ip_address": "127.0.0.1", "temp_dir": str(ray_temp_dir(base))},
     )
-    cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1")
+    workers = {
+        node.node_id[:12]: node
+        for node in (cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1") for _ in range(2))
+    }
     cluster.wait_for_nodes()
     settings = base.model_copy(update={"ray_address": cluster.address})
     elsewhere = settings.model_copy(update={"state_dir": workdir / "elsewhere"})
@@ -102,7 +106,7 @@ def test_a_resume_from_the_store_pays_nothing_the_worker_node_committed(
             except BaseException as error:  # a stopped run raises RunCancelledError
                 outcome["error"] = error
 
-        run_id, stopped = None, False
+        run_id, stopped, killed, done_at_kill = None, False, "", 0
         with monkeypatch.context() as unmerged:
             unmerged.setattr(CommitMerger, "merge", lambda self: 0)  # this driver never merges
             thread = threading.Thread(target=run, daemon=True)
@@ -111,21 +115,22 @@ def test_a_resume_from_the_store_pays_nothing_the_worker_node_committed(
             runs_of = workdir / "driver" / "runs"
             while thread.is_alive() and time.monotonic() < deadline:
                 run_id = max((path.name for path in runs_of.glob("2*")), default=None) if runs_of.exists() else None
-                if (
-                    run_id
-                    and len(commit_names(store, run_id)) >= 2
-                    and show_run(settings, run_id).batches_committed >= 2
-                ):
+                names = commit_names(store, run_id) if run_id else []
+                done = len(names) + (show_run(settings, run_id).batches_committed if run_id else 0)
+                stored_on = sorted({name[:12] for name in names} & workers.keys())
+                if not killed and stored_on and len(names) >= 2:
+                    killed, done_at_kill = stored_on[0], done  # a node whose commits only the store holds
+                    cluster.remove_node(workers[killed], allow_graceful=False)
+                elif killed and run_id and done >= done_at_kill + 2:  # the run went on without it
                     stopped = cancel_run(settings, run_id) == "running"
                     break
                 time.sleep(0.1)
             thread.join(timeout=150)
-        assert run_id is not None and stopped, (
-            f"the worker node committed nothing to the store before the end: {outcome}"
-        )
+        assert killed, f"no worker node stored a commit before the end: {outcome}"
+        assert run_id is not None and stopped, f"the run ended before it was stopped: {outcome}"
         assert isinstance(outcome.get("error"), RunCancelledError), f"the run was not stopped: {outcome}"
         first = show_run(settings, run_id)
-        assert first.status == "cancelled" and first.batches_committed >= 2
+        assert first.status == "cancelled"
         pushed, _ = store.records(run_id)
         assert not merged_origins(pushed), "the first driver merged nothing"
         stored = len(commit_names(store, run_id))
@@ -146,7 +151,8 @@ def test_a_resume_from_the_store_pays_nothing_the_worker_node_committed(
         records = read_journal(workdir / "elsewhere" / "runs" / run_id / JOURNAL_NAME).records
         commits = [r for r in records if isinstance(r, BatchCommitted)]
         from_worker = [r for r in commits if r.origin is not None]
-        assert from_worker, "no commit of the worker node reached the journal through the store"
+        assert from_worker, "no commit of the worker nodes reached the journal through the store"
+        assert any(r.origin.startswith(f"commits/{killed}") for r in from_worker if r.origin)
         assert len(from_worker) == len(commit_names(store, run_id)), "every stored commit merged once"
         batches = [(r.operator_key, r.batch_key) for r in commits]
         assert len(batches) == len(set(batches)), "a batch was committed twice"
@@ -159,8 +165,9 @@ def test_a_resume_from_the_store_pays_nothing_the_worker_node_committed(
             o.operator_key: o.rows_in for o in reference.operators
         }
         sys.stdout.write(
-            f"stopped after {first.batches_committed} batches in the driver's journal and {stored} stored by "
-            f"the worker node ({len(commit_names(store, run_id))} in the end); calls: first driver's journal "
+            f"killed node {killed} after {done_at_kill} commits; stopped with {first.batches_committed} in the "
+            f"driver's journal and {stored} stored by worker nodes ({len(commit_names(store, run_id))} in the end); "
+            "calls: first driver's journal "
             f"{first.usage.calls}, all {detail.usage.calls} (uninterrupted: {reference.usage.calls})\n"
         )
     finally:
