@@ -411,10 +411,10 @@ TORCH_BACKENDS = frozenset({"sentence_transformers", "hf"})
 
 CPU_MODEL_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 """The environment of a replica that runs a torch model on the CPU. OpenMP's threads otherwise spin
-at each barrier while they wait for each other, which burns a core whenever another process holds
-one (the run's actors, other tiers): on 2 shared cores MiniLM took 21-24 CPU-s for 600 texts with
-spinning and 12-13 without (``benchmarks/notes/cascade.md``). Set before the replica's process
-starts: OpenMP reads it once, when torch loads."""
+at each barrier while they wait for each other, burning cores the run's actors and other tiers
+need: two MiniLM replicas side by side on 2 shared cores, two callers each, embedded 1.2x more
+texts/s when their threads slept (``benchmarks/serving.py``, ``wait_policy``). Set before the
+replica's process starts: OpenMP reads it once, when torch loads."""
 
 
 def _actor_options(tier_config: TierConfig, described: dict[str, Any]) -> dict[str, Any]:
