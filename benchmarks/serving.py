@@ -1,8 +1,11 @@
 """Serving overheads: the embedder deployment vs sentence-transformers in-process, the per-call
-cost of a deployment handle with a zero-latency simulated model, and the concurrency achieved
-against a 50 ms/call simulated model with a configured maximum.
+cost of a deployment handle with a zero-latency simulated model, the concurrency achieved
+against a 50 ms/call simulated model with a configured maximum, and the embedder's replica with
+OpenMP's threads spinning at barriers against sleeping (``OMP_WAIT_POLICY=PASSIVE``, what
+``deployments.CPU_MODEL_ENV`` sets): two replicas side by side, two callers at once each, rounds
+interleaved, so both see the same load.
 
-    .venv/bin/python -m benchmarks.serving [--texts 2000] [--calls 200] [--requests 160]
+    .venv/bin/python -m benchmarks.serving [--texts 2000] [--calls 200] [--requests 160] [--wait-rounds 4]
 """
 
 from __future__ import annotations
@@ -156,6 +159,7 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
             "four_callers_achieved": round(achieved(args.requests, parallel_s), 2),
             "four_callers_share_of_max": round(achieved(args.requests, parallel_s) / args.max_concurrency, 3),
         }
+        figures["wait_policy"] = _wait_policy(config, texts, args.wait_rounds)
     finally:
         stop_tiers("semray-bench")
         shutdown()
@@ -169,6 +173,46 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
         started_at=started_at,
         load_before=load_before,
     )
+
+
+def _wait_policy(config: Any, texts: list[str], rounds: int, batch: int = 75) -> dict[str, Any]:
+    """The embedder's replica as deployed (OpenMP threads sleep at barriers) against one whose
+    threads spin, two callers at once (as a cascade's proxy actors call it), rounds interleaved."""
+    from ray import serve
+
+    from semray.serving.deployments import CPU_MODEL_ENV, EmbedderServer
+
+    handles = {}
+    for policy, env in (("spinning", {}), ("passive", CPU_MODEL_ENV)):
+        options: dict[str, Any] = {"num_cpus": config.embedding.num_cpus}
+        if env:
+            options["runtime_env"] = {"env_vars": dict(env)}
+        deployment = serve.deployment(EmbedderServer).options(name=f"wait-{policy}", ray_actor_options=options)
+        handles[policy] = serve.run(deployment.bind(config, {}), name=f"semray-bench-wait-{policy}", route_prefix=None)
+    batches = [texts[i : i + batch] for i in range(0, len(texts), batch)]
+    for handle in handles.values():
+        handle.embed.remote(batches[0]).result()
+    seconds = {policy: 0.0 for policy in handles}
+    try:
+        for round_ in range(rounds):
+            order = list(handles) if round_ % 2 == 0 else list(handles)[::-1]
+            for policy in order:
+                started = time.perf_counter()
+                with ThreadPoolExecutor(2) as pool:
+                    list(pool.map(lambda b, h=handles[policy]: h.embed.remote(b).result(), batches))
+                seconds[policy] += time.perf_counter() - started
+    finally:
+        for policy in handles:
+            serve.delete(f"semray-bench-wait-{policy}")
+    texts_per_s = {policy: round(rounds * len(texts) / value, 1) for policy, value in seconds.items()}
+    return {
+        "rounds": rounds,
+        "texts": len(texts),
+        "batch": batch,
+        "texts_per_s": texts_per_s,
+        "passive_speedup": round(seconds["spinning"] / seconds["passive"], 3),
+        "load_after": load_average(),
+    }
 
 
 def _markdown(figures: dict[str, Any]) -> str:
@@ -197,8 +241,26 @@ def _markdown(figures: dict[str, Any]) -> str:
             f"{concurrency['one_batch_share_of_max']:.0%} |",
             f"| four callers at once | {concurrency['four_callers_s']} | {concurrency['four_callers_achieved']} | "
             f"{concurrency['four_callers_share_of_max']:.0%} |",
+            *_wait_policy_lines(figures.get("wait_policy")),
         ]
     )
+
+
+def _wait_policy_lines(wait: dict[str, Any] | None) -> list[str]:
+    if not wait:
+        return []
+    rate = wait["texts_per_s"]
+    return [
+        "",
+        f"Embedder replica, OpenMP threads spinning vs sleeping at barriers ({wait['rounds']} interleaved rounds of "
+        f"{wait['texts']} texts, batches of {wait['batch']}, two callers at once):",
+        "",
+        "| replica | texts/s |",
+        "| --- | --- |",
+        f"| spinning (OpenMP's default) | {rate['spinning']} |",
+        f"| passive (as deployed) | {rate['passive']} |",
+        f"| passive / spinning | {wait['passive_speedup']}x |",
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -210,6 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=50.0, help="the slow model's latency per call")
     parser.add_argument("--max-concurrency", type=int, default=8, help="the slow model's concurrency limit")
     parser.add_argument("--repeats", type=int, default=3, help="repeats per timed figure (median reported)")
+    parser.add_argument("--wait-rounds", type=int, default=4, help="interleaved rounds, spinning vs passive replica")
     return run_benchmark(NAME, parser, body, argv)
 
 

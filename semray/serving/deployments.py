@@ -44,7 +44,7 @@ from semray.serving.backends.embedder import SentenceEmbedder
 from semray.serving.backends.simulated import simulator_identity
 from semray.serving.cache import ResponseCache
 from semray.serving.capacity import check_capacity, read_cluster, tier_needs
-from semray.serving.config import TIER_NAMES, Prices, ServingConfig
+from semray.serving.config import TIER_NAMES, Prices, ServingConfig, TierConfig
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.deployed import (
     DeployedApp,
@@ -390,7 +390,7 @@ def _application(tier: str, config: ServingConfig, cache_path: str | None, descr
         "name": deployment_name(tier, tier_config.backend, described["digest"]),
         "num_replicas": tier_config.replicas,
         "max_ongoing_requests": tier_config.max_ongoing_requests,
-        "ray_actor_options": {"num_cpus": described["num_cpus"], "num_gpus": described["num_gpus"]},
+        "ray_actor_options": _actor_options(tier_config, described),
         "health_check_period_s": 5,
         # A replica whose constructor fails (a missing model folder or API-key variable) fails for
         # good: Serve's default of 20 tries only delays the error.
@@ -405,6 +405,23 @@ def _application(tier: str, config: ServingConfig, cache_path: str | None, descr
         return embedder.options(**options).bind(config, described)
     server: Any = serve.deployment(TierServer)
     return server.options(**options).bind(tier, config, cache_path, described)
+
+
+TORCH_BACKENDS = frozenset({"sentence_transformers", "hf"})
+
+CPU_MODEL_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+"""The environment of a replica that runs a torch model on the CPU. OpenMP's threads otherwise spin
+at each barrier while they wait for each other, burning cores the run's actors and other tiers
+need: two MiniLM replicas side by side on 2 shared cores, two callers each, embedded 1.2x more
+texts/s when their threads slept (``benchmarks/serving.py``, ``wait_policy``). Set before the
+replica's process starts: OpenMP reads it once, when torch loads."""
+
+
+def _actor_options(tier_config: TierConfig, described: dict[str, Any]) -> dict[str, Any]:
+    options: dict[str, Any] = {"num_cpus": described["num_cpus"], "num_gpus": described["num_gpus"]}
+    if tier_config.backend in TORCH_BACKENDS and tier_config.device == "cpu":
+        options["runtime_env"] = {"env_vars": dict(CPU_MODEL_ENV)}
+    return options
 
 
 def stop_tiers(prefix: str = "semray") -> None:

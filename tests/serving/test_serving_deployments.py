@@ -8,6 +8,7 @@ import pickle
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -79,6 +80,26 @@ def test_tiers_answer_batches_and_embed(handles: TierHandles, ray_settings: Sett
     assert vectors.shape == (4, 384) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert set(tier_status("semray-test").values()) == {"RUNNING"}
+
+
+def test_cpu_model_replicas_sleep_at_openmp_barriers(handles: TierHandles) -> None:
+    """The embedder's replica process has OMP_WAIT_POLICY=PASSIVE (set before torch loads); a
+    simulated tier's has not (it runs no torch). Replicas found by their process titles (local Ray)."""
+    handles.embed(TEXTS)
+    policies: dict[str, list[str | None]] = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            title = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if "ServeReplica:semray-test-" not in title:
+                continue
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        tier = title.split("ServeReplica:semray-test-", 1)[1].split(":", 1)[0]
+        policy = next((e.decode() for e in environ if e.startswith(b"OMP_WAIT_POLICY=")), None)
+        policies.setdefault(tier, []).append(policy)
+    assert policies.get("embedding") == ["OMP_WAIT_POLICY=PASSIVE"]
+    assert policies.get("small") == [None]
 
 
 def test_handles_pickle_into_ray_workers_and_restart_is_idempotent(

@@ -1,25 +1,27 @@
 """Ray Data execution of a cascade stage: score, calibrate, route (cost_model/cascade_routes.py decides).
 
-One pass over the stage's input to score it, a calibration on the driver, then one streaming pass
-that routes it while the small tier's threshold is still being chosen:
+One pass over the stage's input to score it, then a calibration in a task while the routing pass
+already starts:
 
 1. every row gets the embedding tier's proxy (similarity to the instruction, or the nearest
    label and its softmax confidence); the result is materialised, because the calibration
    sample is drawn over the whole input. The driver reads the row ids and proxies from those
    blocks (no further pass over the input);
-2. the driver draws the calibration sample (importance weights from the proxy) and has the large
+2. a task draws the calibration sample (importance weights from the proxy) and has the large
    tier label it, the sample's batches in flight at once (journaled under the operator's key, so
    the output reuses those answers and a resumed run finds them), then picks the embedding
    thresholds (``workers/cascade_calibration.py``);
-3. a streaming pass, two actor pools in a row: the small tier answers the rows the embedding tier
-   does not decide, and the large tier the rows nobody cheaper could decide; both tiers work at
-   the same time on different batches. Beside it a task has the small tier answer the drawn rows
-   the embedding tier leaves (under ``<key>:small``) and picks the small tier's confidence
-   threshold from those draws alone (`route_small` tries a fixed grid, so it needs no other
-   row's answer); the large tier's step waits for that threshold (``RouteRef``).
+3. meanwhile the routing pass starts, two actor pools in a row, so their start-up (processes,
+   imports, tier handles) is not on the cascade's critical path: the small tier answers the rows
+   the embedding tier does not decide, once the embedding thresholds are known, and the large
+   tier the rows nobody cheaper could decide; both tiers work at the same time on different
+   batches. Beside it a second task has the small tier answer the drawn rows the embedding tier
+   leaves (under ``<key>:small``) and picks the small tier's confidence threshold from those draws
+   alone (`route_small` tries a fixed grid, so it needs no other row's answer); the large tier's
+   step waits for that threshold (``RouteRef``).
 
 The calibration draws, their labels and the chosen thresholds are journaled under
-``<key>:calibration`` (by the task, once the route is whole); the route is logged as
+``<key>:calibration`` (by the second task, once the route is whole); the route is logged as
 ``cascade_route``. Should the threshold decide nothing, the small tier's answers for the routed
 rows were bought in vain, as they were when the small tier answered every row before routing.
 
@@ -52,6 +54,7 @@ from semray.pipeline.workers.cascade_rounds import CascadeRounds
 from semray.pipeline.workers.metering import named_udf, operator_name
 from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
 from semray.tasks import TaskKind
+from semray.transactions import BatchLedger
 
 log = get_logger(__name__)
 
@@ -85,34 +88,22 @@ def build_cascade(stage: CascadeStage, context: ExecutionContext) -> rd.Dataset:
     large = SemanticBatchUDF(cascade_tiers.on_tier(task, "large"), stage.operator_key, tiers, context.ledger)
     small = SemanticBatchUDF(cascade_tiers.on_tier(task, "small"), stage.operator_key + ":small", tiers, context.ledger)
     ids, proxy, proxy_label = _proxy_columns(blocks)
-    seed = cascade_calibration.calibration_seed(stage)
-    calibration = cascade_calibration.calibrate_embedding(
-        stage, target, large, ids, proxy, proxy_label, lambda sample: _rows(blocks, sample), seed
+    # Calibration and the small threshold's choice run as tasks, so the routing pass's actor pools
+    # start (their processes, imports and tier handles) while the large tier labels the draws; each
+    # pool waits for what it needs at its first batch. The block references travel inside a list, so
+    # Ray hands them over unresolved.
+    calibrated, embedding_route = _calibrate.remote(
+        stage, target, large, ids, proxy, proxy_label, [blocks], cascade_calibration.calibration_seed(stage)
     )
-    sample = frozenset(calibration.sample)
-    if not calibration.route.uses_small or calibration.design is None:
-        cascade_calibration.journal_route(
-            stage, context.ledger, calibration.route, ids, proxy, calibration.sample, calibration.large_keys
-        )
-        direct: rd.Dataset = proxied.map_batches(
-            named_udf(cascade_tiers.FinalUDF, f"{name} route"),
-            fn_constructor_args=(large, calibration.route, sample),
-            **pool,
-        )
-        return direct
-    # The small tier's threshold is chosen by a task while the routing pass already runs: the small
-    # tier answers the rows the embedding tier leaves at the same time as it answers the draws, and
-    # only the large tier's step waits for the threshold.
-    drawn = _rows(blocks, calibration.sample)
-    chosen = _choose_small_route.remote(stage, calibration, small, proxy, drawn, ids, context.ledger)
+    chosen = _choose_route.remote(stage, calibrated, small, proxy, [blocks], ids, context.ledger)
     routed = proxied.map_batches(
         named_udf(cascade_tiers.SmallUDF, f"{name} small tier"),
-        fn_constructor_args=(small, calibration.route, sample),
+        fn_constructor_args=(small, RouteRef(embedding_route)),
         **pool,
     )
     final: rd.Dataset = routed.map_batches(
         named_udf(cascade_tiers.FinalUDF, f"{name} route"),
-        fn_constructor_args=(large, RouteRef(chosen), sample),
+        fn_constructor_args=(large, RouteRef(chosen)),
         **pool,
     )
     return final
@@ -120,20 +111,58 @@ def build_cascade(stage: CascadeStage, context: ExecutionContext) -> rd.Dataset:
 
 @dataclass(frozen=True, slots=True)
 class RouteRef:
-    """A route whose small-tier threshold `_choose_small_route` is still choosing
-    (``cascade_tiers.RouteToCome``). The reference is held inside this value, so Ray passes it to
-    the routing actors unresolved; each waits for it at its first batch."""
+    """A route and its calibration sample that a task is still choosing (``cascade_tiers.RouteToCome``).
+    The reference is held inside this value, so Ray passes it to the routing actors unresolved;
+    each waits for it at its first batch."""
 
     ref: Any
-    """``ray.ObjectRef`` of the `router.Route`."""
+    """``ray.ObjectRef`` of a (`router.Route`, sample) pair."""
 
-    def resolve(self) -> router.Route:
-        route: router.Route = ray.get(self.ref)
-        return route
+    def resolve(self) -> tuple[router.Route, frozenset[str]]:
+        route, sample = ray.get(self.ref)
+        return route, frozenset(sample)
 
 
-# No CPU: it waits on the small tier. Not retried: a retry would ask again what the journal holds.
-_choose_small_route = ray.remote(num_cpus=0, max_retries=0)(cascade_calibration.choose_small_route)
+def _calibrate_embedding(
+    stage: CascadeStage,
+    target: router.Target,
+    large: SemanticBatchUDF,
+    ids: list[str],
+    proxy: np.ndarray,
+    proxy_label: np.ndarray,
+    blocks: list[Sequence[Any]],
+    seed: int,
+) -> tuple[cascade_calibration.Calibration, tuple[router.Route, list[str]]]:
+    """The calibration of the embedding stage, and the part of it the small tier's pass needs."""
+    calibration = cascade_calibration.calibrate_embedding(
+        stage, target, large, ids, proxy, proxy_label, lambda sample: _rows(blocks[0], sample), seed
+    )
+    return calibration, (calibration.route, calibration.sample)
+
+
+def _choose_small_route(
+    stage: CascadeStage,
+    calibration: cascade_calibration.Calibration,
+    small: SemanticBatchUDF,
+    proxy: np.ndarray,
+    blocks: list[Sequence[Any]],
+    ids: list[str],
+    ledger: BatchLedger | None,
+) -> tuple[router.Route, list[str]]:
+    """The whole route (journaled) and the sample: the small tier's threshold from its answers for
+    the drawn rows, when the route has a small stage."""
+    if not calibration.route.uses_small or calibration.design is None:
+        route = calibration.route
+        cascade_calibration.journal_route(stage, ledger, route, ids, proxy, calibration.sample, calibration.large_keys)
+    else:
+        drawn = _rows(blocks[0], calibration.sample)
+        route = cascade_calibration.choose_small_route(stage, calibration, small, proxy, drawn, ids, ledger)
+    return route, calibration.sample
+
+
+# No CPU: they wait on the tiers. Not retried: a retry would ask again what the journal holds.
+_calibrate = ray.remote(num_cpus=0, max_retries=0, num_returns=2)(_calibrate_embedding)
+_choose_route = ray.remote(num_cpus=0, max_retries=0)(_choose_small_route)
 
 
 def _pool(stage: CascadeStage, context: ExecutionContext) -> dict[str, Any]:

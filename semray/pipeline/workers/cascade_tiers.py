@@ -37,11 +37,12 @@ SMALL_KEY = "__small_key"
 
 
 class RouteToCome(Protocol):
-    """A route whose small-tier threshold is still being chosen elsewhere (a Ray task:
-    ``pipeline/ray/cascade.RouteRef``); ``resolve`` waits for it. Picklable, so the routing actors
-    get it with their constructor arguments and wait at their first batch."""
+    """A route and its calibration sample still being chosen elsewhere (a Ray task:
+    ``pipeline/ray/cascade.RouteRef``); ``resolve`` waits for them. Picklable, so the routing actors
+    get it with their constructor arguments (and start while it is chosen) and wait at their first
+    batch."""
 
-    def resolve(self) -> router.Route: ...
+    def resolve(self) -> tuple[router.Route, frozenset[str]]: ...
 
 
 def small_decides(route: router.Route) -> bool:
@@ -169,17 +170,22 @@ class SmallUDF:
 
     Drawn rows (``sample``) are not asked: they take the large tier's answer, bought to calibrate.
     ``route`` needs only its embedding thresholds (the small tier's is chosen from the draws, and
-    may still be coming when this runs).
+    may still be coming when this runs); a ``RouteToCome`` (route and sample) is waited for at the
+    first batch. A route without a small stage asks nothing (its columns stay null).
     """
 
-    def __init__(self, small: SemanticBatchUDF, route: router.Route, sample: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, small: SemanticBatchUDF, route: router.Route | RouteToCome, sample: frozenset[str] = frozenset()
+    ) -> None:
         self.small = small
         self.route = route
         self.sample = sample
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        if not isinstance(self.route, router.Route):
+            self.route, self.sample = self.route.resolve()
         proxy = batch.column(PROXY).to_numpy()
-        asked = ~self.route.embedding_decides(proxy)
+        asked = ~self.route.embedding_decides(proxy) & self.route.uses_small
         if self.sample:
             asked &= ~np.array([row_id in self.sample for row_id in batch.column(ROW_ID).to_pylist()], dtype=bool)
         schema = self.small.answers_schema()
@@ -200,10 +206,12 @@ class SmallUDF:
 class FinalUDF:
     """Gives each row the answer of the tier that decides it; asks the large tier for the rest.
 
-    A ``RouteToCome`` is waited for at the first non-empty batch (then kept).
+    A ``RouteToCome`` (route and sample) is waited for at the first non-empty batch (then kept).
     """
 
-    def __init__(self, large: SemanticBatchUDF, route: router.Route | RouteToCome, sample: frozenset[str]) -> None:
+    def __init__(
+        self, large: SemanticBatchUDF, route: router.Route | RouteToCome, sample: frozenset[str] = frozenset()
+    ) -> None:
         self.large = large
         self.route = route
         self.sample = sample
@@ -212,7 +220,9 @@ class FinalUDF:
         user = user_columns(batch)
         if batch.num_rows == 0:
             return self.large.apply(user, self.large.answers_schema().empty_table())
-        route = self.route = self.route if isinstance(self.route, router.Route) else self.route.resolve()
+        if not isinstance(self.route, router.Route):
+            self.route, self.sample = self.route.resolve()
+        route = self.route
         proxy = batch.column(PROXY).to_numpy()
         small_confidence = (
             batch.column(SMALL_CONFIDENCE).fill_null(router.NOT_ASKED).to_numpy()
