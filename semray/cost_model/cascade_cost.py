@@ -1,5 +1,5 @@
 """The price of a cascade: embedding tier on every row, calibration labels and undecided rows on
-the large tier, the small tier on the rows the embedding tier leaves.
+the large tier, the small tier on every row.
 
 A row-wise operator that can cascade (a SemFilter, a SemClassify, a score SemMap; see
 ``Semantic.cascade_target``) priced on the ``"cascade"`` tier runs as `semray.pipeline.ray.cascade`
@@ -11,7 +11,8 @@ runs it, so over ``N`` input rows with target ``labels`` calibration draws:
   and answers the rows nobody cheaper decides, ``l = 1 - e - s`` of the rest:
   ``large rows = L + l (N - L)`` with ``L = min(labels, N)`` (drawn rows are as likely as
   any to be undecided; they favour uncertain rows, so this errs high);
-* the **small** tier answers every row the embedding tier leaves, ``(1 - e) N`` rows, and
+* the **small** tier answers every row, ``N`` rows (the draws while the large tier labels them,
+  the rest while the calibration runs, so before the embedding tier's thresholds are known), and
   decides a share ``s`` of all rows (recall and precision targets skip it: ``s = 0``).
 
 Each tier's rows are priced by `semray.cost_model.plan_cost.model_estimate` with the
@@ -45,7 +46,7 @@ in the estimate's ``assumed``.
 >>> cascade = estimate_plan(plan, stats, profiles).operator("")
 >>> split = cascade.cascade
 >>> (round(split.small_rows.value), round(split.large_rows.value), round(cascade.quality, 4))
-(7000, 2160, 0.855)
+(10000, 2160, 0.855)
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ def cascade_estimate(
         large_share=large,
         labels=labels,
         embedding_rows=ZERO if kind == TaskKind.SCORE else rows,
-        small_rows=ZERO if target.metric != "accuracy" else rows * _complement(embedding),
+        small_rows=ZERO if target.metric != "accuracy" else rows,
         large_rows=labels + rest * large,
     )
     parts = [

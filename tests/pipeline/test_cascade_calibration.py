@@ -15,7 +15,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -23,12 +22,7 @@ from test_limit_cascade_rounds import FakeTiers, Tickets, cascade, journaled_cal
 
 from semray.cost_model import cascade_routes as router
 from semray.pipeline.stages.semantic import SemanticTask
-from semray.pipeline.workers.cascade_calibration import (
-    answer_at_once,
-    calibrate,
-    calibrate_embedding,
-    choose_small_route,
-)
+from semray.pipeline.workers.cascade_calibration import answer_at_once, calibrate
 from semray.pipeline.workers.cascade_tiers import EMBEDDING_SUFFIX, PROXY, PROXY_LABEL, ProxyUDF
 from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
 from semray.serving.contract import ModelRequest, ModelResponse
@@ -65,6 +59,25 @@ class OverlapTiers(FakeTiers):
                 self.in_flight["now"] -= 1
 
 
+@dataclass
+class BothTiersTiers(FakeTiers):
+    """`FakeTiers` whose batches wait (up to ``patience_s``) until the other tier has a batch in
+    flight too: ``together`` turns True only when the small and the large tier are asked at once."""
+
+    patience_s: float = 2.0
+    started: dict[str, threading.Event] = field(
+        default_factory=lambda: {"small": threading.Event(), "large": threading.Event()}
+    )
+    together: list[bool] = field(default_factory=list)
+
+    def generate(self, tier: str, requests: Sequence[ModelRequest]) -> list[ModelResponse]:
+        self.started[tier].set()
+        other = "large" if tier == "small" else "small"
+        if self.started[other].wait(self.patience_s) and not self.together:
+            self.together.append(True)
+        return super().generate(tier, requests)
+
+
 @pytest.fixture
 def run(tmp_path: Path) -> Iterator[Run]:
     with open_run(Settings(state_dir=tmp_path), plan={"test": "cascade calibration"}, output=None) as opened:
@@ -86,9 +99,9 @@ def test_a_calibration_sample_goes_to_the_tier_in_batches_at_once(run: Run) -> N
     assert tiers.calls["large"] == 200 and journaled_calls(run) == 200  # each row asked and paid once
 
 
-def test_the_small_tier_is_asked_only_about_drawn_rows_before_the_route_is_chosen(run: Run) -> None:
+def test_the_tiers_are_asked_only_about_drawn_rows_and_at_once_before_the_route_is_chosen(run: Run) -> None:
     tickets = Tickets.generate(1_000)
-    tiers = FakeTiers(tickets)
+    tiers = BothTiersTiers(tickets)
     stage = cascade()
     proxied = ProxyUDF(stage.task, tiers, tiers.embed(["is urgent"])[0], None)(next(tickets.batches(1_000)))  # type: ignore[arg-type]
     proxied = proxied.sort_by("_rowid")
@@ -104,21 +117,22 @@ def test_the_small_tier_is_asked_only_about_drawn_rows_before_the_route_is_chose
 
     target = router.Target("filter", "accuracy", 0.9, 0.05, stage.labels)
     calibration = calibrate(
-        stage, target, large, small, ids, proxy, proxied.column(PROXY_LABEL).to_numpy(), rows_of, seed=1
+        stage, target, large, small, ids, proxy, proxied.column(PROXY_LABEL).to_numpy(), rows_of, 1, run.ledger
     )
     route = calibration.route
     assert math.isfinite(route.small_confidence), "the route is whole: the small tier's threshold is chosen"
     drawn = set(calibration.sample)
-    decided = dict(zip(ids, route.embedding_decides(np.asarray(proxy)), strict=True))
     assert tiers.asked["large"] == drawn
-    assert tiers.asked["small"] == {row_id for row_id in drawn if not decided[row_id]}
-    assert len(tiers.asked["small"]) < len(ids) - sum(decided.values()), "not every row the embedding leaves"
+    assert tiers.asked["small"] == drawn, "the small tier answers the draws while the large tier labels them"
+    assert len(drawn) < len(ids)
+    assert tiers.together, "the two tiers were asked at once"
+    assert run.ledger.committed(stage.operator_key + ":calibration", "route") is not None, "the route is journaled"
 
 
 def test_a_resumed_calibration_pays_for_nothing_again(tmp_path: Path) -> None:
-    """What the whole-input cascade does before it routes (`calibrate_embedding` on the driver, then
-    `choose_small_route`, which a Ray task runs), in a run and again in its resumed attempt: the
-    second attempt asks no tier anything and reaches the same route, journaled once."""
+    """What the whole-input cascade's calibration task does before the large tier routes
+    (`calibrate`), in a run and again in its resumed attempt: the second attempt asks no tier
+    anything and reaches the same route, journaled once."""
     tickets = Tickets.generate(1_000)
     stage = cascade()
     settings = Settings(state_dir=tmp_path)
@@ -136,9 +150,7 @@ def test_a_resumed_calibration_pays_for_nothing_again(tmp_path: Path) -> None:
 
         target = router.Target("filter", "accuracy", 0.9, 0.05, stage.labels)
         label = proxied.column(PROXY_LABEL).to_numpy()
-        calibration = calibrate_embedding(stage, target, large, ids, proxy, label, rows_of, seed=1)
-        drawn = rows_of(calibration.sample)
-        return choose_small_route(stage, calibration, small, proxy, drawn, ids, opened.ledger)
+        return calibrate(stage, target, large, small, ids, proxy, label, rows_of, 1, opened.ledger).route
 
     first_tiers = FakeTiers(tickets)
     with open_run(settings, plan={"test": "cascade resume"}, output=None) as first:

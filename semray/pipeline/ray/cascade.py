@@ -1,29 +1,27 @@
 """Ray Data execution of a cascade stage: score, calibrate, route (cost_model/cascade_routes.py decides).
 
 One pass over the stage's input to score it, then a calibration in a task while the routing pass
-already starts:
+already runs:
 
 1. every row gets the embedding tier's proxy (similarity to the instruction, or the nearest
    label and its softmax confidence); the result is materialised, because the calibration
    sample is drawn over the whole input. The driver reads the row ids and proxies from those
    blocks (no further pass over the input);
 2. a task draws the calibration sample (importance weights from the proxy) and has the large
-   tier label it, the sample's batches in flight at once (journaled under the operator's key, so
-   the output reuses those answers and a resumed run finds them), then picks the embedding
-   thresholds (``workers/cascade_calibration.py``);
-3. meanwhile the routing pass starts, two actor pools in a row, so their start-up (processes,
-   imports, tier handles) is not on the cascade's critical path: the small tier answers the rows
-   the embedding tier does not decide, once the embedding thresholds are known, and the large
-   tier the rows nobody cheaper could decide; both tiers work at the same time on different
-   batches. Beside it a second task has the small tier answer the drawn rows the embedding tier
-   leaves (under ``<key>:small``) and picks the small tier's confidence threshold from those draws
-   alone (`route_small` tries a fixed grid, so it needs no other row's answer); the large tier's
-   step waits for that threshold (``RouteRef``).
+   tier label it while the small tier answers the same rows, each sample's batches in flight at
+   once (journaled under the operator's key and ``<key>:small``, so the output reuses those answers
+   and a resumed run finds them); it picks the embedding thresholds from the labels and the small
+   tier's confidence threshold from its answers for the draws alone (`route_small` tries a fixed
+   grid, so it needs no other row's answer) (``workers/cascade_calibration.py``);
+3. meanwhile a streaming pass of two actor pools in a row: the small tier answers every row not
+   drawn (the driver draws the same rows with the same seed), so its work and the pools' start-up
+   (processes, imports, tier handles) overlap the calibration; the large tier's step waits for the
+   route (``RouteRef``) and answers the rows nobody cheaper could decide, both tiers working at the
+   same time on different batches. The small tier's answers for rows the embedding tier decides are
+   bought in vain: cheap next to waiting for the embedding thresholds.
 
 The calibration draws, their labels and the chosen thresholds are journaled under
-``<key>:calibration`` (by the second task, once the route is whole); the route is logged as
-``cascade_route``. Should the threshold decide nothing, the small tier's answers for the routed
-rows were bought in vain, as they were when the small tier answered every row before routing.
+``<key>:calibration``; the route is logged as ``cascade_route``.
 
 Under a LIMIT that needs more rows than the calibration labels, ``CascadeRounds`` does the same on
 the driver, one round of rows at a time: it calibrates on the first round and routes the later
@@ -88,19 +86,21 @@ def build_cascade(stage: CascadeStage, context: ExecutionContext) -> rd.Dataset:
     large = SemanticBatchUDF(cascade_tiers.on_tier(task, "large"), stage.operator_key, tiers, context.ledger)
     small = SemanticBatchUDF(cascade_tiers.on_tier(task, "small"), stage.operator_key + ":small", tiers, context.ledger)
     ids, proxy, proxy_label = _proxy_columns(blocks)
-    # Calibration and the small threshold's choice run as tasks, so the routing pass's actor pools
-    # start (their processes, imports and tier handles) while the large tier labels the draws; each
-    # pool waits for what it needs at its first batch. The block references travel inside a list, so
-    # Ray hands them over unresolved.
-    calibrated, embedding_route = _calibrate.remote(
-        stage, target, large, ids, proxy, proxy_label, [blocks], cascade_calibration.calibration_seed(stage)
-    )
-    chosen = _choose_route.remote(stage, calibrated, small, proxy, [blocks], ids, context.ledger)
-    routed = proxied.map_batches(
-        named_udf(cascade_tiers.SmallUDF, f"{name} small tier"),
-        fn_constructor_args=(small, RouteRef(embedding_route)),
-        **pool,
-    )
+    seed = cascade_calibration.calibration_seed(stage)
+    # The calibration runs in a task while the routing pass starts: its actor pools start up (their
+    # processes, imports, tier handles) and the small tier answers every row the calibration did not
+    # draw while the large tier labels the draws; the large tier's step waits for the route. The
+    # draw is made here too (the same seed: the same rows), so the small tier knows which rows it
+    # need not ask. The block references travel inside a list: Ray hands them over unresolved.
+    _, sample = cascade_calibration.draw(target, ids, proxy, seed)
+    chosen = _calibrate.remote(stage, target, large, small, ids, proxy, proxy_label, [blocks], seed, context.ledger)
+    routed = proxied
+    if router.Route(target).uses_small:
+        routed = proxied.map_batches(
+            named_udf(cascade_tiers.SmallUDF, f"{name} small tier"),
+            fn_constructor_args=(small, router.Route(target), frozenset(sample)),
+            **pool,
+        )
     final: rd.Dataset = routed.map_batches(
         named_udf(cascade_tiers.FinalUDF, f"{name} route"),
         fn_constructor_args=(large, RouteRef(chosen)),
@@ -123,46 +123,27 @@ class RouteRef:
         return route, frozenset(sample)
 
 
-def _calibrate_embedding(
+def _calibrated_route(
     stage: CascadeStage,
     target: router.Target,
     large: SemanticBatchUDF,
+    small: SemanticBatchUDF,
     ids: list[str],
     proxy: np.ndarray,
     proxy_label: np.ndarray,
     blocks: list[Sequence[Any]],
     seed: int,
-) -> tuple[cascade_calibration.Calibration, tuple[router.Route, list[str]]]:
-    """The calibration of the embedding stage, and the part of it the small tier's pass needs."""
-    calibration = cascade_calibration.calibrate_embedding(
-        stage, target, large, ids, proxy, proxy_label, lambda sample: _rows(blocks[0], sample), seed
-    )
-    return calibration, (calibration.route, calibration.sample)
-
-
-def _choose_small_route(
-    stage: CascadeStage,
-    calibration: cascade_calibration.Calibration,
-    small: SemanticBatchUDF,
-    proxy: np.ndarray,
-    blocks: list[Sequence[Any]],
-    ids: list[str],
     ledger: BatchLedger | None,
 ) -> tuple[router.Route, list[str]]:
-    """The whole route (journaled) and the sample: the small tier's threshold from its answers for
-    the drawn rows, when the route has a small stage."""
-    if not calibration.route.uses_small or calibration.design is None:
-        route = calibration.route
-        cascade_calibration.journal_route(stage, ledger, route, ids, proxy, calibration.sample, calibration.large_keys)
-    else:
-        drawn = _rows(blocks[0], calibration.sample)
-        route = cascade_calibration.choose_small_route(stage, calibration, small, proxy, drawn, ids, ledger)
-    return route, calibration.sample
+    """The whole route (journaled) and the calibration sample."""
+    calibration = cascade_calibration.calibrate(
+        stage, target, large, small, ids, proxy, proxy_label, lambda sample: _rows(blocks[0], sample), seed, ledger
+    )
+    return calibration.route, calibration.sample
 
 
-# No CPU: they wait on the tiers. Not retried: a retry would ask again what the journal holds.
-_calibrate = ray.remote(num_cpus=0, max_retries=0, num_returns=2)(_calibrate_embedding)
-_choose_route = ray.remote(num_cpus=0, max_retries=0)(_choose_small_route)
+# No CPU: it waits on the tiers. Not retried: a retry would ask again what the journal holds.
+_calibrate = ray.remote(num_cpus=0, max_retries=0)(_calibrated_route)
 
 
 def _pool(stage: CascadeStage, context: ExecutionContext) -> dict[str, Any]:

@@ -1,23 +1,21 @@
 """A cascade's calibration: the sample the large tier labels, and the thresholds it buys.
 
 Over a population of rows with their embedding proxies (sorted by row id, so the draw does not
-depend on block order) the calibration sample is drawn with importance weights from the proxy,
-the large tier labels it (journaled under the operator's key, so the output reuses those answers
-and a resumed run finds them), and ``cost_model/cascade_routes.py`` picks the embedding
-thresholds (`calibrate_embedding`); then the small tier answers the drawn rows the embedding tier
-leaves (journaled under ``<key>:small``) and its confidence threshold is chosen from those draws
-alone (`calibrate_small`: the thresholds tried are a grid fixed before any row is seen, so no other
-row's answer is needed). A sample's batches go to a tier at once (`answer_at_once`), so a
-calibration costs about one round trip per tier, not one per batch. The draws, their labels and
-the route are journaled under ``<key>:calibration`` (``journal_route``). Used over a whole input
-(``pipeline/ray/cascade.py``, where `choose_small_route` runs in a task beside the routing pass)
-and over the rounds under a LIMIT (``cascade_rounds.CascadeRounds``, `calibrate`).
+depend on block order) the calibration sample is drawn with importance weights from the proxy
+(`draw`); the large tier labels it (journaled under the operator's key, so the output reuses those
+answers and a resumed run finds them) while the small tier answers the same rows (journaled under
+``<key>:small``); ``cost_model/cascade_routes.py`` picks the embedding thresholds from the labels
+and the small tier's confidence threshold from its answers for the drawn rows the embedding tier
+leaves (the thresholds tried are a grid fixed before any row is seen, so no other row's answer is
+needed). A sample's batches go to a tier at once (`answer_at_once`), so a calibration costs about
+one round trip per tier, not one per batch. The draws, their labels and the route are journaled
+under ``<key>:calibration`` (``journal_route``). Used over a whole input (``pipeline/ray/cascade.py``,
+in a task beside the routing pass) and over the rounds under a LIMIT (``cascade_rounds.CascadeRounds``).
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import threading
 from collections.abc import Callable
@@ -26,7 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from semray.cost_model import cascade_routes as router
 from semray.cost_model.sampling import SampleDesign
@@ -52,6 +49,15 @@ class Calibration:
     large_keys: dict[str, str | None]
 
 
+def draw(target: router.Target, ids: list[str], proxy: np.ndarray, seed: int) -> tuple[SampleDesign | None, list[str]]:
+    """The calibration draws over the rows ``ids`` (sorted) by their proxies, and the rows they are
+    (deterministic: the same seed draws the same rows, so a resumed run and the routing pass agree)."""
+    if not ids:
+        return None, []
+    design = router.draw_calibration(target, proxy, seed=seed)
+    return design, [ids[int(i)] for i in design.rows_to_label]
+
+
 def calibrate(
     stage: CascadeStage,
     target: router.Target,
@@ -62,36 +68,31 @@ def calibrate(
     proxy_label: np.ndarray,
     rows_of: Callable[[list[str]], pa.Table],
     seed: int,
+    ledger: BatchLedger | None,
+    *,
+    at_once: bool = True,
 ) -> Calibration:
-    """The whole route of the rows ``ids`` (sorted): the embedding thresholds from the large tier's
-    labels of an importance-weighted draw, then the small tier's threshold from its answers for
-    the drawn rows the embedding tier leaves. Only drawn rows are asked here (``rows_of`` gives
-    them): the small tier answers the others while they are routed."""
-    calibration = calibrate_embedding(stage, target, large, ids, proxy, proxy_label, rows_of, seed)
-    if not calibration.route.uses_small or calibration.design is None:
-        return calibration
-    route = calibrate_small(stage, calibration, small, proxy, rows_of)
-    return dataclasses.replace(calibration, route=route)
+    """The whole route of the rows ``ids`` (sorted), journaled: the large tier labels the
+    importance-weighted draws, the embedding thresholds come from the labels, and the small tier's
+    threshold from its answers for the drawn rows the embedding tier leaves. Only drawn rows are
+    asked here (``rows_of`` gives them): the small tier answers the others while they are routed.
 
-
-def calibrate_embedding(
-    stage: CascadeStage,
-    target: router.Target,
-    large: SemanticBatchUDF,
-    ids: list[str],
-    proxy: np.ndarray,
-    proxy_label: np.ndarray,
-    rows_of: Callable[[list[str]], pa.Table],
-    seed: int,
-) -> Calibration:
-    """Draw the calibration sample over the rows ``ids`` (sorted) by their proxies, buy the large
-    tier's answers for it (``rows_of`` gives the sampled rows) and choose the embedding thresholds."""
-    if not ids:
-        return Calibration(router.Route(target), None, [], {})
+    ``at_once``: the small tier answers every draw while the large tier labels them (its answers
+    do not depend on the labels), which saves a round trip of wall time and buys the small tier's
+    answers for the draws the embedding tier decides in vain; otherwise it is asked after the
+    labels, only about the draws the embedding tier leaves (the fewest calls: under a LIMIT)."""
+    design, sample = draw(target, ids, proxy, seed)
+    if design is None:
+        route = router.Route(target)
+        journal_route(stage, ledger, route, ids, proxy, sample, {})
+        return Calibration(route, None, sample, {})
     task = stage.task
-    design = router.draw_calibration(target, proxy, seed=seed)
-    sample = [ids[int(i)] for i in design.rows_to_label]
-    large_answers = answer_at_once(large, rows_of(sample), stage.batch_rows)
+    rows = rows_of(sample)
+    uses_small = router.Route(target).uses_small
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="semray-calibration-small") as pool:
+        asked = pool.submit(answer_at_once, small, rows, stage.batch_rows) if uses_small and at_once else None
+        large_answers = answer_at_once(large, rows, stage.batch_rows)
+        small_answers = asked.result() if asked is not None else None
     large_keys = dict(zip(large_answers.column(ROW_ID).to_pylist(), answer_keys(large_answers, task), strict=True))
     of_rows = [large_keys.get(row_id) for row_id in sample]
     large_yes = design.labels_of_draws([1.0 if key == "true" else 0.0 for key in of_rows])
@@ -109,62 +110,39 @@ def calibrate_embedding(
             low=round(kept.low, 4),
             high=round(kept.high, 4),
         )
+    if uses_small and small_answers is None:
+        decided = route.embedding_decides(proxy)
+        left = [row_id for row_id, index in zip(sample, design.rows_to_label, strict=True) if not decided[int(index)]]
+        small_answers = answer_at_once(small, rows_of(left), stage.batch_rows)
+    if small_answers is not None:
+        route = _route_small(route, design, sample, small_answers, small.task, large_keys, proxy)
+    journal_route(stage, ledger, route, ids, proxy, sample, large_keys)
     return Calibration(route, design, sample, large_keys)
 
 
-def calibrate_small(
-    stage: CascadeStage,
-    calibration: Calibration,
-    small: SemanticBatchUDF,
+def _route_small(
+    route: router.Route,
+    design: SampleDesign,
+    sample: list[str],
+    answers: pa.Table,
+    task: SemanticTask,
+    large_keys: dict[str, str | None],
     proxy: np.ndarray,
-    rows_of: Callable[[list[str]], pa.Table],
 ) -> router.Route:
     """The route with the small tier's confidence threshold, from its answers for the drawn rows
-    the embedding tier does not decide (the others count as correct at this stage)."""
-    design = calibration.design
-    if design is None:
-        return calibration.route
-    route = calibration.route
-    drawn = design.rows_to_label
-    decided = route.embedding_decides(proxy)
-    asked = [row_id for row_id, index in zip(calibration.sample, drawn, strict=True) if not decided[int(index)]]
-    answers = answer_at_once(small, rows_of(asked), stage.batch_rows) if asked else small.answers_schema().empty_table()
+    (those the embedding tier decides count as correct at this stage: `route_small`)."""
     answered = answers.column(ROW_ID).to_pylist()
-    keys = dict(zip(answered, answer_keys(answers, small.task), strict=True))
+    keys = dict(zip(answered, answer_keys(answers, task), strict=True))
     confidences = dict(zip(answered, answers.column(CONFIDENCE).to_pylist(), strict=True))
     small_confidence = np.full(proxy.shape[0], router.NOT_ASKED)
-    for row_id, index in zip(calibration.sample, drawn, strict=True):
+    for row_id, index in zip(sample, design.rows_to_label, strict=True):
         value = confidences.get(row_id)
         if value is not None and keys.get(row_id) is not None:
             small_confidence[int(index)] = float(value)
     correct = design.labels_of_draws(
-        [
-            float(keys.get(row_id) is not None and keys.get(row_id) == calibration.large_keys.get(row_id))
-            for row_id in calibration.sample
-        ]
+        [float(keys.get(row_id) is not None and keys.get(row_id) == large_keys.get(row_id)) for row_id in sample]
     )
     return router.route_small(route, proxy, small_confidence, design, correct)
-
-
-def choose_small_route(
-    stage: CascadeStage,
-    calibration: Calibration,
-    small: SemanticBatchUDF,
-    proxy: np.ndarray,
-    drawn: pa.Table,
-    ids: list[str],
-    ledger: BatchLedger | None,
-) -> router.Route:
-    """The whole route, from the embedding stage's route and the small tier's answers for the drawn
-    rows (``drawn``: the sample's rows), journaled. Run in a Ray task beside the routing pass
-    (``pipeline/ray/cascade.py``), whose large-tier step waits for it."""
-
-    def rows_of(row_ids: list[str]) -> pa.Table:
-        return drawn.filter(pc.is_in(drawn.column(ROW_ID), pa.array(row_ids, pa.string())))
-
-    route = calibrate_small(stage, calibration, small, proxy, rows_of)
-    journal_route(stage, ledger, route, ids, proxy, calibration.sample, calibration.large_keys)
-    return route
 
 
 CALIBRATION_CALLS = 8

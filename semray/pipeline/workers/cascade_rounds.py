@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from semray.cost_model import cascade_routes as router
 from semray.operators.schema import ROW_ID
 from semray.pipeline.stages.semantic import CascadeStage
-from semray.pipeline.workers.cascade_calibration import calibrate, calibration_seed, cascade_target, journal_route
+from semray.pipeline.workers.cascade_calibration import calibrate, calibration_seed, cascade_target
 from semray.pipeline.workers.cascade_tiers import (
     EMBEDDING_SUFFIX,
     PROXY,
@@ -107,9 +107,18 @@ class CascadeRounds:
             return population.filter(pc.is_in(population.column(ROW_ID), pa.array(row_ids, pa.string())))
 
         seed = calibration_seed(self.stage) + self.calibrations
-        calibration = calibrate(self.stage, target, self.large, self.small, ids, proxy, proxy_label, rows_of, seed)
-        journal_route(
-            self.stage, self.ledger, calibration.route, ids, proxy, calibration.sample, calibration.large_keys
+        calibration = calibrate(
+            self.stage,
+            target,
+            self.large,
+            self.small,
+            ids,
+            proxy,
+            proxy_label,
+            rows_of,
+            seed,
+            self.ledger,
+            at_once=False,
         )
         self.route, self.calibrations, self.calibrated_rows = calibration.route, self.calibrations + 1, seen
         return frozenset(calibration.sample) & frozenset(str(value) for value in proxied.column(ROW_ID).to_pylist())

@@ -170,22 +170,20 @@ class SmallUDF:
 
     Drawn rows (``sample``) are not asked: they take the large tier's answer, bought to calibrate.
     ``route`` needs only its embedding thresholds (the small tier's is chosen from the draws, and
-    may still be coming when this runs); a ``RouteToCome`` (route and sample) is waited for at the
-    first batch. A route without a small stage asks nothing (its columns stay null).
+    may still be coming when this runs). Over a whole input it runs while the calibration is still
+    labelling the draws, with a route that has no embedding thresholds yet: it asks every row not
+    drawn (the rows the embedding tier will decide too: the small tier's answers for those are
+    bought in vain, cheap next to waiting for the route).
     """
 
-    def __init__(
-        self, small: SemanticBatchUDF, route: router.Route | RouteToCome, sample: frozenset[str] = frozenset()
-    ) -> None:
+    def __init__(self, small: SemanticBatchUDF, route: router.Route, sample: frozenset[str] = frozenset()) -> None:
         self.small = small
         self.route = route
         self.sample = sample
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        if not isinstance(self.route, router.Route):
-            self.route, self.sample = self.route.resolve()
         proxy = batch.column(PROXY).to_numpy()
-        asked = ~self.route.embedding_decides(proxy) & self.route.uses_small
+        asked = ~self.route.embedding_decides(proxy)
         if self.sample:
             asked &= ~np.array([row_id in self.sample for row_id in batch.column(ROW_ID).to_pylist()], dtype=bool)
         schema = self.small.answers_schema()
