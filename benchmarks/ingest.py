@@ -1,6 +1,7 @@
 """Catalog ingest throughput and memory, against raw embedding throughput; search latency at each size.
 
     .venv/bin/python -m benchmarks.ingest [--docs 10000 100000] [--shape notes|sections] [--shared] [--engine local|ray]
+        [--embedding model|simulated]
 
 Corpora, each ingested by a fresh worker process (so each has its own memory peak) into an empty
 catalog with ``catalog.ingest.add_server`` (hash, profile, read + segment + embed, stage, publish,
@@ -32,6 +33,14 @@ load changes between the ingest and the raw call; CPU seconds do not), whether t
 ``retrieval.ANN_MIN_ROWS`` segments), memory: the worker's RSS once the model was loaded, its peak
 RSS during the ingest (sampled every 0.1 s inside the worker), and the PSS peak of its process tree
 over the whole worker (sampled from outside; it includes the raw and search phases).
+
+``--embedding simulated`` (memory only, never a throughput figure): the model is loaded as usual, but the
+ingest's embedder returns a unit vector drawn from a generator seeded by each text's hash instead of
+running the model (``simulated_embed``), so every other step (hashing, reading, segmenting, staging,
+publishing, the indexes, with as many vectors of the model's dimension) runs as in a real ingest at a
+fraction of its time: the way to see the memory at 100k documents on a slow machine. No raw
+throughput is measured then; the result is written as ``ingest_simulated`` (its own RESULTS.md section),
+so it never replaces a real-model ``ingest`` result.
 """
 
 from __future__ import annotations
@@ -63,6 +72,7 @@ from benchmarks.harness import (
 from benchmarks.harness.data import MissingData, shared_data_dir
 
 NAME = "ingest"
+SIMULATED_NAME = "ingest_simulated"
 WORDS = [
     "patient",
     "report",
@@ -191,8 +201,24 @@ def rss_peak() -> Iterator[list[int]]:
         peak[0] = max(peak[0], process.memory_info().rss)
 
 
+def simulated_embed(dimension: int) -> Any:
+    """An ``embed(texts)`` returning, for each text, a unit vector seeded by the text's hash (module doc)."""
+    import hashlib
+
+    import numpy as np
+
+    def embed(texts: Sequence[str]) -> Any:
+        vectors = np.empty((len(texts), dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+            vectors[row] = np.random.default_rng(seed).standard_normal(dimension, dtype=np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    return embed
+
+
 def measure_corpus(
-    folder: Path, out_dir: Path, label: str, engine: str, raw_texts: int, queries: int
+    folder: Path, out_dir: Path, label: str, engine: str, raw_texts: int, queries: int, embedding: str = "model"
 ) -> dict[str, Any]:
     """In a worker process: ingest ``folder``, embed the same texts raw, time searches (module doc)."""
     import psutil
@@ -210,6 +236,8 @@ def measure_corpus(
     embedder = local_embedder(resolve_serving(settings.models).embedding)
     embedder.embed(["warm up the model"])
     rss_loaded = psutil.Process().memory_info().rss
+    if embedding == "simulated":  # the in-process embedder is this cached instance: the ingest calls this instead
+        embedder.embed = simulated_embed(embedder.embedder.dimension)  # type: ignore[method-assign]
     load_at_start = os.getloadavg()[0]
     started, cpu_started = time.perf_counter(), time.process_time()
     with rss_peak() as peak:
@@ -221,13 +249,15 @@ def measure_corpus(
         {text[:EMBED_CHARS] for text in catalog.rows("segments", columns=["text"]).column("text").to_pylist()}
     )
     step = max(1, len(texts) // raw_texts)
-    subset = texts[::step][:raw_texts]
+    subset = texts[::step][:raw_texts] if embedding == "model" else []
     started, cpu_started = time.perf_counter(), time.process_time()
     embedder.embedder.embed(subset)
-    raw_rate = len(subset) / (time.perf_counter() - started)
-    raw_cpu_rate = len(subset) / (time.process_time() - cpu_started)
+    raw_s, raw_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+    raw_rate = len(subset) / raw_s if subset else None
+    raw_cpu_rate = len(subset) / raw_cpu_s if subset else None
     embeddings = len(texts) + len(report.datasets)  # every distinct segment text, plus one profile per dataset
     return {
+        "embedding": embedding,
         "documents": report.documents_read,
         "skipped": len(report.skipped),
         "segments": report.segments,
@@ -239,12 +269,14 @@ def measure_corpus(
         "segments_per_s": round(report.segments / ingest_s, 1),
         "embeddings_per_s": round(embeddings / ingest_s, 1),
         "raw_texts": len(subset),
-        "raw_embeddings_per_s": round(raw_rate, 1),
-        "ratio_to_raw": round(embeddings / ingest_s / raw_rate, 3),
+        "raw_embeddings_per_s": round(raw_rate, 1) if raw_rate else None,
+        "ratio_to_raw": round(embeddings / ingest_s / raw_rate, 3) if raw_rate else None,
         # CPU seconds of this process (all its threads): what the ingest and the raw call cost whatever else
         # ran on the machine meanwhile; the local engine only (Ray's actors are other processes).
         "ingest_cpu_s": round(ingest_cpu_s, 1),
-        "cpu_ratio_to_raw": round(embeddings / ingest_cpu_s / raw_cpu_rate, 3) if engine == "local" else None,
+        "cpu_ratio_to_raw": (
+            round(embeddings / ingest_cpu_s / raw_cpu_rate, 3) if engine == "local" and raw_cpu_rate else None
+        ),
         "load_1min": [round(load_at_start, 2), round(load_at_ingest_end, 2), round(os.getloadavg()[0], 2)],
         "rss_model_loaded_mib": round(rss_loaded / MIB, 1),
         "rss_ingest_peak_mib": round(peak[0] / MIB, 1),
@@ -287,7 +319,7 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
     for label, folder in corpora.items():
         worker = [sys.executable, "-m", "benchmarks.ingest", "--worker", label, "--folder", str(folder)]
         worker += ["--out-dir", str(args.out_dir), "--engine", args.engine]
-        worker += ["--raw-texts", str(args.raw_texts), "--queries", str(args.queries)]
+        worker += ["--raw-texts", str(args.raw_texts), "--queries", str(args.queries), "--embedding", args.embedding]
         environment = {**os.environ, "HF_HUB_OFFLINE": "1"}
         process = subprocess.Popen(worker, stdout=subprocess.PIPE, env=environment, text=True)
         with MemorySampler(root_pid=process.pid, object_store=False) as sampler:
@@ -300,10 +332,21 @@ def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
         results[label] = figures
         # each corpus's figures as soon as they are known: a long run stopped later still leaves them in its log
         print(json.dumps({"corpus": label, **figures}), file=sys.stderr, flush=True)
-    result_figures = {"engine": args.engine, "shape": args.shape, "corpora": results, "cpus": os.cpu_count()}
+    result_figures = {
+        "engine": args.engine,
+        "shape": args.shape,
+        "embedding": args.embedding,
+        "corpora": results,
+        "cpus": os.cpu_count(),
+    }
+    simulated = args.embedding == "simulated"
     return BenchmarkResult(
-        name=NAME,
-        title="Catalog ingest vs raw embedding throughput, memory and search latency by corpus size",
+        name=SIMULATED_NAME if simulated else NAME,  # its own section: never in place of a real-model result
+        title=(
+            "Catalog ingest memory by corpus size, simulated embedding (no model work)"
+            if simulated
+            else "Catalog ingest vs raw embedding throughput, memory and search latency by corpus size"
+        ),
         command=command,
         parameters={key: value for key, value in vars(args).items() if key not in ("results_dir", "out_dir", "worker")},
         figures=result_figures,
@@ -319,7 +362,18 @@ def _markdown(figures: dict[str, Any]) -> str:
         "sections": "markdown documents (a title, three sections of one or two paragraphs of 30-60 words)",
         "lines": "one-sentence text files (6-10 words; 2 segments, 1 distinct text)",
     }[figures["shape"]]
+    simulated = figures.get("embedding") == "simulated"
     lines = [
+        *(
+            [
+                "**Simulated embedding** (`--embedding simulated`): the model is loaded but the ingest's vectors are "
+                "seeded by each text's hash, not computed: the memory figures are an ingest's, the throughputs are "
+                "not (no raw throughput, no ratio).",
+                "",
+            ]
+            if simulated
+            else []
+        ),
         f"Generated corpora: {shape}; shared: the Enron emails and the medical symptom texts, one file each. "
         f"`add_server` into an empty catalog, engine `{figures['engine']}`, all-MiniLM-L6-v2 already loaded, "
         f"{figures['cpus']} CPUs; raw = the same embedder on the distinct segment texts in one call, in the same "
@@ -336,8 +390,8 @@ def _markdown(figures: dict[str, Any]) -> str:
         lines.append(
             f"| {label} | {row['documents']} | {row['segments']} | {row['distinct_texts']} | "
             f"{'yes' if row['ann_index'] else 'no'} | {row['ingest_s']} | {row['documents_per_s']} | "
-            f"{row['segments_per_s']} | {row['embeddings_per_s']} | {row['raw_embeddings_per_s']} | "
-            f"{row['ratio_to_raw']} | {row['cpu_ratio_to_raw'] if row['cpu_ratio_to_raw'] is not None else '-'} | "
+            f"{row['segments_per_s']} | {row['embeddings_per_s']} | {_cell(row['raw_embeddings_per_s'])} | "
+            f"{_cell(row['ratio_to_raw'])} | {_cell(row['cpu_ratio_to_raw'])} | "
             f"{row['rss_model_loaded_mib']} | {row['rss_ingest_peak_mib']} | "
             f"{row['pss_peak_mib']} | {', '.join(str(value) for value in row['load_1min'])} |"
         )
@@ -354,12 +408,22 @@ def _markdown(figures: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = benchmark_parser(NAME, __doc__ or NAME)
     parser.add_argument("--docs", type=int, nargs="*", default=[10000], help="generated corpus sizes (up to 100000)")
     parser.add_argument("--shape", choices=SHAPES, default="notes", help="generated documents (module doc)")
     parser.add_argument("--shared", action="store_true", help="also the shared Enron and medical corpora")
     parser.add_argument("--engine", choices=("local", "ray"), default="local", help="ingest engine (default local)")
+    parser.add_argument(
+        "--embedding",
+        choices=("model", "simulated"),
+        default="model",
+        help="simulated: hash-seeded vectors instead of the model, for memory at large sizes (module doc)",
+    )
     parser.add_argument("--raw-texts", type=int, default=20000, help="texts embedded for the raw throughput")
     parser.add_argument("--queries", type=int, default=50, help="searches per mode for the latency")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -367,7 +431,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(arguments)
     if args.worker is not None:
-        figures = measure_corpus(args.folder, args.out_dir, args.worker, args.engine, args.raw_texts, args.queries)
+        figures = measure_corpus(
+            args.folder, args.out_dir, args.worker, args.engine, args.raw_texts, args.queries, args.embedding
+        )
         sys.stdout.write(json.dumps(figures) + "\n")
         return 0
     return run_benchmark(NAME, parser, body, arguments)

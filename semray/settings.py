@@ -157,6 +157,13 @@ class Settings(BaseSettings):
         "64k characters (catalog/streamed_documents.py), never whole; an HTML or PDF document larger than this is "
         "skipped with its size",
     )
+    catalog_publish_rows: int = Field(
+        default=4_096,
+        ge=1,
+        description="a catalog publish streams each table's new rows to LanceDB in batches of at most this many rows "
+        "(one add per table, so one Lance version; catalog/store.py batch_stream): its memory holds about one batch "
+        "of vectors whatever the collection's size",
+    )
 
     agent_max_retries: int = Field(
         default=2, ge=0, description="retries of an agent unit of `semray ask` whose attempt fails validation"

@@ -7,8 +7,8 @@
 - scalar indexes for the filters: a B-tree on ``dataset`` and ``document_id``, a bitmap on
   ``level`` (four values);
 - from ``ANN_MIN_ROWS`` rows on, an HNSW index with scalar quantization (``HnswSq``, cosine) on
-  ``vector``; below that, vector search is exact, which is fast at that size and needs no
-  training.
+  ``vector``, one graph per ``ROWS_PER_HNSW_PARTITION`` rows (up to ``MAX_HNSW_PARTITIONS``); below
+  that, vector search is exact, which is fast at that size and needs no training.
 
 ``search_segments`` ranks through ``retrieval.rank_rows`` (scores: cosine similarity, BM25, or
 reciprocal rank fusion ``sum 1 / (60 + rank)`` of the two lists for hybrid) with the filter of
@@ -38,10 +38,18 @@ from semray.log import get_logger
 
 log = get_logger(__name__)
 
-ROWS_PER_HNSW_PARTITION = 100_000
-"""One HNSW graph per this many rows (IVF partitions; a search probes up to 20 of them, so every one up
-to 2M rows). On 400k 384-d vectors, 2 cores: 4 graphs build in 75 s, one in 104 s, at the same recall
-of the exact top 10 (0.938 vs 0.924); LanceDB's build holds about 1.1 GiB either way (the vectors)."""
+ROWS_PER_HNSW_PARTITION = 10_000
+"""One HNSW graph per this many rows (IVF partitions), up to ``MAX_HNSW_PARTITIONS`` graphs. Small graphs
+build faster and hold less. Measured with a scratch probe on clustered 384-d vectors, 2 shared cores
+(RSS growth of the build, build seconds, recall of the exact top 10 at ``retrieval.ANN_EF`` 150):
+one graph +302 MiB / 25.5 s / 0.76 at 60k rows, +500 MiB / 129 s / 0.56 at 120k; graphs of 10k rows
++321 MiB / 8.7 s / 0.93 at 60k, +413 MiB / 93 s / 0.94 at 120k, +503 MiB / 0.88 at 240k (20 graphs).
+What still grows with the rows is LanceDB's IVF shuffle and index writer, not the graphs: an
+``IvfSq`` index (no graph) grew +314 / +501 MiB at 60k / 240k; ``LANCE_SHUFFLE_BATCH_BYTES`` at 16 MiB
+changed nothing (+385 / +532 MiB)."""
+MAX_HNSW_PARTITIONS = 20
+"""The most graphs: LanceDB's vector search probes 20 partitions by default, so every graph is searched
+(at 240k rows, 24 graphs of which 20 probed recalled 0.85, against 0.88 for 20 graphs)."""
 HNSW_EF_CONSTRUCTION = 120
 """Candidates kept while linking each vector into the graph (LanceDB's default is 300). On 60k clustered
 384-d vectors, 2 cores: 120 builds 2.4x faster (14.9 s vs 36.3 s) and, searched with ``retrieval.ANN_EF``
@@ -92,7 +100,7 @@ def create_segment_indexes(table: Any, *, ann_min_rows: int = ANN_MIN_ROWS) -> N
     table.create_index("level", config=Bitmap(), replace=True)
     ann = rows >= ann_min_rows
     if ann:
-        partitions = max(1, rows // ROWS_PER_HNSW_PARTITION)
+        partitions = min(MAX_HNSW_PARTITIONS, -(-rows // ROWS_PER_HNSW_PARTITION))
         graph = HnswSq(distance_type="cosine", num_partitions=partitions, ef_construction=HNSW_EF_CONSTRUCTION)
         table.create_index("vector", config=graph, replace=True)
     log.info("segment_indexes_built", rows=rows, ann=ann, seconds=round(time.perf_counter() - started, 3))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,10 +50,6 @@ TABLES = (DATASETS, COLUMNS, FILES, SEGMENTS, SNIPPETS, ORGANIZATIONS)
 store's own)."""
 MANIFESTS = "_manifests"
 LOCK_WAIT_S = 120.0
-ROWS_PER_ADD = 32_768
-"""Rows one LanceDB ``add`` writes: a streamed change is added in parts of this many rows, because LanceDB
-holds the rows of one ``add`` in memory until it writes them (400k staged segments with their vectors
-added at once: +690 MiB; in parts, the staged stream's memory stays bounded whatever the collection's size)."""
 _MANIFEST = re.compile(r"^v(\d{8})\.json$")
 
 
@@ -137,12 +133,14 @@ class ChangeSet:
 class Catalog:
     """The catalog at one version; ``Catalog.open(settings)`` opens the latest."""
 
-    def __init__(self, path: Path, manifest: Manifest, pinned: bool) -> None:
+    def __init__(self, path: Path, manifest: Manifest, pinned: bool, publish_rows: int = 4_096) -> None:
         import lancedb
 
         self.path = path
         self.manifest = manifest
         self.pinned = pinned
+        self.publish_rows = publish_rows
+        """The most rows of one batch a publish hands LanceDB (``Settings.catalog_publish_rows``)."""
         self._db = lancedb.connect(str(path))
         self._tables: dict[str, Any] = {}
 
@@ -151,9 +149,10 @@ class Catalog:
         """The catalog of ``settings`` at its latest version, or at ``version`` (``semray catalog ls --version``)."""
         path = settings.catalog_path
         make_directory_durably(path / MANIFESTS)
+        rows = settings.catalog_publish_rows
         if version is None:
-            return cls(path, latest_manifest(path), pinned=False)
-        return cls(path, read_manifest(path, version), pinned=True)
+            return cls(path, latest_manifest(path), pinned=False, publish_rows=rows)
+        return cls(path, read_manifest(path, version), pinned=True, publish_rows=rows)
 
     # reading -----------------------------------------------------------------------------
 
@@ -302,8 +301,7 @@ class Catalog:
         if change.delete_where is not None and change.table in current.tables:
             table.delete(change.delete_where)
         if change.rows is not None:
-            for part in parts_of(change.rows, ROWS_PER_ADD):
-                table.add(part)
+            add_streamed(table, change.rows, self.publish_rows)
         if change.after_write is not None:
             change.after_write(table)
         version: int = table.version
@@ -375,6 +373,34 @@ def _manifest_bytes(manifest: Manifest) -> bytes:
         "action": manifest.action,
     }
     return json.dumps(document, indent=2, sort_keys=True).encode()
+
+
+def add_streamed(table: Any, rows: pa.Table | pa.RecordBatchReader, size: int) -> None:
+    """Add ``rows`` to a LanceDB ``table`` as one stream of batches of at most ``size`` rows (``parts_of``).
+
+    One ``add``: LanceDB writes the stream batch by batch and commits one Lance version at its end (none
+    if the stream fails; the error raised is the stream's own, not LanceDB's wrapping of it), so a
+    publish holds about one batch of vectors whatever the collection's size. Measured on 384-d vectors
+    streamed from a staged parquet (peak RSS growth of the add): one streamed add +209 / +231 / +243 MiB
+    at 60k / 120k / 240k rows; the former ``add`` per 32k-row part +346 / +389 MiB at 60k / 120k (each
+    part was materialised whole).
+    """
+    failures: list[Exception] = []
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            for part in parts_of(rows, size):
+                yield from part.to_batches()
+        except Exception as error:
+            failures.append(error)
+            raise
+
+    try:
+        table.add(pa.RecordBatchReader.from_batches(rows.schema, batches()))
+    except Exception as error:
+        if failures:
+            raise failures[0] from error
+        raise
 
 
 def parts_of(rows: pa.Table | pa.RecordBatchReader, size: int) -> Iterable[pa.Table]:

@@ -30,3 +30,17 @@ def test_generated_notes_are_short_markdown_of_one_section(tmp_path: Path) -> No
     assert len(texts) == 3 and all(text.startswith("# ") and text.count("\n\n") == 1 for text in texts)
     assert all(12 <= len(text.split("\n\n")[1].split()) <= 20 for text in texts)
     assert generate_documents(tmp_path / "notes", 3, shape="sections").joinpath("000", "doc000000.md").is_file()
+
+
+def test_simulated_embedding_gives_unit_vectors_seeded_by_each_text() -> None:
+    import numpy as np
+
+    from benchmarks.ingest import simulated_embed
+
+    embed = simulated_embed(384)
+    vectors = embed(["a harbour", "a river", "a harbour"])
+    assert vectors.shape == (3, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.array_equal(vectors[0], vectors[2]) and not np.allclose(vectors[0], vectors[1])
+    assert np.array_equal(embed(["a river"])[0], vectors[1])  # the same text, the same vector in any batch
+    assert embed([]).shape == (0, 384)

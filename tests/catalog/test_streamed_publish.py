@@ -79,20 +79,56 @@ def test_a_publish_larger_than_one_batch_is_complete_and_the_same(
     assert np.allclose(np.array(segments["vector"].to_pylist()), np.array(expected["vector"].to_pylist()), atol=1e-6)
 
 
-def test_a_publish_adds_a_stream_in_parts_and_the_catalog_is_the_same(
+def _watched_parts(monkeypatch: pytest.MonkeyPatch, fail_after: int | None = None) -> list[int]:
+    """Record the sizes of the segments' parts a publish streams to LanceDB; with ``fail_after``, the stream
+    raises after that many parts (a disk error half way through the add)."""
+    sizes: list[int] = []
+    original = store.parts_of
+
+    def watched(rows: pa.Table | pa.RecordBatchReader, size: int) -> Iterator[pa.Table]:
+        for part in original(rows, size):
+            if "level" in part.schema.names:  # the segments (snippets have no level)
+                if len(sizes) == fail_after:
+                    raise OSError("disk full (injected)")
+                sizes.append(part.num_rows)
+            yield part
+
+    monkeypatch.setattr(store, "parts_of", watched)
+    return sizes
+
+
+def test_a_publish_streams_batches_of_the_set_size_in_one_add_and_the_catalog_is_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = _collection(tmp_path)
     whole = Settings(state_dir=tmp_path / "whole")
     add_server(whole, str(folder), engine="local")
-    monkeypatch.setattr(store, "ROWS_PER_ADD", 5)
-    parted = Settings(state_dir=tmp_path / "parted")
+    sizes = _watched_parts(monkeypatch)
+    parted = Settings(state_dir=tmp_path / "parted", catalog_publish_rows=5)
     add_server(parted, str(folder), engine="local")
     segments, expected = _published(parted, SEGMENTS), _published(whole, SEGMENTS)
     plain = [name for name in segments.column_names if name != "vector"]
     assert segments.num_rows > 5 * 5 and segments.select(plain).equals(expected.select(plain))
-    # one Lance version per part: the manifest records the last, so a reader sees all of them or none
-    assert Catalog.open(parted).manifest.tables[SEGMENTS] > Catalog.open(whole).manifest.tables[SEGMENTS] + 4
+    assert sum(sizes) == segments.num_rows and max(sizes) == 5 and len(sizes) > 5
+    # the whole stream is one add, one Lance version: as many versions as a publish in one batch
+    assert Catalog.open(parted).manifest.tables[SEGMENTS] == Catalog.open(whole).manifest.tables[SEGMENTS]
+
+
+def test_a_stream_that_fails_half_way_through_the_add_registers_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _collection(tmp_path)
+    settings = Settings(state_dir=tmp_path / "state", catalog_publish_rows=5)
+    sizes = _watched_parts(monkeypatch, fail_after=3)
+    with pytest.raises(OSError, match="injected"):
+        add_server(settings, str(folder), engine="local")
+    assert sizes == [5, 5, 5]  # three batches went to LanceDB before the failure
+    catalog = Catalog.open(settings)
+    assert catalog.version() == 0 and catalog.datasets() == [] and catalog.table(SEGMENTS) is None
+    assert not list((settings.catalog_path / "_staging").iterdir())
+    monkeypatch.undo()
+    report = add_server(settings, str(folder), engine="local")  # the next ingest publishes whole
+    assert report.version == 1 and Catalog.open(settings).rows(SEGMENTS).num_rows == report.segments
 
 
 @pytest.mark.parametrize("rows", [0, 4, 5, 10, 11])
