@@ -2,7 +2,7 @@
 
 Execution runs the chain directly under a ``LIMIT k`` (row-wise semantic operators, relational
 filters and projections between them, through a factorized join's left side, perhaps ending in a
-pair join) in round trips that grow (``pipeline/lowering/sizing.first_round_rows``,
+pair join) in round trips that grow (``cost_model/limit_chain.first_round_rows``,
 ``pipeline/workers/limit_rounds.limited_rows``): the first round covers about ``k / s0`` rows,
 ``s0`` the chain's selectivity from the cardinality defaults, and rounds stop once ``k`` rows
 passed. So the chain draws about ``k / s`` rows (``s`` its selectivity as estimated here, measured
@@ -18,9 +18,9 @@ rows for ``w`` pairs, since r rows give about ``s r^2`` pairs. The LIMIT's own e
 line saying what was drawn (``OperatorEstimate.early_stop``), which EXPLAIN shows.
 
 What is not scaled: operators below a pair join (its sides are read whole), below anything else
-that is no such chain (a sort, an aggregate, a top-k: they read every row first), and a cascade's
-calibration (a cascade under a small LIMIT runs on the large tier, which this prices as the
-cascade's own per-row cost: an approximation). Tests compare the estimate with executed calls
+that is no such chain (a sort, an aggregate, a top-k: they read every row first). A cascade under a
+small LIMIT is priced on the large tier it runs on: ``estimate_plan`` prices the plan as
+``limit_chain.limit_input`` runs it, the rule lowering follows. Tests compare the estimate with executed calls
 (``tests/cost_model/test_limit_cost.py``, ``tests/pipeline/test_limit_estimate_ray.py``).
 
 >>> drawn_rows(5, 0.5, 0.5, 1000)  # k / s = 10, first round 10
