@@ -39,6 +39,7 @@ from semray.cost_model.cardinality import (
     SEMANTIC_JOIN_SELECTIVITY,
     UNMEASURED_SELECTIVITY,
 )
+from semray.cost_model.embedding_cost import embedded_totals
 from semray.cost_model.estimates import Interval, OperatorEstimate
 from semray.operators.base import Node
 from semray.operators.join_sides import is_self_join
@@ -151,13 +152,15 @@ def _scaled(link: _Link, by_path: dict[str, OperatorEstimate], share: float) -> 
         asked_right = 0.0 if isinstance(node, SemJoin) and node.right_labels else right
         calls = left + asked_right
         factor = (left * share + asked_right) / calls if calls else 1.0
+    # A blocked join's sides are embedded whole whatever the LIMIT: only its model calls scale.
+    embedded_tokens, embedded_dollars = embedded_totals(estimate)
     return dataclasses.replace(
         estimate,
         rows_in=estimate.rows_in.scale(factor),
         rows_out=estimate.rows_out.scale(share),
-        input_tokens=estimate.input_tokens.scale(factor),
+        input_tokens=estimate.input_tokens.scale(factor) + embedded_tokens.scale(1.0 - factor),
         output_tokens=estimate.output_tokens.scale(factor),
-        dollars=estimate.dollars.scale(factor),
+        dollars=estimate.dollars.scale(factor) + embedded_dollars.scale(1.0 - factor),
         gpu_seconds=estimate.gpu_seconds.scale(factor),
         latency_s=estimate.latency_s.scale(factor),
     )

@@ -17,6 +17,26 @@ from semray.operators.relational import Scan
 from semray.operators.semantic import SemJoin
 from semray.operators.templates import split_side, template_columns
 
+NESTED_MAX_PAIRS = 20_000
+"""``implementation="auto"``: pairs (estimated) up to which every pair is judged."""
+
+
+def join_implementation(node: SemJoin, left_rows: float | None, right_rows: float | None) -> str:
+    """How ``node`` runs: its ``implementation``, or for ``auto`` ``nested`` up to `NESTED_MAX_PAIRS`
+    pairs of ``left_rows x right_rows`` and ``blocked`` above (or when a count is unknown). Lowering
+    asks it with the sources' stated counts, the cost model with its estimates.
+
+    >>> from semray.operators import Scan, Schema, SourceSpec
+    >>> t = Scan(source=SourceSpec(kind="memory", options={"name": "t"}), source_schema=Schema.of(("a", "VARCHAR")))
+    >>> auto = SemJoin(left=t, right=t, instruction="{l.a} and {r.a} match")
+    >>> join_implementation(auto, 100, 100), join_implementation(auto, 1000, 1000), join_implementation(auto, None, 5)
+    ('nested', 'blocked', 'blocked')
+    """
+    if node.implementation != "auto":
+        return node.implementation
+    small = left_rows is not None and right_rows is not None and left_rows * right_rows <= NESTED_MAX_PAIRS
+    return "nested" if small else "blocked"
+
 
 def side_cells(node: SemJoin, side: str) -> list[str]:
     """The columns ``node``'s instruction reads of ``side`` (``"l"`` or ``"r"``), in order, once each."""
