@@ -182,5 +182,3 @@ def first_round_rows(limit: Limit) -> int | None:
     if not semantic:
         return None
     return max(1, math.ceil((limit.count + limit.offset) / selectivity))
-
-

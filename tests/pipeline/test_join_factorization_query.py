@@ -220,3 +220,26 @@ def test_two_reads_of_one_table_are_asked_once_two_tables_on_both_sides(tickets:
     other = semray.from_arrow(fewer, "t", settings=settings).with_serving(tickets.serving)
     result = first.sem_join(other, same).execute()
     assert result.usage.calls - result.factorization_check.calls == ROWS + ROWS // 2  # both sides asked
+
+
+def test_a_stream_counts_the_check_it_paid_and_its_run(tickets: Tickets, settings: Settings, tmp_path: Path) -> None:
+    """``iter_batches`` has no ``Result``: its stream says what the check paid from the start, and
+    once read to the end what the whole query paid (the check and the run), as ``execute`` would."""
+    from semray.transactions import show_run
+
+    fresh = settings.model_copy(update={"state_dir": tmp_path / "state"})
+    stream = self_join(tickets, fresh).iter_batches()
+    paid = stream.factorization_check
+    assert paid.calls == check_calls(fresh) > 0 and stream.usage is None and stream.run_id is None
+    batches = list(stream)
+    assert "_rowid" not in batches[0].column_names
+    found = {
+        (a, b)
+        for batch in batches
+        for a, b in zip(batch["ticket_id"].to_pylist(), batch["ticket_id_right"].to_pylist(), strict=True)
+    }
+    assert found == true_pairs(tickets)
+    assert stream.run_id is not None and stream.usage is not None
+    ran = show_run(fresh, stream.run_id).usage
+    assert ran.calls == ROWS  # a self-join's one side question per row
+    assert stream.usage == ran + paid
