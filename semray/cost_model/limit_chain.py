@@ -27,7 +27,7 @@ from semray.cost_model.cardinality import (
     UNMEASURED_SELECTIVITY,
     row_bound,
 )
-from semray.operators.base import Node, transform
+from semray.operators.base import Node, transform, walk
 from semray.operators.join_sides import is_self_join
 from semray.operators.relational import Filter, Limit, Project
 from semray.operators.semantic import Semantic, SemJoin, is_row_semantic
@@ -46,6 +46,9 @@ def limit_input(limit: Limit) -> Node:
 def limits_as_run(plan: Node) -> Node:
     """``plan`` with every LIMIT's input as `limit_input` runs it (same shape, same paths): what the
     cost model prices."""
+
+    if not any(isinstance(node, Limit) and limit_input(node) is not node.input for node in walk(plan)):
+        return plan  # the common case: nothing to rewrite, no node rebuilt (the planner estimates often)
 
     def rewrite(node: Node) -> Node:
         if isinstance(node, Limit):
