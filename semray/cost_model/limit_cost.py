@@ -90,7 +90,7 @@ def _stopped(limit: Limit, path: str, by_path: dict[str, OperatorEstimate]) -> d
             semantic = semantic or is_row_semantic(node)
         elif isinstance(node, SemJoin) and node.implementation != "factorized":
             chain.append(_Link(node_path, node, "pairs"))
-            estimated *= _ratio(estimate.rows_out, estimate.rows_in)
+            estimated *= min(1.0, _ratio(estimate.rows_out, estimate.rows_in))  # blocked: of its candidates
             default *= SEMANTIC_JOIN_SELECTIVITY.value
             semantic = True
             break

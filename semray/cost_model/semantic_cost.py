@@ -4,10 +4,11 @@
   keeps ``rows * selectivity``, the others keep every row. On the ``cascade`` tier (a
   filter, classification or score with a quality target), `semray.cost_model.cascade_cost`
   prices the embedding, small and large tiers' shares of the rows.
-* SemJoin: one call per pair (``|L| * |R|``, the nested and blocked implementations); it keeps
-  ``pairs * selectivity`` (its selectivity is a fraction of pairs). A blocked join (``auto``
-  above ``NESTED_MAX_PAIRS``: ``operators/join_sides.join_implementation``) also embeds both
-  sides' rows (`semray.cost_model.embedding_cost`). A factorized join asks each
+* SemJoin: one call per pair judged: ``|L| * |R|`` nested, ``|L| * min(|R|, block_size(|R|))``
+  blocked (``operators/join_sides.block_size``, the candidates lowering keeps per left row); it
+  keeps ``|L| * |R| * selectivity`` (its selectivity is a fraction of all pairs). A blocked join
+  (``auto`` above ``NESTED_MAX_PAIRS``: ``operators/join_sides.join_implementation``) also embeds
+  both sides' rows (`semray.cost_model.embedding_cost`). A factorized join asks each
   row of each side once (``|L| + |R|`` calls; ``|L|`` with ``right_labels``, which classifies the
   left rows into the right side's values; ``|L|`` for a self-join,
   ``operators/join_sides.is_self_join``): each side call is priced with the pair's prompt
@@ -34,6 +35,8 @@ are its row rule's: `semray.cost_model.cardinality.estimated_rows`.
 
 from __future__ import annotations
 
+import math
+
 from semray.cost_model.cardinality import estimated_rows
 from semray.cost_model.cascade_cost import EMBEDDING_TIER, cascade_estimate
 from semray.cost_model.catalog_cost import catalog_search_cost, catalogued_documents, query_embedding_tokens
@@ -42,7 +45,7 @@ from semray.cost_model.estimates import Interval, OperatorEstimate
 from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_estimate, register
 from semray.cost_model.tokens import MAP_OUTPUT_TOKENS, PromptTokens, expected_output_tokens, question_of
 from semray.operators.base import Node
-from semray.operators.join_sides import is_self_join, join_implementation
+from semray.operators.join_sides import block_size, is_self_join, join_implementation
 from semray.operators.keys import statistics_key
 from semray.operators.plan import ROW_SEMANTIC
 from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
@@ -145,7 +148,9 @@ def join_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Esti
     tier = context.tier_of(node, path)
     if isinstance(node, SemJoin) and node.implementation == "factorized":
         return _factorized_join_cost(node, path, inputs, context, tier)
-    pairs = left * right
+    assert isinstance(node, SemJoin)
+    blocked = join_implementation(node, left.value, right.value) == "blocked"
+    pairs = left * (_candidates(right) if blocked else right)
     prompt = prompt_tokens(node, context)
     judged = model_estimate(
         node,
@@ -159,10 +164,18 @@ def join_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Esti
         tier=tier,
         quality=context.quality(node, tier),
     )
-    assert isinstance(node, SemJoin)
-    if join_implementation(node, left.value, right.value) != "blocked":
+    if not blocked:
         return judged
     return with_embeddings(judged, blocked_join_embeddings(node, left, right, embedded_tokens(node, prompt), context))
+
+
+def _candidates(right: Interval) -> Interval:
+    """Right rows a blocked join judges per left row: ``block_size`` of them (lowering's rule), all when fewer."""
+    return Interval(*(min(rows, _block(rows)) for rows in (right.value, right.low, right.high)))
+
+
+def _block(rows: float) -> float:
+    return float(block_size(math.ceil(rows))) if math.isfinite(rows) else math.inf  # grows with sqrt(rows)
 
 
 def _factorized_join_cost(

@@ -1,10 +1,12 @@
-"""What a blocked join and a top-k embed, priced (``cost_model/embedding_cost.py``): one call per
-text on the embedding tier, its own line in EXPLAIN, in the operator's tokens and dollars (so in
-the plan's total that ``--max-cost`` reads), and not scaled by a LIMIT's early stop. Against a
-run's ``Result.usage``: ``tests/pipeline/test_set_ops_ray.py``."""
+"""What a blocked join judges and embeds, and what a top-k embeds, priced
+(``cost_model/embedding_cost.py``): one call per text on the embedding tier, its own line in
+EXPLAIN, in the operator's tokens and dollars (so in the plan's total that ``--max-cost`` reads),
+and not scaled by a LIMIT's early stop. Against a run's ``Result.usage``:
+``tests/pipeline/test_set_ops_ray.py``."""
 
 from __future__ import annotations
 
+import pytest
 from plans import PROFILES, SCAN
 
 from semray.cost_model.estimates import Interval
@@ -36,7 +38,10 @@ def test_a_blocked_join_prices_both_sides_embedded_on_their_own_lines() -> None:
         blocked.model_copy(update={"implementation": "nested"}), PlanStatistics(source_rows=ROWS), PRICED
     )
     assert nested.operator("").embeddings == ()
-    assert join.dollars.value == nested.operator("").dollars.value + left.dollars.value + right.dollars.value
+    # The pairs judged: 26 candidates per left row (block_size(40) = ceil(4 sqrt 40)), not all 40.
+    assert (join.rows_in.value, nested.operator("").rows_in.value) == (2000 * 26, 2000 * 40)
+    judged = nested.operator("").dollars.value * 26 / 40
+    assert join.dollars.value == pytest.approx(judged + left.dollars.value + right.dollars.value)
     assert result.dollars.value == join.dollars.value  # in the plan's total, which --max-cost reads
     text = render_estimates(blocked, result)
     assert "embeds the left side: 2.0k texts · 200.0k tokens · $0.0040" in text

@@ -19,14 +19,13 @@ A SemJoin lowers by its ``implementation``:
 from __future__ import annotations
 
 import hashlib
-import math
 import string
 
 from semray.catalog.catalogued_rows import CatalogRoute, catalog_route
 from semray.cost_model.cardinality import row_bound
 from semray.log import get_logger
 from semray.operators.base import Node
-from semray.operators.join_sides import is_self_join, join_implementation, side_cells
+from semray.operators.join_sides import block_size, is_self_join, join_implementation, side_cells
 from semray.operators.keys import operator_key
 from semray.operators.relational import CatalogPin
 from semray.operators.schema import ROW_ID, quote, right_names
@@ -62,17 +61,6 @@ AGG_CONTEXT_TOKENS = 4096
 TODO: take the tier's context length (TierConfig.context_length) once lowering can see it."""
 EMBED_BATCH_ROWS = 256
 EMBED_ACTORS = 1
-
-
-def block_size(right_rows: int | None) -> int:
-    """Candidates per left row of a blocked join: 4 sqrt(m), at least 8 (all when m is small).
-
-    >>> block_size(1000), block_size(16), block_size(2), block_size(None)
-    (127, 16, 8, 64)
-    """
-    if right_rows is None:
-        return 64
-    return max(8, math.ceil(4 * math.sqrt(right_rows)))
 
 
 def _key(node: Node, role: str) -> str:
