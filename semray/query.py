@@ -5,7 +5,7 @@ Built by the readers in ``semray/readers.py`` (``read_csv``, ``sql``, ...); ``se
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -537,13 +537,18 @@ class Query:
         policy: Any = None,
         measure: Any = False,
         row_ids: bool = False,
-    ) -> Iterator[pa.Table]:
-        """Stream results as Arrow tables without holding them all in memory (options as `collect`)."""
+    ) -> Any:
+        """Stream results as Arrow tables without holding them all in memory (options as `collect`).
+
+        The stream (``semray.pipeline.runs.outcomes.ResultBatches``) says what it cost once read to
+        the end: ``usage`` (the join factorization check included), ``factorization_check`` and
+        ``run_id``, as ``execute``'s ``Result`` does."""
         from semray.pipeline.runs.execute import iter_batches
+        from semray.pipeline.runs.outcomes import ResultBatches
 
         run = self._prepared(optimize, policy, measure)
         batches = iter_batches(run.plan, run.settings, batch_rows, self._tiers(), run.planning)
-        return batches if row_ids else (without_row_ids(batch) for batch in batches)
+        return ResultBatches(batches, run.factorization_check, (lambda batch: batch) if row_ids else without_row_ids)
 
     def write_parquet(
         self, path: str | Path, optimize: bool = True, *, policy: Any = None, measure: Any = False

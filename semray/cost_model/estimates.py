@@ -107,6 +107,18 @@ def total(intervals: list[Interval] | tuple[Interval, ...]) -> Interval:
 
 
 @dataclass(frozen=True, slots=True)
+class EmbeddingEstimate:
+    """Texts an operator embeds on the embedding tier besides its model calls (a blocked join's two
+    sides, a top-k's rows and its criterion): one call per text, the texts' tokens, at the embedding
+    tier's input price. ``what`` names them for EXPLAIN (``"left side"``, ``"criterion"``)."""
+
+    what: str
+    calls: Interval
+    input_tokens: Interval
+    dollars: Interval
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorEstimate:
     """What one operator is expected to take and give.
 
@@ -132,6 +144,9 @@ class OperatorEstimate:
     """Figures taken from documented defaults because nothing measured them (e.g. ``"selectivity"``)."""
     early_stop: str = ""
     """A LIMIT's line saying what the semantic chain under it is priced at (``limit_cost.limit_stops``)."""
+    embeddings: tuple[EmbeddingEstimate, ...] = ()
+    """What the operator embeds besides its model calls; already in its ``input_tokens`` and
+    ``dollars`` (``rows_in`` counts the model calls' units only)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 Execution runs the chain directly under a ``LIMIT k`` (row-wise semantic operators, relational
 filters and projections between them, through a factorized join's left side, perhaps ending in a
-pair join) in round trips that grow (``pipeline/lowering/sizing.first_round_rows``,
+pair join) in round trips that grow (``cost_model/limit_chain.first_round_rows``,
 ``pipeline/workers/limit_rounds.limited_rows``): the first round covers about ``k / s0`` rows,
 ``s0`` the chain's selectivity from the cardinality defaults, and rounds stop once ``k`` rows
 passed. So the chain draws about ``k / s`` rows (``s`` its selectivity as estimated here, measured
@@ -18,9 +18,9 @@ rows for ``w`` pairs, since r rows give about ``s r^2`` pairs. The LIMIT's own e
 line saying what was drawn (``OperatorEstimate.early_stop``), which EXPLAIN shows.
 
 What is not scaled: operators below a pair join (its sides are read whole), below anything else
-that is no such chain (a sort, an aggregate, a top-k: they read every row first), and a cascade's
-calibration (a cascade under a small LIMIT runs on the large tier, which this prices as the
-cascade's own per-row cost: an approximation). Tests compare the estimate with executed calls
+that is no such chain (a sort, an aggregate, a top-k: they read every row first). A cascade under a
+small LIMIT is priced on the large tier it runs on: ``estimate_plan`` prices the plan as
+``limit_chain.limit_input`` runs it, the rule lowering follows. Tests compare the estimate with executed calls
 (``tests/cost_model/test_limit_cost.py``, ``tests/pipeline/test_limit_estimate_ray.py``).
 
 >>> drawn_rows(5, 0.5, 0.5, 1000)  # k / s = 10, first round 10
@@ -39,6 +39,7 @@ from semray.cost_model.cardinality import (
     SEMANTIC_JOIN_SELECTIVITY,
     UNMEASURED_SELECTIVITY,
 )
+from semray.cost_model.embedding_cost import embedded_totals
 from semray.cost_model.estimates import Interval, OperatorEstimate
 from semray.operators.base import Node
 from semray.operators.join_sides import is_self_join
@@ -89,7 +90,7 @@ def _stopped(limit: Limit, path: str, by_path: dict[str, OperatorEstimate]) -> d
             semantic = semantic or is_row_semantic(node)
         elif isinstance(node, SemJoin) and node.implementation != "factorized":
             chain.append(_Link(node_path, node, "pairs"))
-            estimated *= _ratio(estimate.rows_out, estimate.rows_in)
+            estimated *= min(1.0, _ratio(estimate.rows_out, estimate.rows_in))  # blocked: of its candidates
             default *= SEMANTIC_JOIN_SELECTIVITY.value
             semantic = True
             break
@@ -151,13 +152,15 @@ def _scaled(link: _Link, by_path: dict[str, OperatorEstimate], share: float) -> 
         asked_right = 0.0 if isinstance(node, SemJoin) and node.right_labels else right
         calls = left + asked_right
         factor = (left * share + asked_right) / calls if calls else 1.0
+    # A blocked join's sides are embedded whole whatever the LIMIT: only its model calls scale.
+    embedded_tokens, embedded_dollars = embedded_totals(estimate)
     return dataclasses.replace(
         estimate,
         rows_in=estimate.rows_in.scale(factor),
         rows_out=estimate.rows_out.scale(share),
-        input_tokens=estimate.input_tokens.scale(factor),
+        input_tokens=estimate.input_tokens.scale(factor) + embedded_tokens.scale(1.0 - factor),
         output_tokens=estimate.output_tokens.scale(factor),
-        dollars=estimate.dollars.scale(factor),
+        dollars=estimate.dollars.scale(factor) + embedded_dollars.scale(1.0 - factor),
         gpu_seconds=estimate.gpu_seconds.scale(factor),
         latency_s=estimate.latency_s.scale(factor),
     )

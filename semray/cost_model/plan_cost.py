@@ -11,7 +11,9 @@ intervals into an `OperatorEstimate`; its output rows are the operator's row rul
   ``gpu_s = n * (p + c) / 1000 * gpu_seconds_per_1k_tokens``,
   ``latency = (n * latency_per_call + n * (p + c) / tokens_per_s) / concurrency``;
 * the semantic chain directly under a LIMIT is priced at the rows its round trips draw
-  (`semray.cost_model.limit_cost`: about ``k / selectivity`` plus the first round);
+  (`semray.cost_model.limit_cost`: about ``k / selectivity`` plus the first round), on the tiers
+  it runs on (`semray.cost_model.limit_chain.limit_input`: a cascade under a small LIMIT runs on
+  the large tier);
 * plan dollars, GPU-seconds and latency are sums over operators (latency ignores the overlap
   of streaming stages, so it is an upper figure); plan quality is
   `semray.cost_model.quality.plan_quality` over the semantic operators.
@@ -161,10 +163,14 @@ def estimate_plan(
     or, with ``strict=True``, raises `MissingStatisticsError` saying what to measure.
     """
     _load_estimators()
+    # imports cardinality, which imports this module
+    from semray.cost_model.limit_chain import limits_as_run
+    from semray.cost_model.limit_cost import limit_stops
+
+    plan = limits_as_run(plan)  # a cascade under a small LIMIT runs (and is priced) on the large tier
     context = EstimationContext(statistics, profiles, dict(tiers or {}), top_tier, strict)
     operators: list[OperatorEstimate] = []
     rows = _estimate(plan, "", context, operators)
-    from semray.cost_model.limit_cost import limit_stops  # imports cardinality, which imports this module
 
     stopped = limit_stops(plan, operators)  # a LIMIT's rounds ask only what it needs
     semantic = [op.quality for op in stopped if op.tier != NO_TIER]

@@ -4,8 +4,11 @@
   keeps ``rows * selectivity``, the others keep every row. On the ``cascade`` tier (a
   filter, classification or score with a quality target), `semray.cost_model.cascade_cost`
   prices the embedding, small and large tiers' shares of the rows.
-* SemJoin: one call per pair (``|L| * |R|``, the nested and blocked implementations); it keeps
-  ``pairs * selectivity`` (its selectivity is a fraction of pairs). A factorized join asks each
+* SemJoin: one call per pair judged: ``|L| * |R|`` nested, ``|L| * min(|R|, block_size(|R|))``
+  blocked (``operators/join_sides.block_size``, the candidates lowering keeps per left row); it
+  keeps ``|L| * |R| * selectivity`` (its selectivity is a fraction of all pairs). A blocked join
+  (``auto`` above ``NESTED_MAX_PAIRS``: ``operators/join_sides.join_implementation``) also embeds
+  both sides' rows (`semray.cost_model.embedding_cost`). A factorized join asks each
   row of each side once (``|L| + |R|`` calls; ``|L|`` with ``right_labels``, which classifies the
   left rows into the right side's values; ``|L|`` for a self-join,
   ``operators/join_sides.is_self_join``): each side call is priced with the pair's prompt
@@ -13,7 +16,8 @@
   prompt with one cell, and the side's answer (a 1-token score when ordered, a label, or a
   free-text value). A checked factorization's verification and proposal calls are paid once, by
   the choice's own run before the plan runs (``pipeline/runs/plan_time/join_factorization_run.py``), not here.
-* SemTopK: priced as one relevance score per input row; it keeps ``min(k, rows)``.
+* SemTopK: priced as one relevance score per input row, plus its rows and criterion embedded
+  for the prefilter (`semray.cost_model.embedding_cost`); it keeps ``min(k, rows)``.
 * SemAgg: one call per group (1 without keys; ``sqrt(rows)`` in ``[1, rows]`` unless a
   selectivity says groups per row) that quotes every row of its group: input tokens are
   ``rows * tokens_per_row``.
@@ -31,14 +35,17 @@ are its row rule's: `semray.cost_model.cardinality.estimated_rows`.
 
 from __future__ import annotations
 
+import math
+
 from semray.cost_model.cardinality import estimated_rows
 from semray.cost_model.cascade_cost import EMBEDDING_TIER, cascade_estimate
 from semray.cost_model.catalog_cost import catalog_search_cost, catalogued_documents, query_embedding_tokens
+from semray.cost_model.embedding_cost import blocked_join_embeddings, topk_embeddings, with_embeddings
 from semray.cost_model.estimates import Interval, OperatorEstimate
 from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_estimate, register
 from semray.cost_model.tokens import MAP_OUTPUT_TOKENS, PromptTokens, expected_output_tokens, question_of
 from semray.operators.base import Node
-from semray.operators.join_sides import is_self_join
+from semray.operators.join_sides import block_size, is_self_join, join_implementation
 from semray.operators.keys import statistics_key
 from semray.operators.plan import ROW_SEMANTIC
 from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
@@ -98,6 +105,10 @@ def row_wise_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: 
     (rows,) = inputs
     rows_out = estimated_rows(node, inputs, context)
     tier = context.tier_of(node, path)
+    if isinstance(node, SemTopK):  # its comparisons, plus its rows and criterion embedded
+        prompt = prompt_tokens(node, context)
+        compared = _on_tier(node, path, context, rows, rows_out, tier)
+        return with_embeddings(compared, topk_embeddings(node, rows, embedded_tokens(node, prompt), context))
     if tier == CASCADE_TIER:
         prompt = prompt_tokens(node, context)
         return cascade_estimate(
@@ -110,6 +121,13 @@ def row_wise_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: 
             embedded=embedded_tokens(node, prompt),
             completion=completion_tokens(node, context),
         )
+    return _on_tier(node, path, context, rows, rows_out, tier)
+
+
+def _on_tier(
+    node: Node, path: str, context: EstimationContext, rows: Interval, rows_out: Interval, tier: str
+) -> OperatorEstimate:
+    """One call per input row on ``tier``."""
     return model_estimate(
         node,
         path,
@@ -130,19 +148,34 @@ def join_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Esti
     tier = context.tier_of(node, path)
     if isinstance(node, SemJoin) and node.implementation == "factorized":
         return _factorized_join_cost(node, path, inputs, context, tier)
-    pairs = left * right
-    return model_estimate(
+    assert isinstance(node, SemJoin)
+    blocked = join_implementation(node, left.value, right.value) == "blocked"
+    pairs = left * (_candidates(right) if blocked else right)
+    prompt = prompt_tokens(node, context)
+    judged = model_estimate(
         node,
         path,
         context,
         rows_in=pairs,
         rows_out=estimated_rows(node, inputs, context),
         calls=pairs,
-        input_tokens=pairs * prompt_tokens(node, context),
+        input_tokens=pairs * prompt,
         output_tokens=pairs * completion_tokens(node, context),
         tier=tier,
         quality=context.quality(node, tier),
     )
+    if not blocked:
+        return judged
+    return with_embeddings(judged, blocked_join_embeddings(node, left, right, embedded_tokens(node, prompt), context))
+
+
+def _candidates(right: Interval) -> Interval:
+    """Right rows a blocked join judges per left row: ``block_size`` of them (lowering's rule), all when fewer."""
+    return Interval(*(min(rows, _block(rows)) for rows in (right.value, right.low, right.high)))
+
+
+def _block(rows: float) -> float:
+    return float(block_size(math.ceil(rows))) if math.isfinite(rows) else math.inf  # grows with sqrt(rows)
 
 
 def _factorized_join_cost(

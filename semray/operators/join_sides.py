@@ -9,9 +9,46 @@ this one predicate.
 
 from __future__ import annotations
 
+import math
+import re
+
+from semray.operators.base import Node, transform
 from semray.operators.keys import operator_key
+from semray.operators.relational import Scan
 from semray.operators.semantic import SemJoin
 from semray.operators.templates import split_side, template_columns
+
+NESTED_MAX_PAIRS = 20_000
+"""``implementation="auto"``: pairs (estimated) up to which every pair is judged."""
+
+
+def join_implementation(node: SemJoin, left_rows: float | None, right_rows: float | None) -> str:
+    """How ``node`` runs: its ``implementation``, or for ``auto`` ``nested`` up to `NESTED_MAX_PAIRS`
+    pairs of ``left_rows x right_rows`` and ``blocked`` above (or when a count is unknown). Lowering
+    asks it with the sources' stated counts, the cost model with its estimates.
+
+    >>> from semray.operators import Scan, Schema, SourceSpec
+    >>> t = Scan(source=SourceSpec(kind="memory", options={"name": "t"}), source_schema=Schema.of(("a", "VARCHAR")))
+    >>> auto = SemJoin(left=t, right=t, instruction="{l.a} and {r.a} match")
+    >>> join_implementation(auto, 100, 100), join_implementation(auto, 1000, 1000), join_implementation(auto, None, 5)
+    ('nested', 'blocked', 'blocked')
+    """
+    if node.implementation != "auto":
+        return node.implementation
+    small = left_rows is not None and right_rows is not None and left_rows * right_rows <= NESTED_MAX_PAIRS
+    return "nested" if small else "blocked"
+
+
+def block_size(right_rows: int | None) -> int:
+    """Candidates per left row of a blocked join: 4 sqrt(m), at least 8 (all when m is small);
+    lowering blocks by it, the cost model prices the pairs it judges by it.
+
+    >>> block_size(1000), block_size(16), block_size(2), block_size(None)
+    (127, 16, 8, 64)
+    """
+    if right_rows is None:
+        return 64
+    return max(8, math.ceil(4 * math.sqrt(right_rows)))
 
 
 def side_cells(node: SemJoin, side: str) -> list[str]:
@@ -25,8 +62,10 @@ def side_cells(node: SemJoin, side: str) -> list[str]:
 
 
 def is_self_join(node: SemJoin) -> bool:
-    """A factorized join (without ``right_labels``) whose sides are one input plan (the same
-    operator key) read through the same cells: its two side questions are the same question.
+    """A factorized join (without ``right_labels``) whose sides are one input plan read through the
+    same cells: its two side questions are the same question. One input plan: structurally equal
+    (the same source and the same operators above it, `rows_key`), whether the two sides are one
+    object or two reads of one table or file.
 
     >>> from semray.operators import Scan, Schema, SourceSpec
     >>> t = Scan(source=SourceSpec(kind="memory", options={"name": "t"}), source_schema=Schema.of(("a", "VARCHAR")))
@@ -41,4 +80,28 @@ def is_self_join(node: SemJoin) -> bool:
         return False
     if side_cells(node, "l") != side_cells(node, "r"):
         return False
-    return operator_key(node.left) == operator_key(node.right)
+    return rows_key(node.left) == rows_key(node.right)
+
+
+_CONTENT_REF = re.compile(r"@([0-9a-f]{16})$")
+"""A memory table's ref as ``semray.from_arrow`` makes it: ``name@`` its content digest."""
+
+
+def rows_key(plan: Node) -> str:
+    """The `operator_key` of ``plan`` with every in-memory table named by its content digest alone:
+    two reads of one table (``semray.sql(q, {"a": t, "b": t})``, ``from_arrow(t, "x")`` and
+    ``from_arrow(t)``) give the same key, two tables of different content never do. Files are
+    already named by their resolved path (``readers._absolute``), so two reads of one file are
+    one plan; a table registered by hand (a ref with no digest) keeps its ref."""
+
+    def by_content(node: Node) -> Node:
+        if not isinstance(node, Scan) or node.source.kind != "memory":
+            return node
+        found = _CONTENT_REF.search(str(node.source.options.get("ref", "")))
+        if found is None:
+            return node
+        options = {**node.source.options, "ref": f"@{found.group(1)}"}
+        options.pop("name", None)
+        return node.model_copy(update={"source": node.source.model_copy(update={"options": options})})
+
+    return operator_key(transform(plan, by_content))

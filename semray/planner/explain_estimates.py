@@ -1,7 +1,8 @@
 """EXPLAIN with estimates: the plan tree with, per operator, the cost model's estimated rows
 (with interval), tokens, dollars, GPU-seconds and tier, and, after a run, the actual figures.
 A cascade shows its target and how its rows are expected to split between the tiers; a LIMIT over
-a semantic chain, what its early stop leaves the chain to ask (``cost_model/limit_cost.py``).
+a semantic chain, what its early stop leaves the chain to ask (``cost_model/limit_cost.py``); a
+blocked join or a top-k, what it embeds (``cost_model/embedding_cost.py``), one line each.
 
 >>> print(render_estimates(plan, estimate, actuals))  # doctest: +SKIP
 SemFilter [small] '{review} mentions delivery'  rows 330 [250, 410] · tokens 33.0k in / 330 out · $0.0123 ...
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from semray.cost_model.estimates import Interval, OperatorEstimate, PlanEstimate
+from semray.cost_model.estimates import EmbeddingEstimate, Interval, OperatorEstimate, PlanEstimate
 from semray.operators.base import Node
 from semray.operators.plan_paths import child_paths, operator_paths
 
@@ -81,6 +82,8 @@ def render_estimates(plan: Node, estimate: PlanEstimate, actuals: Mapping[str, A
         stop = getattr(operator, "early_stop", "")
         if stop:
             lines.append(f"{child_prefix}{'│  ' if children else '   '}{stop}")
+        for part in getattr(operator, "embeddings", ()):
+            lines.append(f"{child_prefix}{'│  ' if children else '   '}{describe_embedding(part)}")
         actual = (actuals or {}).get(path)
         if actual is not None:
             lines.append(f"{child_prefix}{'│  ' if children else '   '}actual: {describe_actual(actual)}")
@@ -116,6 +119,15 @@ def describe_operator(operator: OperatorEstimate, calls_llm: bool) -> str:
     if assumed:
         parts.append(f"assumed: {', '.join(assumed)}")  # documented defaults, nothing measured them
     return " · ".join(parts)
+
+
+def describe_embedding(part: EmbeddingEstimate) -> str:
+    """``embeds the left side: 2.0k texts · 200.0k tokens · $0.0040``: what an operator embeds
+    besides its model calls, on the embedding tier (in the operator's tokens and dollars)."""
+    texts = "1 text" if part.calls.value == 1 else f"{_count(part.calls.value)} texts"
+    return (
+        f"embeds the {part.what}: {texts} · {_count(part.input_tokens.value)} tokens · {_dollars(part.dollars.value)}"
+    )
 
 
 def describe_cascade(split: Any) -> str:

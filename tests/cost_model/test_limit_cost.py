@@ -9,12 +9,15 @@ import pytest
 from plans import PROFILES, SCAN
 
 from semray.cost_model.estimates import Interval
+from semray.cost_model.limit_chain import limit_input
 from semray.cost_model.limit_cost import drawn_rows
 from semray.cost_model.plan_cost import NO_TIER, estimate_plan
+from semray.cost_model.prices import TierProfile
 from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Limit, Scan, SemFilter, SemJoin, Sort
 from semray.operators.base import Node
 from semray.operators.keys import statistics_key
+from semray.operators.quality_targets import QualityTarget
 from semray.operators.relational import SortKey
 from semray.planner.explain_estimates import render_estimates
 
@@ -62,3 +65,25 @@ def test_joins_under_a_limit() -> None:
 def test_what_reads_every_row_first_is_not_discounted() -> None:
     assert calls(Limit(input=Sort(input=POSITIVE, keys=(SortKey(column="review"),)), count=5)) == 2000
     assert drawn_rows(5, 0.5, 0.5, 8) == 8
+
+
+def test_a_cascade_under_a_small_limit_is_priced_on_the_large_tier_it_runs_on() -> None:
+    """Lowering puts a cascade the LIMIT needs fewer rows of than its calibration labels on the
+    large tier (``cost_model/limit_chain.limit_input``); the estimate prices that same plan: the
+    large tier's calls and dollars, not the cascade's proxies, calibration and small tier."""
+    embedding = TierProfile("embedding", 0.0, 0.0, 0.0, float("inf"), 8)
+    profiles = {**PROFILES, "embedding": embedding}
+    cascade = SemFilter(input=SCAN, instruction="{review} is positive", quality=QualityTarget(level=0.9))
+    statistics = PlanStatistics(source_rows=ROWS)
+    small_limit = estimate_plan(Limit(input=cascade, count=5), statistics, profiles)
+    (priced,) = (operator for operator in small_limit.operators if operator.tier != NO_TIER)
+    on_large = estimate_plan(Limit(input=POSITIVE, count=5), statistics, profiles)
+    (large,) = (operator for operator in on_large.operators if operator.tier != NO_TIER)
+    assert priced.tier == "large" and priced.rows_in.value == 5 / 0.5 + 5 / 0.5
+    assert priced.dollars == large.dollars and small_limit.dollars == on_large.dollars
+    # The lowered plan runs the same tier: the rule is one function.
+    assert limit_input(Limit(input=cascade, count=5)).tier == "large"
+    # A LIMIT needing more rows than the 200 calibration labels keeps (and prices) the cascade.
+    wide = estimate_plan(Limit(input=cascade, count=150), statistics, profiles)
+    assert {operator.tier for operator in wide.operators} >= {"cascade"}
+    assert limit_input(Limit(input=cascade, count=150)) == cascade

@@ -81,3 +81,24 @@ def test_a_failed_run_is_not_taken_as_committed(tmp_path: Path) -> None:
     from semray.pipeline.runs.plan_time.code_commit import succeeded_lookup
 
     assert succeeded_lookup(settings, code_run_identity(pending(), REAL)) is None
+
+
+def test_trials_are_reused_for_the_same_operator_under_a_limit_or_a_filter(tmp_path: Path, no_cluster: None) -> None:
+    """The choice is keyed by its candidates (each with its inputs), not by the whole plan: the same
+    extraction under a LIMIT or a filter finds its trial journaled, with no call and no tier."""
+    from semray.cost_model.prices import profiles_from_serving
+    from semray.operators import Filter, Limit
+
+    settings, choice = Settings(state_dir=tmp_path), CodeChoice()
+    run = finished_run(settings, choice_run_identity(extraction(), REAL, choice), extraction())
+    profiles = profiles_from_serving(REAL)
+    first = choose_code(extraction(), StandIn([GOOD]).ask, lambda _: SAMPLE, profiles, choice, ledger=run.ledger)
+    run.finish("succeeded")
+    assert isinstance(first.plan, SemCode)
+    for around in (Limit(input=extraction(), count=500), Filter(input=extraction(), predicate="day IS NOT NULL")):
+        again = choose_code_for_run(around, settings, REAL, choice)
+        reused = again.plan.children[0]
+        assert isinstance(reused, SemCode) and not again.not_tried, again.not_tried
+        assert reused.model_dump() == first.plan.model_dump()  # the function and its measured bound
+    other = extraction().model_copy(update={"instruction": "The day written in {raw}"})
+    assert choice_run_identity(other, REAL, choice) != choice_run_identity(extraction(), REAL, choice)

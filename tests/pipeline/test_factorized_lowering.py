@@ -123,3 +123,22 @@ def test_a_self_join_asks_its_one_relation_once() -> None:
         SemJoin(left=other_cells, right=other_cells, instruction="{l.a} and {r.c} differ", implementation="factorized"),
     ):
         assert isinstance(lower(node, Settings()), BroadcastJoinStage)
+
+
+def test_two_reads_of_one_table_are_one_relation_two_tables_are_not() -> None:
+    """Structurally equal sides are one relation whoever built them: two reads of one table (under
+    two names too: the content digest names it), two reads of one file; tables of other content,
+    or the same table under different operators, keep both sides' questions."""
+    table = pa.table({"a": ["x", "y"]})
+    instruction = "{l.a} and {r.a} differ in tone"
+
+    def lowered(left: object, right: object) -> object:
+        return lower(SemJoin(left=left, right=right, instruction=instruction, implementation="factorized"), Settings())  # type: ignore[arg-type]
+
+    assert isinstance(lowered(from_arrow(table, "a").plan, from_arrow(table, "b").plan), SelfJoinStage)
+    assert isinstance(lowered(from_arrow(table).plan, from_arrow(table).plan), SelfJoinStage)
+    other = from_arrow(pa.table({"a": ["x", "z"]}), "a").plan
+    assert isinstance(lowered(from_arrow(table, "a").plan, other), BroadcastJoinStage)
+    filtered = from_arrow(table, "a").filter("a = 'x'").plan
+    assert isinstance(lowered(from_arrow(table, "a").plan, filtered), BroadcastJoinStage)
+    assert isinstance(lowered(filtered, from_arrow(table, "b").filter("a = 'x'").plan), SelfJoinStage)

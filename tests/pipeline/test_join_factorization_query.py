@@ -193,3 +193,53 @@ def test_a_budget_the_check_would_pass_stops_the_query_before_it(
     roomy = tight.model_copy(update={"max_cost": 1.0})
     result = self_join(priced, roomy).execute()
     assert result.factorization_check.calls > 0 and 0 < result.factorization_check.dollars < result.usage.dollars <= 1.0
+
+
+def test_two_reads_of_one_table_are_asked_once_two_tables_on_both_sides(tickets: Tickets, settings: Settings) -> None:
+    """A self-join is recognised by structure, not by the object: SQL's ``FROM t a JOIN t b``, one
+    table under two names, two reads in the builder each ask every row once (the cache is off); a
+    different table on one side is asked on both sides."""
+    same = "{l.text} and {r.text} have the same topic"
+    match = f"SEM_MATCH('{same}')"
+    every = true_pairs(tickets)
+    sql = f"SELECT a.ticket_id, b.ticket_id FROM t a JOIN t b ON {match}"
+    by_names = f"SELECT a.ticket_id, b.ticket_id FROM t a JOIN u b ON {match}"
+    table = tickets.table
+    first = semray.from_arrow(table, "t", settings=settings).with_serving(tickets.serving)
+    second = semray.from_arrow(table, "u", settings=settings).with_serving(tickets.serving)
+    queries = (
+        semray.sql(sql, {"t": table}, settings=settings).with_serving(tickets.serving),
+        semray.sql(by_names, {"t": table, "u": table}, settings=settings).with_serving(tickets.serving),
+        first.sem_join(second, same),
+    )
+    for query in queries:
+        result = query.execute()
+        assert the_join_ran_factorized(result) and pairs_of(result.table) == every
+        assert result.usage.calls - result.factorization_check.calls == ROWS  # each row asked once
+    fewer = table.slice(0, ROWS // 2)
+    other = semray.from_arrow(fewer, "t", settings=settings).with_serving(tickets.serving)
+    result = first.sem_join(other, same).execute()
+    assert result.usage.calls - result.factorization_check.calls == ROWS + ROWS // 2  # both sides asked
+
+
+def test_a_stream_counts_the_check_it_paid_and_its_run(tickets: Tickets, settings: Settings, tmp_path: Path) -> None:
+    """``iter_batches`` has no ``Result``: its stream says what the check paid from the start, and
+    once read to the end what the whole query paid (the check and the run), as ``execute`` would."""
+    from semray.transactions import show_run
+
+    fresh = settings.model_copy(update={"state_dir": tmp_path / "state"})
+    stream = self_join(tickets, fresh).iter_batches()
+    paid = stream.factorization_check
+    assert paid.calls == check_calls(fresh) > 0 and stream.usage is None and stream.run_id is None
+    batches = list(stream)
+    assert "_rowid" not in batches[0].column_names
+    found = {
+        (a, b)
+        for batch in batches
+        for a, b in zip(batch["ticket_id"].to_pylist(), batch["ticket_id_right"].to_pylist(), strict=True)
+    }
+    assert found == true_pairs(tickets)
+    assert stream.run_id is not None and stream.usage is not None
+    ran = show_run(fresh, stream.run_id).usage
+    assert ran.calls == ROWS  # a self-join's one side question per row
+    assert stream.usage == ran + paid

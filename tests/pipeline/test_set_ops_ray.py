@@ -279,3 +279,34 @@ def test_search_returns_k_rows_with_scores_in_each_mode(tickets: Tickets, settin
         assert scores == sorted(scores, reverse=True), mode
         topics = [tickets.labels[key]["topic"] for key in table.column("ticket_id").to_pylist()]
         assert topics.count("shipping") >= 4, (mode, topics)
+
+
+def embedding_usage(result: Result, settings: Settings) -> tuple[int, int]:
+    """(calls, tokens) of the run's journaled embeddings, all attempts."""
+    folder = run_dir(settings, result.run_id or "")
+    commits = [record for record in read_journal(folder / JOURNAL_NAME).records if isinstance(record, BatchCommitted)]
+    embedded = [commit for commit in commits if VECTOR in committed_table(folder, commit).column_names]
+    return sum(commit.usage.calls for commit in embedded), sum(commit.usage.tokens_in for commit in embedded)
+
+
+def test_the_estimate_prices_what_a_blocked_join_and_a_top_k_embed(tickets: Tickets, settings: Settings) -> None:
+    """EXPLAIN's embedding lines against the run's usage: the texts embedded exactly, their tokens
+    (unmeasured: 100 per cell) and all calls within a factor of 10 (the same order of magnitude)."""
+    from semray.cost_model.cardinality import source_statistics
+    from semray.cost_model.plan_cost import NO_TIER, estimate_plan
+    from semray.cost_model.prices import profiles_from_serving
+
+    blocked = query(tickets, settings).sem_join(query(tickets, settings), JOIN, "blocked")
+    top = query(tickets, settings).sem_topk("the most urgent {text}", k=3, output="rank")
+    for built, texts in ((blocked, 2 * ROWS), (top, ROWS + 1)):
+        assert "embeds the " in built.explain()
+        plan = built.optimized().plan
+        estimate = estimate_plan(plan, source_statistics(plan), profiles_from_serving(tickets.serving))
+        parts = [part for operator in estimate.operators for part in operator.embeddings]
+        calls = sum(operator.rows_in.value for operator in estimate.operators if operator.tier != NO_TIER)
+        result = built.execute()
+        embedded_calls, embedded_tokens = embedding_usage(result, settings)
+        assert sum(part.calls.value for part in parts) == embedded_calls == texts
+        tokens = sum(part.input_tokens.value for part in parts)
+        assert embedded_tokens / 10 <= tokens <= 10 * embedded_tokens
+        assert result.usage.calls / 10 <= calls + texts <= 10 * result.usage.calls

@@ -4,7 +4,7 @@ A lowering function takes the operator, its inputs already lowered and the setti
 its stage; it never lowers anything itself (``driver.lower`` does, children first). Where an
 operator's inputs are not simply its children under the same settings, its entry says what they
 are (``inputs``): a LIMIT lowers its input with small model batches, and perhaps a rewritten
-input (``sizing.limit_chain``).
+input (``cost_model/limit_chain.limit_input``).
 
 >>> from semray.operators import Filter
 >>> from semray.pipeline.stages.relational import BatchSqlStage

@@ -14,6 +14,7 @@ import sqlglot
 from sqlglot import exp
 
 from semray.cost_model.cardinality import row_bound
+from semray.cost_model.limit_chain import first_round_rows, limit_input
 from semray.operators.base import Node
 from semray.operators.expressions import DIALECT
 from semray.operators.relational import Aggregate, Distinct, Filter, Join, Limit, Project, Scan, Sort, Union
@@ -21,14 +22,7 @@ from semray.operators.safe_sql import isolated_connection
 from semray.operators.schema import ROW_ID, quote
 from semray.pipeline.lowering.registry import InputPlan, Inputs, Lowering
 from semray.pipeline.lowering.set_ops import prefilter_rows
-from semray.pipeline.lowering.sizing import (
-    LIMIT_GROWTH,
-    first_round_rows,
-    fits_one_task,
-    limit_chain,
-    limit_first_rows,
-    runs_in_rounds,
-)
+from semray.pipeline.lowering.sizing import LIMIT_GROWTH, fits_one_task, runs_in_rounds
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.relational import (
     PARTITION,
@@ -274,11 +268,10 @@ def lower_sort(node: Sort, inputs: Inputs, settings: Settings) -> Stage:
 def limit_inputs(node: Limit, settings: Settings) -> InputPlan:
     """What a LIMIT lowers as its input: ``node.input`` with small model batches (it stops the stream
     after a few of them), and with a cascade the LIMIT needs no more rows of than its calibration
-    would label on the large tier (``sizing.limit_chain``); a larger LIMIT keeps the cascade, to
-    calibrate on the first round."""
+    would label on the large tier (``cost_model/limit_chain.limit_input``, the rule the cost model
+    prices too); a larger LIMIT keeps the cascade, to calibrate on the first round."""
     small_batches = settings.model_copy(update={"semantic_batch_max": settings.semantic_batch_size})
-    on_large = first_round_rows(node) is not None and limit_first_rows(node) is not None
-    return ((limit_chain(node) if on_large else node.input, small_batches),)
+    return ((limit_input(node), small_batches),)
 
 
 def lower_limit(node: Limit, inputs: Inputs, settings: Settings) -> Stage:

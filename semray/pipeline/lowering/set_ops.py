@@ -12,20 +12,20 @@ A SemJoin lowers by its ``implementation``:
   (``BroadcastJoinStage.left_rounds``): m calls and about what the LIMIT needs of the n.
   A self-join (``is_self_join``: one input plan, one question) asks each row once and joins
   the answers with themselves (``SelfJoinStage``): n calls, not 2n, fewer under a LIMIT;
-* ``auto``: nested up to ``NESTED_MAX_PAIRS`` estimated pairs, blocked above.
+* ``auto``: nested up to ``NESTED_MAX_PAIRS`` estimated pairs, blocked above
+  (``operators/join_sides.join_implementation``, which the cost model asks too).
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import string
 
 from semray.catalog.catalogued_rows import CatalogRoute, catalog_route
 from semray.cost_model.cardinality import row_bound
 from semray.log import get_logger
 from semray.operators.base import Node
-from semray.operators.join_sides import is_self_join, side_cells
+from semray.operators.join_sides import block_size, is_self_join, join_implementation, side_cells
 from semray.operators.keys import operator_key
 from semray.operators.relational import CatalogPin
 from semray.operators.schema import ROW_ID, quote, right_names
@@ -55,25 +55,12 @@ from semray.tasks import TaskKind
 
 log = get_logger(__name__)
 
-NESTED_MAX_PAIRS = 20_000
-"""``implementation="auto"``: pairs (estimated) up to which every pair is judged."""
 FACTOR_KEY = "_fk"
 AGG_CONTEXT_TOKENS = 4096
 """Prompt budget of one aggregation call; the simulator's and small open models' context.
 TODO: take the tier's context length (TierConfig.context_length) once lowering can see it."""
 EMBED_BATCH_ROWS = 256
 EMBED_ACTORS = 1
-
-
-def block_size(right_rows: int | None) -> int:
-    """Candidates per left row of a blocked join: 4 sqrt(m), at least 8 (all when m is small).
-
-    >>> block_size(1000), block_size(16), block_size(2), block_size(None)
-    (127, 16, 8, 64)
-    """
-    if right_rows is None:
-        return 64
-    return max(8, math.ceil(4 * math.sqrt(right_rows)))
 
 
 def _key(node: Node, role: str) -> str:
@@ -216,11 +203,9 @@ def lower_factorized_join(node: SemJoin, left: Stage, right: Stage, settings: Se
 
 def lower_sem_join(node: SemJoin, inputs: Inputs, settings: Settings) -> Stage:
     left, right = inputs
-    implementation = node.implementation
-    if implementation == "auto":
-        left_rows, right_rows = row_bound(node.left), row_bound(node.right)
-        small = left_rows is not None and right_rows is not None and left_rows * right_rows <= NESTED_MAX_PAIRS
-        implementation = "nested" if small else "blocked"
+    implementation: str = node.implementation
+    if implementation == "auto":  # the sources' counts, as the cost model asks with its estimates
+        implementation = join_implementation(node, row_bound(node.left), row_bound(node.right))
     if implementation == "nested":
         return lower_nested_join(node, left, right, settings)
     if implementation == "blocked":

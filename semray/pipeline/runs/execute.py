@@ -24,8 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from semray.pipeline.ray import materialize
 from semray.pipeline.runs.actor_ledger import CancellableLedger, actor_ledger
 from semray.pipeline.runs.budget import Forecast, check_forecast, forecast, in_flight_batches
 from semray.pipeline.runs.measure_in_run import MeasuredRun, Planning, measure_plan, seed_of
+from semray.pipeline.runs.outcomes import Result, StreamedRun, Written, minus_usage
 from semray.pipeline.runs.progress import LogReporter, ProgressReporter, RunWatcher
 from semray.pipeline.runs.resume_record import Job, job_to_resume, model_tiers
 from semray.pipeline.stages.base import render_stages
@@ -78,79 +78,6 @@ __all__ = [
     "resume",
     "write_parquet",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Result:
-    """Rows of a finished query, and what its model calls cost (``run_id`` None: no run).
-
-    ``usage`` is everything the run paid over all its attempts; ``attempt_usage`` what this
-    attempt paid (less when it resumed committed batches).
-    """
-
-    table: pa.Table
-    run_id: str | None = None
-    usage: LLMUsage = field(default_factory=LLMUsage)
-    simulated: bool = False
-    attempt_usage: LLMUsage = field(default_factory=LLMUsage)
-    measured: MeasuredRun | None = None
-    """What the run measured before planning (``measure=True``), with what measuring cost."""
-    plan: Node | None = None
-    """The plan that ran (after the optimizer, when the run chose it from measured statistics)."""
-    operator_rows: dict[str, int] = field(default_factory=dict)
-    """Rows each operator passed on in this attempt, by operator key (``operators/keys.operator_key``);
-    operators that keep every row are not counted (they pass on their input's count)."""
-    failures: FailedRows = field(default_factory=FailedRows)
-    """Rows each semantic operator asked about and how many got no answer (over all attempts)."""
-    warnings: tuple[str, ...] = ()
-    """Quality targets the plan asked for but could not meet as asked (``quality_warnings``)."""
-    factorization_check: LLMUsage = field(default_factory=LLMUsage)
-    """What the query's join factorization check paid before the run (counted in ``usage`` too)."""
-
-    @property
-    def statistics(self) -> PlanStatistics | None:
-        """The statistics the optimizer used, when the run measured them."""
-        return self.measured.statistics if self.measured is not None else None
-
-    @property
-    def failed_rows(self) -> int:
-        """Rows that got no answer, all operators together (0 for a clean run)."""
-        return self.failures.total
-
-    def usage_line(self) -> str:
-        if self.run_id is None:
-            return "no model calls"
-        return _usage_line(self)
-
-    def failed_line(self) -> str:
-        """``WARNING: 12 rows failed: ...`` when rows got no answer, else ""."""
-        return self.failures.warning(self.run_id)
-
-
-@dataclass(frozen=True, slots=True)
-class Written:
-    """A result published atomically to ``path`` by run ``run_id`` as output ``version``."""
-
-    path: Path
-    rows: int
-    run_id: str
-    version: str
-    usage: LLMUsage = field(default_factory=LLMUsage)
-    simulated: bool = False
-    attempt_usage: LLMUsage = field(default_factory=LLMUsage)
-    measured: MeasuredRun | None = None
-    failures: FailedRows = field(default_factory=FailedRows)
-    factorization_check: LLMUsage = field(default_factory=LLMUsage)
-
-    @property
-    def failed_rows(self) -> int:
-        return self.failures.total
-
-    def usage_line(self) -> str:
-        return _usage_line(self)
-
-    def failed_line(self) -> str:
-        return self.failures.warning(self.run_id)
 
 
 def explain_physical(plan: Node, settings: Settings) -> str:
@@ -212,26 +139,26 @@ def iter_batches(
     serving: ServingConfig | None = None,
     planning: Planning | None = None,
     progress: ProgressReporter | None = None,
-) -> Iterator[pa.Table]:
-    """Stream results; a plan with models runs journaled, and a cancel request stops it between batches."""
+) -> Generator[pa.Table, None, StreamedRun | None]:
+    """Stream results; a plan with models runs journaled, and a cancel request stops it between
+    batches. Returns (``StopIteration.value``, as ``ResultBatches`` reads it) what the run paid."""
     plan, planning = _without_models(plan, settings, serving, planning)
     size = batch_rows or settings.batch_size
     if planning is not None:
         with _measured_run(plan, settings, serving, planning, None, progress) as (run, job, handles, _):
-            yield from _stream(run, job, handles, size)
-        return
+            return (yield from _stream(run, job, handles, size))
     job = Job.prepare(plan, settings, serving)
     if not job.tiers:
         connect(settings)
         yield from materialize.iter_batches(job.stages, _schema(job), size, materialize.ExecutionContext())
-        return
+        return None
     expected = _forecast(job)
     with _open(job, output=None) as run, _cancellable(run), _watched(run, job, expected, progress):
         _, tiers = _connect_and_start_tiers(job)
-        yield from _stream(run, job, tiers, size)
+        return (yield from _stream(run, job, tiers, size))
 
 
-def _stream(run: Run, job: Job, tiers: TierHandles | None, size: int) -> Iterator[pa.Table]:
+def _stream(run: Run, job: Job, tiers: TierHandles | None, size: int) -> Generator[pa.Table, None, StreamedRun]:
     try:
         for batch in materialize.iter_batches(job.stages, _schema(job), size, _context(run, tiers)):
             run.raise_if_cancelled()
@@ -240,6 +167,7 @@ def _stream(run: Run, job: Job, tiers: TierHandles | None, size: int) -> Iterato
     except GeneratorExit:
         run.finish("cancelled", "the reader stopped before the last batch")
         raise
+    return StreamedRun(run.run_id, show_run(job.settings, run.run_id).usage)  # every batch is committed
 
 
 def write_parquet(
@@ -530,7 +458,7 @@ def _result(
     measured: MeasuredRun | None = None,
 ) -> Result:
     usage = show_run(job.settings, run.run_id).usage
-    attempt = _minus(usage, before)
+    attempt = minus_usage(usage, before)
     log.info(
         "query_finished",
         rows=table.num_rows,
@@ -556,7 +484,7 @@ def _written(
     measured: MeasuredRun | None = None,
 ) -> Written:
     usage = show_run(job.settings, run.run_id).usage
-    attempt = _minus(usage, before)
+    attempt = minus_usage(usage, before)
     log.info(
         "parquet_published",
         path=target.path,
@@ -569,31 +497,3 @@ def _written(
         failed_rows=failures.total,
     )
     return Written(Path(target.path), rows, run.run_id, version, usage, job.simulated, attempt, measured, failures)
-
-
-def _minus(total: LLMUsage, before: LLMUsage) -> LLMUsage:
-    # Floors at zero: float sums of dollars may differ in the last bit.
-    return LLMUsage(
-        calls=max(0, total.calls - before.calls),
-        tokens_in=max(0, total.tokens_in - before.tokens_in),
-        tokens_out=max(0, total.tokens_out - before.tokens_out),
-        dollars=max(0.0, total.dollars - before.dollars),
-    )
-
-
-def _usage_line(outcome: Result | Written) -> str:
-    usage, attempt, measured = outcome.usage, outcome.attempt_usage, outcome.measured
-    tag = " (SIMULATED tier: answers come from labels, not a model)" if outcome.simulated else ""
-    resumed = f" (this attempt: {attempt.calls} calls, {attempt.dollars:.4f} dollars)" if attempt != usage else ""
-    measuring = ""
-    if measured is not None:
-        measuring = (
-            f"; measuring: {measured.labels} labels ({measured.usage.calls} calls, "
-            f"{measured.usage.dollars:.4f} dollars), not paid again at execution"
-        )
-    if (check := outcome.factorization_check).calls:
-        measuring += f"; join factorization check: {check.calls} calls, {check.dollars:.4f} dollars (a run apart)"
-    return (
-        f"model calls: {usage.calls}, tokens in/out: {usage.tokens_in}/{usage.tokens_out}, "
-        f"dollars: {usage.dollars:.4f}{resumed}{measuring}{tag}; run {outcome.run_id}"
-    )

@@ -9,7 +9,7 @@ of the last round (at most its own size, which doubles from a first round sized 
 The chain may hold cascades (``cascade_rounds.CascadeRounds``: the first round is their
 calibration population, later rounds are routed row by row) and end in a pair join's verification
 (its pairs come in rounds from the join stage below). Lowering sizes the first round
-(``lowering/sizing.first_round_rows``); ``pipeline/ray/limit_rounds.py`` builds the steps and runs
+(``cost_model/limit_chain.first_round_rows``); ``pipeline/ray/limit_rounds.py`` builds the steps and runs
 ``limited_rows`` over the stream under the chain.
 """
 

@@ -24,8 +24,9 @@ row-wise map or extraction, and keep the function only where it met the quality 
    compared; it fails when the upper bound falls below the target or the cap is reached. Each
    round's answers are journaled under ``code_rows:<operator key>`` with their price, the trial
    under ``code_trial:<operator key>``, passed or not, so a resumed or re-run choice (the newest
-   succeeded run with the same fingerprint, for plans that read no in-memory table) reuses them
-   and pays nothing again.
+   succeeded run with the same fingerprint, ``choice_run_identity``: the candidates with their
+   inputs, not the whole plan, so also under another LIMIT or a filter above) reuses them and
+   pays nothing again.
 3. **Choose**: ``prefer_validated_code`` with the trials replaces each candidate whose function
    passed; every other candidate stays a per-row operator. The chosen SemCode carries the bound
    and the rows it was measured on (``agreement_bound``, ``checked_rows``: EXPLAIN shows them).
@@ -61,7 +62,7 @@ from semray.pipeline.runs.plan_time.code_commit import (
     CODE_TIER,
     Lookup,
     code_run,
-    reads_memory,
+    memory_digests,
     sample_input,
     succeeded_lookup,
 )
@@ -242,7 +243,7 @@ def choose_code(
             )
             log.info("code_not_tried", operator=node.label(), target=draft.min_agreement, max_rows=choice.max_rows)
             continue
-        if not price.worth_trying:
+        if not price.worth_trying and not _journaled(draft, ledger, earlier):  # a journaled trial costs nothing
             not_tried[key] = (
                 f"writing and validating a function may cost {price.code_high:.4g}, "
                 f"not less than {price.per_row:.4g} for the per-row calls (dollars, GPU-seconds at 1e-5)"
@@ -283,7 +284,7 @@ def choose_code_for_run(
     document: dict[str, Any] = json.loads(plan_to_json(plan, indent=None))
     identity = choice_run_identity(plan, config, choice)
     profiles = profiles_from_serving(config)
-    earlier = None if reads_memory(document) else succeeded_lookup(settings, identity)
+    earlier = succeeded_lookup(settings, identity)  # the identity holds the memory tables' digests
     if earlier is not None:
         try:  # a re-run of a choice a finished run made: its trials, no call, no tiers started
             return choose_code(
@@ -305,14 +306,30 @@ def choose_code_for_run(
 
 
 def choice_run_identity(plan: Node, serving: ServingConfig, choice: CodeChoice) -> str:
-    """The fingerprint of the run that makes ``plan``'s code choice: the plan, the choice and the large tier's model."""
+    """The fingerprint of the run that makes ``plan``'s code choice: its candidates alone (each
+    operator's own document, its instruction and its inputs, with the content digest of every
+    in-memory table they read), the choice and the large tier's model; not the query around them,
+    so the same operators under another LIMIT or under a filter find the trials journaled.
+
+    >>> from semray.operators import Limit, Scan, SemMap, Schema, SourceSpec
+    >>> scan = Scan(source=SourceSpec(kind="csv", path="/d.csv"), source_schema=Schema.of(("raw", "VARCHAR")))
+    >>> mapped = SemMap(input=scan, instruction="the year in {raw}", output="year")
+    >>> choice_run_identity(mapped, ServingConfig(), CodeChoice()) == choice_run_identity(
+    ...     Limit(input=mapped, count=5), ServingConfig(), CodeChoice())
+    True
+    """
     from semray.operators import plan_to_json
     from semray.transactions import fingerprint
 
     large = serving.tier(CODE_TIER)
-    document: dict[str, Any] = json.loads(plan_to_json(plan, indent=None))
+    candidates = list(code_candidates(plan).values())
+    documents = sorted(plan_to_json(node, indent=None) for node in candidates)
+    memory: dict[str, str] = {}
+    for node in candidates:
+        memory.update(memory_digests(node))
     parts = {
-        "choose_code": document,
+        "choose_code": [json.loads(document) for document in documents],
+        "memory": memory,
         "target": choice.target,
         "sample_rows": choice.sample_rows,
         "max_rows": choice.max_rows,
@@ -367,6 +384,14 @@ def _with_bounds(plan: Node, measured: Mapping[str, _Measured]) -> Node:
 
 class _NeedsModelError(Exception):
     """A trial the finished run did not journal: the choice needs the large tier after all."""
+
+
+def _journaled(draft: SemCode, ledger: BatchLedger | None, earlier: Lookup | None) -> bool:
+    """Whether ``draft``'s trial is journaled (this run's ledger or a finished run's): reused, it costs nothing."""
+    key = f"code_trial:{operator_key(draft)}"
+    if ledger is not None and ledger.lookup(key, TRIAL_BATCH) is not None:
+        return True
+    return earlier is not None and earlier(key, TRIAL_BATCH) is not None
 
 
 def _needs_model(*_: Any) -> Any:

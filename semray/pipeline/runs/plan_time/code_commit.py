@@ -24,6 +24,7 @@ with the model's per-row answers where ``min_agreement`` is set and the large ti
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,7 +35,7 @@ import pyarrow as pa
 
 from semray.errors import CodeGenerationUnavailableError
 from semray.log import get_logger
-from semray.operators import Limit, Node, plan_to_json, transform, walk
+from semray.operators import Limit, Node, Scan, plan_to_json, transform, walk
 from semray.operators.code import SemCode
 from semray.operators.keys import operator_key
 from semray.pipeline.runs.plan_time.code_generation import Ask, GeneratedCode, generate_code
@@ -95,6 +96,24 @@ def commit_code(plan: Node, settings: Settings, serving: ServingConfig | None) -
 def reads_memory(document: dict[str, Any]) -> bool:
     """Whether a plan document reads an in-memory table (such a run can neither resume nor be reused)."""
     return '"kind": "memory"' in json.dumps(document)
+
+
+def memory_digests(node: Node) -> dict[str, str]:
+    """The content digest of each in-memory table ``node`` reads, by ref: a ref names a table of this
+    process only, so a journaled choice (a join's verdict, a code trial) is reused for the same
+    content, never for another table under that name."""
+    from semray.sources.memory_source import registered_table
+
+    digests: dict[str, str] = {}
+    for scan in walk(node):
+        if isinstance(scan, Scan) and scan.source.kind == "memory":
+            ref = str(scan.source.options.get("ref"))
+            sink = pa.BufferOutputStream()
+            table = registered_table(ref)
+            with pa.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(table)
+            digests[ref] = hashlib.blake2b(sink.getvalue().to_pybytes(), digest_size=16).hexdigest()
+    return digests
 
 
 @contextmanager

@@ -18,7 +18,6 @@ as the join's pairs) would take the checks past it is not started: ``BudgetError
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,11 +29,11 @@ import pyarrow as pa
 from semray.cost_model.cardinality import row_bound
 from semray.cost_model.estimates import EstimateError
 from semray.log import get_logger
-from semray.operators import Limit, Node, Scan, plan_to_json, walk
+from semray.operators import Limit, Node, plan_to_json
 from semray.operators.semantic import SemJoin
 from semray.pipeline.lowering.set_ops import side_columns
 from semray.pipeline.runs.budget import BudgetError, suggested_budget
-from semray.pipeline.runs.plan_time.code_commit import succeeded_lookup
+from semray.pipeline.runs.plan_time.code_commit import memory_digests, succeeded_lookup
 from semray.pipeline.runs.plan_time.join_factor_check import Ask
 from semray.pipeline.runs.plan_time.join_factorization import (
     DEFAULT_CHOICE,
@@ -115,7 +114,7 @@ def join_identity(join: SemJoin, serving: ServingConfig, choice: FactorizationCh
     document: dict[str, Any] = json.loads(plan_to_json(join, indent=None))
     models = {tier: f"{serving.tier(tier).backend}:{serving.tier(tier).model}" for tier in tiers}
     return fingerprint(
-        {"factor_join": document, "memory": _memory_digests(join), "choice": asdict(choice), "models": models}
+        {"factor_join": document, "memory": memory_digests(join), "choice": asdict(choice), "models": models}
     )
 
 
@@ -231,23 +230,6 @@ def _tiers(join: SemJoin, propose: bool) -> list[str]:
 def _sampled_rows(side: Node, choice: FactorizationChoice) -> int:
     bound = row_bound(side)
     return choice.sample_rows if bound is None else min(bound, choice.sample_rows)
-
-
-def _memory_digests(join: SemJoin) -> dict[str, str]:
-    """The content digest of each in-memory table ``join`` reads, by ref: a ref names a table of this
-    process only, so a verdict is reused for the same content, never for another table under that name."""
-    from semray.sources.memory_source import registered_table
-
-    digests: dict[str, str] = {}
-    for node in walk(join):
-        if isinstance(node, Scan) and node.source.kind == "memory":
-            ref = str(node.source.options.get("ref"))
-            sink = pa.BufferOutputStream()
-            table = registered_table(ref)
-            with pa.ipc.new_stream(sink, table.schema) as writer:
-                writer.write_table(table)
-            digests[ref] = hashlib.blake2b(sink.getvalue().to_pybytes(), digest_size=16).hexdigest()
-    return digests
 
 
 def _difference(after: LLMUsage, before: LLMUsage) -> LLMUsage:
