@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
@@ -58,6 +58,9 @@ from semray.sql_quoting import quote_identifier
 
 OptionValue = str | int | float | bool | None
 OnError = Literal["fail", "skip", "default"]
+
+if TYPE_CHECKING:
+    from semray.pipeline.runs.outcomes import ResultBatches
 
 
 class Query:
@@ -537,7 +540,7 @@ class Query:
         policy: Any = None,
         measure: Any = False,
         row_ids: bool = False,
-    ) -> Any:
+    ) -> ResultBatches:
         """Stream results as Arrow tables without holding them all in memory (options as `collect`).
 
         The stream (``semray.pipeline.runs.outcomes.ResultBatches``) says what it cost once read to
