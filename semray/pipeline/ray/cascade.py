@@ -52,7 +52,6 @@ from semray.pipeline.workers.cascade_rounds import CascadeRounds
 from semray.pipeline.workers.metering import named_udf, operator_name
 from semray.pipeline.workers.semantic_batches import SemanticBatchUDF
 from semray.tasks import TaskKind
-from semray.transactions import BatchLedger
 
 log = get_logger(__name__)
 
@@ -91,9 +90,10 @@ def build_cascade(stage: CascadeStage, context: ExecutionContext) -> rd.Dataset:
     # processes, imports, tier handles) and the small tier answers every row the calibration did not
     # draw while the large tier labels the draws; the large tier's step waits for the route. The
     # draw is made here too (the same seed: the same rows), so the small tier knows which rows it
-    # need not ask. The block references travel inside a list: Ray hands them over unresolved.
+    # need not ask.
     _, sample = cascade_calibration.draw(target, ids, proxy, seed)
-    chosen = _calibrate.remote(stage, target, large, small, ids, proxy, proxy_label, [blocks], seed, context.ledger)
+    rows_of = BlockRows(tuple(blocks))
+    chosen = _calibrate.remote(stage, target, large, small, ids, proxy, proxy_label, rows_of, seed, context.ledger)
     routed = proxied
     if router.Route(target).uses_small:
         routed = proxied.map_batches(
@@ -111,39 +111,32 @@ def build_cascade(stage: CascadeStage, context: ExecutionContext) -> rd.Dataset:
 
 @dataclass(frozen=True, slots=True)
 class RouteRef:
-    """A route and its calibration sample that a task is still choosing (``cascade_tiers.RouteToCome``).
+    """The route and calibration sample a task is still choosing (``cascade_tiers.RouteToCome``).
     The reference is held inside this value, so Ray passes it to the routing actors unresolved;
     each waits for it at its first batch."""
 
     ref: Any
-    """``ray.ObjectRef`` of a (`router.Route`, sample) pair."""
+    """``ray.ObjectRef`` of the task's `cascade_calibration.Calibration`."""
 
     def resolve(self) -> tuple[router.Route, frozenset[str]]:
-        route, sample = ray.get(self.ref)
-        return route, frozenset(sample)
+        calibration: cascade_calibration.Calibration = ray.get(self.ref)
+        return calibration.route, frozenset(calibration.sample)
 
 
-def _calibrated_route(
-    stage: CascadeStage,
-    target: router.Target,
-    large: SemanticBatchUDF,
-    small: SemanticBatchUDF,
-    ids: list[str],
-    proxy: np.ndarray,
-    proxy_label: np.ndarray,
-    blocks: list[Sequence[Any]],
-    seed: int,
-    ledger: BatchLedger | None,
-) -> tuple[router.Route, list[str]]:
-    """The whole route (journaled) and the calibration sample."""
-    calibration = cascade_calibration.calibrate(
-        stage, target, large, small, ids, proxy, proxy_label, lambda sample: _rows(blocks[0], sample), seed, ledger
-    )
-    return calibration.route, calibration.sample
+@dataclass(frozen=True, slots=True)
+class BlockRows:
+    """Rows by id from the proxy pass's materialised blocks (a calibration sample: a few hundred
+    rows). The block references are held inside this value, so Ray hands them to the calibration
+    task unresolved."""
+
+    blocks: tuple[Any, ...]
+
+    def __call__(self, row_ids: list[str]) -> pa.Table:
+        return _rows(self.blocks, row_ids)
 
 
 # No CPU: it waits on the tiers. Not retried: a retry would ask again what the journal holds.
-_calibrate = ray.remote(num_cpus=0, max_retries=0)(_calibrated_route)
+_calibrate = ray.remote(num_cpus=0, max_retries=0)(cascade_calibration.calibrate)
 
 
 def _pool(stage: CascadeStage, context: ExecutionContext) -> dict[str, Any]:
