@@ -52,7 +52,7 @@ class TokenEstimateError(SemrayError):
 
 def question_of(node: Node) -> Question:
     """The question an operator sends per row (``SemanticNode.question``: a SemJoin pair asks as a
-    filter, a SemTopK is priced as a score, a SemAgg as a free-text answer)."""
+    filter, a SemTopK's one record as a score, a SemAgg as a free-text answer)."""
     question = node.question() if isinstance(node, SemanticNode) else None
     if question is None:
         raise TokenEstimateError(
