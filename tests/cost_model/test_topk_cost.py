@@ -14,7 +14,7 @@ from semray.cost_model.estimates import Interval
 from semray.cost_model.plan_cost import estimate_plan
 from semray.cost_model.statistics import PlanStatistics
 from semray.cost_model.topk_rule import expected_comparisons, prefilter_rows
-from semray.operators import Filter, SemTopK
+from semray.operators import Filter, Limit, SemTopK
 from semray.operators.keys import statistics_key
 from semray.pipeline.lowering.set_ops import lower_sem_topk
 from semray.pipeline.workers.top_k import partial_quicksort
@@ -71,3 +71,20 @@ def test_fewer_rows_than_the_prefilter_compare_fewer_and_intervals_follow_the_ro
     bounds = (below.value, below.low, below.high)
     assert operator.rows_in == Interval(*(expected_comparisons(bound, 3) for bound in bounds))
     assert operator.rows_in.low <= operator.rows_in.value <= operator.rows_in.high < expected_comparisons(32, 3)
+
+
+def test_a_limit_of_fewer_rows_prices_the_top_k_as_the_top_it_runs_as() -> None:
+    """Lowering runs a top-10 under LIMIT 2 as a top-2 (``relational._ranked_only``); so is it priced."""
+    rows = PlanStatistics(source_rows={"csv:reviews.csv": Interval.exact(2000)})
+    ten = SemTopK(input=SCAN, instruction=URGENT, k=10)
+    limited = estimate_plan(Limit(input=ten, count=1, offset=1), rows, PROFILES).operator("input")
+    two = estimate_plan(SemTopK(input=SCAN, instruction=URGENT, k=2), rows, PROFILES).operator("")
+    whole = estimate_plan(ten, rows, PROFILES).operator("")
+    assert limited.rows_in.value == pytest.approx(two.rows_in.value)
+    assert limited.rows_in.value < whole.rows_in.value * 0.7  # 32 candidates for 2 ranks, 40 for 10
+    assert limited.input_tokens.value == pytest.approx(two.input_tokens.value)
+    assert limited.dollars.value == pytest.approx(two.dollars.value)
+    assert limited.embeddings == whole.embeddings  # every row is still embedded for the prefilter
+    assert limited.rows_out.value == 2
+    wide = estimate_plan(Limit(input=ten, count=10), rows, PROFILES).operator("input")
+    assert wide.rows_in == whole.rows_in
