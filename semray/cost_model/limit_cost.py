@@ -18,7 +18,8 @@ rows for ``w`` pairs, since r rows give about ``s r^2`` pairs. The LIMIT's own e
 line saying what was drawn (``OperatorEstimate.early_stop``), which EXPLAIN shows.
 
 What is not scaled: operators below a pair join (its sides are read whole), below anything else
-that is no such chain (a sort, an aggregate, a top-k: they read every row first). A cascade under a
+that is no such chain (a sort, an aggregate, a top-k: they read every row first). A top-k right
+under a LIMIT of fewer rows is priced as the top ``count + offset`` it runs as (`_top_only`). A cascade under a
 small LIMIT is priced on the large tier it runs on: ``estimate_plan`` prices the plan as
 ``limit_chain.limit_input`` runs it, the rule lowering follows. Tests compare the estimate with executed calls
 (``tests/cost_model/test_limit_cost.py``, ``tests/pipeline/test_limit_estimate_ray.py``).
@@ -41,11 +42,12 @@ from semray.cost_model.cardinality import (
 )
 from semray.cost_model.embedding_cost import embedded_totals
 from semray.cost_model.estimates import Interval, OperatorEstimate
+from semray.cost_model.topk_rule import expected_comparisons
 from semray.operators.base import Node
 from semray.operators.join_sides import is_self_join
 from semray.operators.plan_paths import child_paths, operator_paths
 from semray.operators.relational import Filter, Limit, Project
-from semray.operators.semantic import Semantic, SemJoin, is_row_semantic
+from semray.operators.semantic import Semantic, SemJoin, SemTopK, is_row_semantic
 from semray.tasks import TaskKind
 
 
@@ -71,7 +73,7 @@ def limit_stops(plan: Node, operators: Sequence[OperatorEstimate]) -> tuple[Oper
     by_path = {operator.path: operator for operator in operators}
     for path, node in operator_paths(plan).items():
         if isinstance(node, Limit) and path in by_path:
-            by_path.update(_stopped(node, path, by_path))
+            by_path.update(_top_only(node, path, by_path) or _stopped(node, path, by_path))
     return tuple(by_path[operator.path] for operator in operators)
 
 
@@ -130,6 +132,34 @@ def _stopped(limit: Limit, path: str, by_path: dict[str, OperatorEstimate]) -> d
     )
     changed[path] = dataclasses.replace(by_path[path], rows_in=changed[below_path].rows_out, early_stop=note)
     return changed
+
+
+def _top_only(limit: Limit, path: str, by_path: dict[str, OperatorEstimate]) -> dict[str, OperatorEstimate]:
+    """A top-k right under a LIMIT that keeps fewer rows runs as the top ``count + offset``
+    (lowering's ``relational._ranked_only``: fewer candidates, a quicksort that stops sooner), so its
+    comparisons are `topk_rule.expected_comparisons` of that many; it still embeds every row."""
+    wanted = limit.count + limit.offset
+    ((below_path, below),) = child_paths(limit, path)
+    if not isinstance(below, SemTopK) or wanted >= below.k or below_path not in by_path:
+        return {}
+    estimate = by_path[below_path]
+    ((input_path, _),) = child_paths(below, below_path)
+    rows = by_path[input_path].rows_out
+    ranked = Interval(*(expected_comparisons(bound, wanted) for bound in (rows.value, rows.low, rows.high)))
+    factor = _ratio(ranked, estimate.rows_in)
+    embedded_tokens, embedded_dollars = embedded_totals(estimate)
+    return {
+        below_path: dataclasses.replace(
+            estimate,
+            rows_in=ranked,
+            rows_out=estimate.rows_out.minimum(float(wanted)),
+            input_tokens=estimate.input_tokens.scale(factor) + embedded_tokens.scale(1.0 - factor),
+            output_tokens=estimate.output_tokens.scale(factor),
+            dollars=estimate.dollars.scale(factor) + embedded_dollars.scale(1.0 - factor),
+            gpu_seconds=estimate.gpu_seconds.scale(factor),
+            latency_s=estimate.latency_s.scale(factor),
+        )
+    }
 
 
 def _units_in(link: _Link, by_path: dict[str, OperatorEstimate]) -> float:

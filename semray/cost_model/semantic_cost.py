@@ -16,8 +16,10 @@
   prompt with one cell, and the side's answer (a 1-token score when ordered, a label, or a
   free-text value). A checked factorization's verification and proposal calls are paid once, by
   the choice's own run before the plan runs (``pipeline/runs/plan_time/join_factorization_run.py``), not here.
-* SemTopK: priced as one relevance score per input row, plus its rows and criterion embedded
-  for the prefilter (`semray.cost_model.embedding_cost`); it keeps ``min(k, rows)``.
+* SemTopK: the comparisons its partial quicksort is expected to ask of its prefilter's candidates
+  (`semray.cost_model.topk_rule`, the rule execution follows; ``rows_in`` counts them), each
+  quoting two records, plus its rows and criterion embedded for the prefilter
+  (`semray.cost_model.embedding_cost`); it keeps ``min(k, rows)``.
 * SemAgg: one call per group (1 without keys; ``sqrt(rows)`` in ``[1, rows]`` unless a
   selectivity says groups per row) that quotes every row of its group: input tokens are
   ``rows * tokens_per_row``.
@@ -44,18 +46,22 @@ from semray.cost_model.embedding_cost import blocked_join_embeddings, topk_embed
 from semray.cost_model.estimates import Interval, OperatorEstimate
 from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_estimate, register
 from semray.cost_model.tokens import MAP_OUTPUT_TOKENS, PromptTokens, expected_output_tokens, question_of
+from semray.cost_model.topk_rule import expected_comparisons
 from semray.operators.base import Node
 from semray.operators.join_sides import block_size, is_self_join, join_implementation
 from semray.operators.keys import statistics_key
 from semray.operators.plan import ROW_SEMANTIC
 from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
 from semray.operators.templates import template_columns
+from semray.serving.prompts.set_ops import comparison_request, plain_question
 from semray.serving.simulator.tokens import TokenCounter
 
 ASSUMED_CELL_TOKENS = 100.0
 """Tokens assumed per referenced cell when nobody counted a sample (about 75 words)."""
 MAX_CELL_TOKENS = 2000.0
 """The upper end assumed per cell: a long document."""
+COMPARISON_ANSWER_TOKENS = 1.0
+"""Completion tokens of a top-k comparison: ``Yes`` or ``No``."""
 
 
 def prompt_tokens(node: Node, context: EstimationContext) -> Interval:
@@ -106,9 +112,9 @@ def row_wise_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: 
     rows_out = estimated_rows(node, inputs, context)
     tier = context.tier_of(node, path)
     if isinstance(node, SemTopK):  # its comparisons, plus its rows and criterion embedded
-        prompt = prompt_tokens(node, context)
-        compared = _on_tier(node, path, context, rows, rows_out, tier)
-        return with_embeddings(compared, topk_embeddings(node, rows, embedded_tokens(node, prompt), context))
+        cells = embedded_tokens(node, prompt_tokens(node, context))
+        compared = _topk_comparisons(node, path, context, rows, rows_out, cells, tier)
+        return with_embeddings(compared, topk_embeddings(node, rows, cells, context))
     if tier == CASCADE_TIER:
         prompt = prompt_tokens(node, context)
         return cascade_estimate(
@@ -140,6 +146,33 @@ def _on_tier(
         tier=tier,
         quality=context.quality(node, tier),
     )
+
+
+def _topk_comparisons(
+    node: SemTopK, path: str, context: EstimationContext, rows: Interval, rows_out: Interval, cells: Interval, tier: str
+) -> OperatorEstimate:
+    """A top-k's comparisons (`semray.cost_model.topk_rule.expected_comparisons`, the rule
+    execution follows), each quoting two records (``cells`` tokens each) in the comparison prompt
+    and answered Yes or No; ``rows_in`` counts the comparisons, as a join's counts its pairs."""
+    compared = Interval(*(expected_comparisons(bound, node.k) for bound in (rows.value, rows.low, rows.high)))
+    return model_estimate(
+        node,
+        path,
+        context,
+        rows_in=compared,
+        rows_out=rows_out,
+        calls=compared,
+        input_tokens=compared * (cells.scale(2.0) + Interval.exact(_comparison_prompt_tokens(node))),
+        output_tokens=compared.scale(COMPARISON_ANSWER_TOKENS),
+        tier=tier,
+        quality=context.quality(node, tier),
+    )
+
+
+def _comparison_prompt_tokens(node: SemTopK) -> float:
+    """Tokens of a top-k's comparison prompt with empty records, as the tier sends it."""
+    request = comparison_request(plain_question(node.instruction), "", "", request_id="estimate")
+    return float(PromptTokens().count_request(request))
 
 
 @register(SemJoin)

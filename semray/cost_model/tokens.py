@@ -32,6 +32,7 @@ import numpy.typing as npt
 from semray.errors import SemrayError
 from semray.operators.base import Node
 from semray.operators.semantic import SemanticNode, SemSearch
+from semray.serving.contract import ModelRequest
 from semray.serving.prompts import format_instruction
 from semray.serving.prompts.operators import row_request
 from semray.serving.simulator.tokens import TokenCounter
@@ -51,7 +52,7 @@ class TokenEstimateError(SemrayError):
 
 def question_of(node: Node) -> Question:
     """The question an operator sends per row (``SemanticNode.question``: a SemJoin pair asks as a
-    filter, a SemTopK is priced as a score, a SemAgg as a free-text answer)."""
+    filter, a SemTopK's one record as a score, a SemAgg as a free-text answer)."""
     question = node.question() if isinstance(node, SemanticNode) else None
     if question is None:
         raise TokenEstimateError(
@@ -63,6 +64,14 @@ def question_of(node: Node) -> Question:
 def task_kind(node: Node) -> TaskKind:
     """The prompt kind an operator is sent as (a SemJoin pair asks as a filter, a SemTopK as a score)."""
     return question_of(node).kind
+
+
+def request_messages(request: ModelRequest) -> list[str]:
+    """The system and user messages a tier sends for ``request``, with the format instruction it
+    adds for a backend with native structured output."""
+    extra = format_instruction(request.constraint, native_json=True, prompt=request.prompt)
+    user = f"{request.prompt}\n\n{extra}" if extra else request.prompt
+    return [text for text in (request.system, user) if text]
 
 
 class PromptTokens:
@@ -77,13 +86,14 @@ class PromptTokens:
     def messages(self, node: Node, row: Row) -> list[str]:
         """The system and user messages the tier would send for ``row`` (no truncation): the
         request execution builds (`row_request`), with the format instruction the tier adds."""
-        request = row_request(question_of(node), row, request_id="estimate")
-        extra = format_instruction(request.constraint, native_json=True, prompt=request.prompt)
-        user = f"{request.prompt}\n\n{extra}" if extra else request.prompt
-        return [text for text in (request.system, user) if text]
+        return request_messages(row_request(question_of(node), row, request_id="estimate"))
 
     def count(self, node: Node, row: Row) -> int:
         return self.counter.count_chat(self.messages(node, row))
+
+    def count_request(self, request: ModelRequest) -> int:
+        """Prompt tokens of a request built elsewhere (a top-k's comparison), as the tier sends it."""
+        return self.counter.count_chat(request_messages(request))
 
     def count_rows(self, node: Node, rows: Sequence[Row]) -> npt.NDArray[np.float64]:
         return np.array([self.count(node, row) for row in rows], dtype=np.float64)

@@ -72,8 +72,9 @@ class SemanticNode(Node):
 
     @abstractmethod
     def question(self) -> Question | None:
-        """What it asks of each input row (a SemJoin: of each pair; a SemTopK and a SemAgg: what
-        they are priced as per row), or None when it sends no prompt (SemSearch, SemCode)."""
+        """What it asks of each input row (a SemJoin: of each pair; a SemTopK: one record's question,
+        whose measured tokens give the cost model a record's tokens; a SemAgg: what it is priced as
+        per row), or None when it sends no prompt (SemSearch, SemCode)."""
 
     def task_kind(self) -> TaskKind | None:
         """The kind of its ``question``: ``SemFilter(...).task_kind() == TaskKind.FILTER``."""
@@ -123,7 +124,8 @@ class Semantic(Unary, SemanticNode):
 
     @abstractmethod
     def question(self) -> Question:
-        """What it asks of each input row (a SemTopK and a SemAgg: what they are priced as per row)."""
+        """What it asks of each input row (a SemTopK: one record's question, see `SemanticNode`; a
+        SemAgg: what it is priced as per row)."""
 
     def cascade_kind(self) -> TaskKind | None:
         kind = self.task_kind()
@@ -314,8 +316,9 @@ class SemTopK(Semantic):
     output: OutputName = "rank"
 
     def question(self) -> Question:
-        """Priced as a 1 to 10 relevance score per row; it runs as pairwise comparisons
-        (``serving/prompts/set_ops.py``)."""
+        """A 1 to 10 relevance score of one record: what ``tokens_per_row`` measures of it (its
+        tokens less the fixed part are a record's). It runs as pairwise comparisons
+        (``serving/prompts/set_ops.py``), priced as such (``cost_model/topk_rule.py``)."""
         return Question(TaskKind.SCORE, self.instruction, lo=TOPK_SCALE[0], hi=TOPK_SCALE[1])
 
     def resolved_tier(self) -> str:
@@ -499,7 +502,7 @@ class SemJoin(SemanticNode):
 
 
 TOPK_SCALE = (1.0, 10.0)
-"""The relevance scale a SemTopK is priced as, per row."""
+"""The relevance scale of a SemTopK's one-record question (``SemTopK.question``)."""
 
 
 def set_tier(tier: str) -> str:

@@ -15,13 +15,13 @@ from sqlglot import exp
 
 from semray.cost_model.cardinality import row_bound
 from semray.cost_model.limit_chain import first_round_rows, limit_input
+from semray.cost_model.topk_rule import prefilter_rows
 from semray.operators.base import Node
 from semray.operators.expressions import DIALECT
 from semray.operators.relational import Aggregate, Distinct, Filter, Join, Limit, Project, Scan, Sort, Union
 from semray.operators.safe_sql import isolated_connection
 from semray.operators.schema import ROW_ID, quote
 from semray.pipeline.lowering.registry import InputPlan, Inputs, Lowering
-from semray.pipeline.lowering.set_ops import prefilter_rows
 from semray.pipeline.lowering.sizing import LIMIT_GROWTH, fits_one_task, runs_in_rounds
 from semray.pipeline.stages.base import Stage
 from semray.pipeline.stages.relational import (

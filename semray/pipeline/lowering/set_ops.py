@@ -23,6 +23,7 @@ import string
 
 from semray.catalog.catalogued_rows import CatalogRoute, catalog_route
 from semray.cost_model.cardinality import row_bound
+from semray.cost_model.topk_rule import prefilter_rows
 from semray.log import get_logger
 from semray.operators.base import Node
 from semray.operators.join_sides import block_size, is_self_join, join_implementation, side_cells
@@ -216,15 +217,6 @@ def lower_sem_join(node: SemJoin, inputs: Inputs, settings: Settings) -> Stage:
 def _template_of(instruction: str) -> str:
     columns = [field for _, field, _, _ in string.Formatter().parse(instruction) if field]
     return _record_template(list(dict.fromkeys(columns)))
-
-
-def prefilter_rows(k: int) -> int:
-    """Rows a top-k keeps by embedding similarity before comparing them: ``max(4k, 32)``.
-
-    >>> prefilter_rows(5), prefilter_rows(100)
-    (32, 400)
-    """
-    return max(4 * k, 32)
 
 
 def lower_sem_topk(node: SemTopK, inputs: Inputs, settings: Settings) -> Stage:

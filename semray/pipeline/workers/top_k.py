@@ -2,8 +2,9 @@
 
 Each round partitions every unsorted segment that still overlaps the first ``k`` positions
 around a pivot; all of a round's comparisons (item vs its segment's pivot) are one batch.
-Segments wholly past position ``k`` are dropped. Expected comparisons: about ``2n + 2k ln k``
-(quickselect plus sorting the top k), in ``O(log n)`` rounds. Ranked on demand
+Segments wholly past position ``k`` are dropped. Expected comparisons: about ``2n`` for a small
+``k`` (quickselect plus sorting the top k; exactly ``cost_model/topk_rule.expected_comparisons``,
+what the cost model prices), in ``O(log n)`` rounds. Ranked on demand
 (``IncrementalRanking``, ``Ranks``), the first ``r`` ranks cost about ``2n + 2r ln r``.
 
 >>> order, asked = partial_quicksort(list(range(10)), 3, lambda pairs: [a > b for a, b in pairs])
