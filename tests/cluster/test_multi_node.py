@@ -54,12 +54,13 @@ def _serving(data: Path) -> ServingConfig:
     return file_serving(data, SLOW, "srnode")
 
 
-def _query(data: Path, settings: Settings) -> Any:
+def reviews_query(data: Path, settings: Settings, serving: ServingConfig) -> Any:
+    """A filter, then a classification, over the demo corpus's reviews (also the store test's run)."""
     return (
         read_csv(data / "reviews.csv", settings=settings)
         .sem_filter("{review} is positive")
         .sem_classify("Which aspect does {review} discuss?", ["quality", "price", "delivery", "support"], "aspect")
-        .with_serving(_serving(data))
+        .with_serving(serving)
     )
 
 
@@ -106,7 +107,9 @@ def test_killing_a_worker_node_loses_and_repeats_nothing(workdir: Path, monkeypa
 
         def run() -> None:
             try:
-                outcome["written"] = publish_parquet(_query(data, settings).plan, settings, output, _serving(data))
+                outcome["written"] = publish_parquet(
+                    reviews_query(data, settings, _serving(data)).plan, settings, output, _serving(data)
+                )
             except BaseException as error:  # reported by the test thread below
                 outcome["error"] = error
 
@@ -133,7 +136,7 @@ def test_killing_a_worker_node_loses_and_repeats_nothing(workdir: Path, monkeypa
         detail = show_run(settings, written.run_id)
         assert detail.status == "succeeded"
 
-        clean = publish_parquet(_query(data, settings).plan, settings, baseline, _serving(data))
+        clean = publish_parquet(reviews_query(data, settings, _serving(data)).plan, settings, baseline, _serving(data))
         published, expected = read_output(output), read_output(baseline)
         ids = published.column("_rowid").to_pylist()
         assert len(ids) == len(set(ids)) == expected.num_rows > 0

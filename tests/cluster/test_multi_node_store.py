@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_multi_node import reviews_query
 
-from semray.api import read_csv
 from semray.demo import corpus
 from semray.demo.models import file_serving
 from semray.serving.config import ServingConfig
@@ -52,15 +52,6 @@ def workdir() -> Iterator[Path]:
 
 def _serving(data: Path) -> ServingConfig:
     return file_serving(data, SLOW, "srstore")
-
-
-def _query(data: Path, settings: Settings) -> Any:
-    return (
-        read_csv(data / "reviews.csv", settings=settings)
-        .sem_filter("{review} is positive")
-        .sem_classify("Which aspect does {review} discuss?", ["quality", "price", "delivery", "support"], "aspect")
-        .with_serving(_serving(data))
-    )
 
 
 def test_a_resume_from_the_store_pays_nothing_the_worker_node_committed(
@@ -102,7 +93,9 @@ def test_a_resume_from_the_store_pays_nothing_the_worker_node_committed(
 
         def run() -> None:
             try:
-                outcome["written"] = publish_parquet(_query(data, settings).plan, settings, output, _serving(data))
+                outcome["written"] = publish_parquet(
+                    reviews_query(data, settings, _serving(data)).plan, settings, output, _serving(data)
+                )
             except BaseException as error:  # a stopped run raises RunCancelledError
                 outcome["error"] = error
 
@@ -142,7 +135,7 @@ def test_a_resume_from_the_store_pays_nothing_the_worker_node_committed(
         detail = show_run(elsewhere, run_id)
         assert detail.status == "succeeded" and written.run_id == run_id
 
-        clean = publish_parquet(_query(data, settings).plan, settings, baseline, _serving(data))
+        clean = publish_parquet(reviews_query(data, settings, _serving(data)).plan, settings, baseline, _serving(data))
         published, expected = read_output(output), read_output(baseline)
         ids = published.column("_rowid").to_pylist()
         assert len(ids) == len(set(ids)) == expected.num_rows > 0
