@@ -19,7 +19,11 @@ line saying what was drawn (``OperatorEstimate.early_stop``), which EXPLAIN show
 
 What is not scaled: operators below a pair join (its sides are read whole), below anything else
 that is no such chain (a sort, an aggregate, a top-k: they read every row first). A top-k right
-under a LIMIT of fewer rows is priced as the top ``count + offset`` it runs as (`_top_only`). A cascade under a
+under a LIMIT of fewer rows is priced as the top ``count + offset`` it runs as (`_top_only`). A
+top-k right under the chain (the chain's bottom reads its ranks) is ranked as the rounds draw them
+(``pipeline/ray/set_ops.ranks_in_rounds``): it still embeds every row and keeps the prefilter of its
+``k``, but sorts only the ranks drawn, so it is priced at `topk_rule.expected_comparisons` of its
+candidates for the first ``drawn`` ranks (`_ranks_drawn`). A cascade under a
 small LIMIT is priced on the large tier it runs on: ``estimate_plan`` prices the plan as
 ``limit_chain.limit_input`` runs it, the rule lowering follows. Tests compare the estimate with executed calls
 (``tests/cost_model/test_limit_cost.py``, ``tests/pipeline/test_limit_estimate_ray.py``).
@@ -83,6 +87,7 @@ def _stopped(limit: Limit, path: str, by_path: dict[str, OperatorEstimate]) -> d
     chain: list[_Link] = []
     estimated, default, semantic = 1.0, 1.0, False
     node, node_path = below, below_path
+    under: tuple[str, Node] | None = None  # what the rounds draw from, when a stream of rows
     while node_path in by_path:
         estimate = by_path[node_path]
         if is_row_semantic(node) or isinstance(node, Filter | Project):
@@ -111,6 +116,7 @@ def _stopped(limit: Limit, path: str, by_path: dict[str, OperatorEstimate]) -> d
                 default *= SEMANTIC_JOIN_SELECTIVITY.value * right if right else 1.0
             semantic = True
         else:
+            under = (node_path, node)
             break
         node, node_path = child_paths(node, node_path)[0][1], child_paths(node, node_path)[0][0]
     if not semantic:
@@ -130,6 +136,9 @@ def _stopped(limit: Limit, path: str, by_path: dict[str, OperatorEstimate]) -> d
         f"(k / selectivity {math.ceil(wanted / max(estimated, 1e-9)):,} + first round "
         f"{math.ceil(wanted / max(default, 1e-9)):,})"
     )
+    if under is not None and isinstance(under[1], SemTopK):
+        changed[under[0]] = _ranks_drawn(under[1], under[0], by_path, drawn)
+        note += f"; the top-{under[1].k} under it sorts only those {drawn:,} ranks"
     changed[path] = dataclasses.replace(by_path[path], rows_in=changed[below_path].rows_out, early_stop=note)
     return changed
 
@@ -142,24 +151,35 @@ def _top_only(limit: Limit, path: str, by_path: dict[str, OperatorEstimate]) -> 
     ((below_path, below),) = child_paths(limit, path)
     if not isinstance(below, SemTopK) or wanted >= below.k or below_path not in by_path:
         return {}
-    estimate = by_path[below_path]
     ((input_path, _),) = child_paths(below, below_path)
     rows = by_path[input_path].rows_out
     ranked = Interval(*(expected_comparisons(bound, wanted) for bound in (rows.value, rows.low, rows.high)))
-    factor = _ratio(ranked, estimate.rows_in)
+    return {below_path: _compared(by_path[below_path], ranked, wanted)}
+
+
+def _ranks_drawn(top: SemTopK, path: str, by_path: dict[str, OperatorEstimate], drawn: int) -> OperatorEstimate:
+    """A top-k whose ranks a LIMIT's rounds draw from above (``set_ops.ranks_in_rounds``): its
+    prefilter keeps ``prefilter_rows(k)`` candidates, its quicksort sorts the first ``drawn`` ranks."""
+    ((input_path, _),) = child_paths(top, path)
+    rows = by_path[input_path].rows_out
+    ranked = Interval(*(expected_comparisons(bound, top.k, drawn) for bound in (rows.value, rows.low, rows.high)))
+    return _compared(by_path[path], ranked, drawn)
+
+
+def _compared(estimate: OperatorEstimate, comparisons: Interval, ranks: int) -> OperatorEstimate:
+    """A top-k's ``estimate`` at ``comparisons`` and at most ``ranks`` rows out; its embeddings kept whole."""
+    factor = _ratio(comparisons, estimate.rows_in)
     embedded_tokens, embedded_dollars = embedded_totals(estimate)
-    return {
-        below_path: dataclasses.replace(
-            estimate,
-            rows_in=ranked,
-            rows_out=estimate.rows_out.minimum(float(wanted)),
-            input_tokens=estimate.input_tokens.scale(factor) + embedded_tokens.scale(1.0 - factor),
-            output_tokens=estimate.output_tokens.scale(factor),
-            dollars=estimate.dollars.scale(factor) + embedded_dollars.scale(1.0 - factor),
-            gpu_seconds=estimate.gpu_seconds.scale(factor),
-            latency_s=estimate.latency_s.scale(factor),
-        )
-    }
+    return dataclasses.replace(
+        estimate,
+        rows_in=comparisons,
+        rows_out=estimate.rows_out.minimum(float(ranks)),
+        input_tokens=estimate.input_tokens.scale(factor) + embedded_tokens.scale(1.0 - factor),
+        output_tokens=estimate.output_tokens.scale(factor),
+        dollars=estimate.dollars.scale(factor) + embedded_dollars.scale(1.0 - factor),
+        gpu_seconds=estimate.gpu_seconds.scale(factor),
+        latency_s=estimate.latency_s.scale(factor),
+    )
 
 
 def _units_in(link: _Link, by_path: dict[str, OperatorEstimate]) -> float:

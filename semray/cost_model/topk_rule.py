@@ -53,15 +53,24 @@ def _comparisons(n: int, m: int) -> float:
     return 2 * n + 2 * (n + 1) * harmonic(n) - 2 * (n + 3 - m) * harmonic(n + 1 - m) - 6 * m + 6
 
 
-def expected_comparisons(rows: float, k: int) -> float:
+def expected_comparisons(rows: float, k: int, ranks: int | None = None) -> float:
     """Expected comparisons a top-``k`` over ``rows`` input rows asks: a partial quicksort for the
     first ``k`` of its ``min(rows, prefilter_rows(k))`` candidates. Rows between two whole counts
-    (an estimate) interpolate linearly; unbounded rows give the full prefilter."""
+    (an estimate) interpolate linearly; unbounded rows give the full prefilter.
+
+    ``ranks``: only the first ``ranks`` (at most ``k``) are ever read, as when a LIMIT's rounds draw
+    them from above (``workers/top_k.Ranks``): the same candidates, a quicksort refining only the
+    segments those ranks reach, which asks what a partial quicksort for the first ``ranks`` asks.
+
+    >>> round(expected_comparisons(80, 20), 1), round(expected_comparisons(80, 20, ranks=6), 1)
+    (258.7, 179.6)
+    """
+    wanted = k if ranks is None else max(0, min(ranks, k))
     candidates = min(rows, float(prefilter_rows(k)))
     if candidates <= 0:
         return 0.0
     below = math.floor(candidates)
-    low = _comparisons(below, k)
+    low = _comparisons(below, wanted)
     if candidates == below:
         return low
-    return low + (candidates - below) * (_comparisons(below + 1, k) - low)
+    return low + (candidates - below) * (_comparisons(below + 1, wanted) - low)

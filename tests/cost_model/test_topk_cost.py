@@ -88,3 +88,35 @@ def test_a_limit_of_fewer_rows_prices_the_top_k_as_the_top_it_runs_as() -> None:
     assert limited.rows_out.value == 2
     wide = estimate_plan(Limit(input=ten, count=10), rows, PROFILES).operator("input")
     assert wide.rows_in == whole.rows_in
+
+
+def test_a_limit_over_a_chain_above_a_top_k_prices_only_the_ranks_the_chain_draws() -> None:
+    """A LIMIT's rounds draw the top-k's ranks from above (``pipeline/ray/set_ops.ranks_in_rounds``):
+    its prefilter keeps the candidates of k = 50, its quicksort sorts only the ranks drawn. LIMIT 3
+    over a semantic filter draws 3 / 0.5 + 3 / 0.5 = 12 ranks; with a relational filter between,
+    3 / (0.5 / 3) twice = 36. Every row is still embedded."""
+    from semray.cost_model.limit_cost import drawn_rows
+    from semray.operators import SemFilter
+    from semray.planner.explain_estimates import render_estimates
+
+    rows = PlanStatistics(source_rows={"csv:reviews.csv": Interval.exact(2000)})
+    top = SemTopK(input=SCAN, instruction=URGENT, k=50)
+    whole = estimate_plan(top, rows, PROFILES).operator("")
+    billing = SemFilter(input=top, instruction="{review} is about billing")
+    plan = Limit(input=billing, count=3)
+    estimate = estimate_plan(plan, rows, PROFILES)
+    ranked = estimate.operator("input.input")
+    assert drawn_rows(3, 0.5, 0.5, 50) == 12
+    assert ranked.rows_in.value == pytest.approx(expected_comparisons(2000, 50, ranks=12))
+    assert ranked.rows_in.value < whole.rows_in.value * 0.65  # 200 candidates: 473 comparisons for 12 ranks, 756 for 50
+    assert ranked.embeddings == whole.embeddings and ranked.rows_out.value == 12
+    assert ranked.dollars.value < whole.dollars.value
+    assert "the top-50 under it sorts only those 12 ranks" in render_estimates(plan, estimate)
+    between = Limit(
+        input=SemFilter(input=Filter(input=top, predicate="rating >= 4"), instruction="{review} is short"), count=3
+    )
+    drawn = estimate_plan(between, rows, PROFILES).operator("input.input.input").rows_in.value
+    # 36 ranks, give or take the rounding of 3 / (0.5 x 1/3) up to 19, as lowering sizes the first round too
+    assert expected_comparisons(2000, 50, ranks=36) <= drawn <= expected_comparisons(2000, 50, ranks=38)
+    wide = Limit(input=billing, count=40)  # 80 + 80 rows drawn > 50 ranks: the whole top-k is read
+    assert estimate_plan(wide, rows, PROFILES).operator("input.input").rows_in == whole.rows_in
