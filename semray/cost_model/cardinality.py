@@ -28,7 +28,9 @@ a source's rows                     10,000 in [0, inf)                          
 a relational filter's kept share    1/3 in [0, 1] (System R)                     `DEFAULT_FILTER_SELECTIVITY`
 a semantic filter's kept share      0.5 in [0, 1]                                `UNMEASURED_SELECTIVITY`
 a semi or anti join's kept share    0.5 of ``|L|`` in [0, 1]                     `SEMI_JOIN_SELECTIVITY`
-a semantic join's kept pairs        0.1 of ``|L| x |R|`` in [0, 1]               `SEMANTIC_JOIN_SELECTIVITY`
+a semantic join's kept pairs        0.1 of the pairs it judges in [0, 1]         `SEMANTIC_JOIN_SELECTIVITY`
+                                    (`join_pairs`: ``|L| x |R|``, blocked
+                                    ``|L| x min(|R|, block_size)``)
 an inner or left join               ``max(|L|, |R|)`` in [0, |L| x |R|]
                                     (key / foreign key); a left join >= ``|L|``
 an aggregate with keys (relational  ``sqrt(rows)`` groups in [1, rows]
@@ -40,7 +42,7 @@ limit                               ``min(count, rows - offset)``
 
 Every other operator (project, sort, map, classify, extract, code, a semantic filter with
 diagnostics) keeps every row. Measured selectivities (``PlanStatistics.selectivity`` under the
-node's `statistics_key`: a filter's kept fraction, a join's fraction of the cross product, an
+node's `statistics_key`: a filter's kept fraction, a join's fraction of the pairs it judges, an
 aggregate's groups per input row) replace the defaults.
 
 >>> from semray.operators import Filter, Limit, Scan, Schema, SourceSpec
@@ -63,6 +65,7 @@ from semray.cost_model.plan_cost import EstimationContext
 from semray.cost_model.statistics import PlanStatistics
 from semray.operators.base import Node, walk
 from semray.operators.code import SemCode
+from semray.operators.join_sides import block_size, join_implementation
 from semray.operators.keys import source_key, statistics_key
 from semray.operators.plan import ROW_SEMANTIC
 from semray.operators.plan_paths import operator_paths
@@ -124,7 +127,6 @@ def row_bound(node: Node) -> int | None:
     return rule_of(node).bound(node, known)
 
 
-
 def source_statistics(plan: Node) -> PlanStatistics:
     """Row counts the sources state cheaply (metadata, not a read), keyed as ``PlanStatistics.source_rows``:
     the rest of an estimate uses the cost model's documented defaults until statistics are measured."""
@@ -133,6 +135,7 @@ def source_statistics(plan: Node) -> PlanStatistics:
         if isinstance(node, Scan) and (count := row_bound(node)) is not None:
             rows[source_key(node)] = Interval.exact(float(count))
     return PlanStatistics(source_rows=rows)
+
 
 def default_rows(node: Node) -> float:
     """Rows of ``node`` with no statistics: `estimated_rows`' point value by the defaults alone."""
@@ -272,8 +275,32 @@ def _row_wise_estimate(node: Node, inputs: tuple[Interval, ...], context: Estima
 
 
 def _semantic_join_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:
+    """A share of the pairs the join judges (`join_pairs`): a blocked join can only keep pairs
+    among its candidates, so never more than ``|L| x min(|R|, block_size)``."""
+    assert isinstance(node, SemJoin)
     left, right = inputs
-    return (left * right) * context.selectivity(node, SEMANTIC_JOIN_SELECTIVITY)
+    return join_pairs(node, left, right) * context.selectivity(node, SEMANTIC_JOIN_SELECTIVITY)
+
+
+def join_pairs(node: SemJoin, left: Interval, right: Interval) -> Interval:
+    """The pairs a semantic join judges, which its selectivity is a share of: ``|L| x |R|``, or
+    ``|L| x min(|R|, block_size(|R|))`` when it runs blocked (``operators/join_sides``: the
+    candidates lowering keeps per left row). A factorized join compares its sides' answers over
+    every pair (its model calls are per row: ``semantic_cost``).
+
+    >>> from semray.operators import Scan, Schema, SourceSpec
+    >>> t = Scan(source=SourceSpec(kind="memory", options={"name": "t"}), source_schema=Schema.of(("a", "VARCHAR")))
+    >>> join = SemJoin(left=t, right=t, instruction="{l.a} and {r.a} match", implementation="blocked")
+    >>> join_pairs(join, Interval.exact(10), Interval.exact(1000)).value  # 127 candidates per left row
+    1270.0
+    """
+    if join_implementation(node, left.value, right.value) != "blocked":
+        return left * right
+    return left * Interval(*(min(rows, _block(rows)) for rows in (right.value, right.low, right.high)))
+
+
+def _block(rows: float) -> float:
+    return float(block_size(math.ceil(rows))) if math.isfinite(rows) else math.inf  # grows with sqrt(rows)
 
 
 def _top_estimate(node: Node, inputs: tuple[Interval, ...], context: EstimationContext) -> Interval:

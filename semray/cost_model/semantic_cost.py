@@ -5,8 +5,9 @@
   filter, classification or score with a quality target), `semray.cost_model.cascade_cost`
   prices the embedding, small and large tiers' shares of the rows.
 * SemJoin: one call per pair judged: ``|L| * |R|`` nested, ``|L| * min(|R|, block_size(|R|))``
-  blocked (``operators/join_sides.block_size``, the candidates lowering keeps per left row); it
-  keeps ``|L| * |R| * selectivity`` (its selectivity is a fraction of all pairs). A blocked join
+  blocked (``operators/join_sides.block_size``, the candidates lowering keeps per left row:
+  ``cardinality.join_pairs``); it keeps ``selectivity`` of the pairs it judges (a blocked join
+  can only keep candidates). A blocked join
   (``auto`` above ``NESTED_MAX_PAIRS``: ``operators/join_sides.join_implementation``) also embeds
   both sides' rows (`semray.cost_model.embedding_cost`). A factorized join asks each
   row of each side once (``|L| + |R|`` calls; ``|L|`` with ``right_labels``, which classifies the
@@ -37,9 +38,7 @@ are its row rule's: `semray.cost_model.cardinality.estimated_rows`.
 
 from __future__ import annotations
 
-import math
-
-from semray.cost_model.cardinality import estimated_rows
+from semray.cost_model.cardinality import estimated_rows, join_pairs
 from semray.cost_model.cascade_cost import EMBEDDING_TIER, cascade_estimate
 from semray.cost_model.catalog_cost import catalog_search_cost, catalogued_documents, query_embedding_tokens
 from semray.cost_model.embedding_cost import blocked_join_embeddings, topk_embeddings, with_embeddings
@@ -48,7 +47,7 @@ from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_e
 from semray.cost_model.tokens import MAP_OUTPUT_TOKENS, PromptTokens, expected_output_tokens, question_of
 from semray.cost_model.topk_rule import expected_comparisons
 from semray.operators.base import Node
-from semray.operators.join_sides import block_size, is_self_join, join_implementation
+from semray.operators.join_sides import is_self_join, join_implementation
 from semray.operators.keys import statistics_key
 from semray.operators.plan import ROW_SEMANTIC
 from semray.operators.semantic import SemAgg, SemJoin, SemSearch, SemTopK
@@ -183,7 +182,7 @@ def join_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Esti
         return _factorized_join_cost(node, path, inputs, context, tier)
     assert isinstance(node, SemJoin)
     blocked = join_implementation(node, left.value, right.value) == "blocked"
-    pairs = left * (_candidates(right) if blocked else right)
+    pairs = join_pairs(node, left, right)
     prompt = prompt_tokens(node, context)
     judged = model_estimate(
         node,
@@ -200,15 +199,6 @@ def join_cost(node: Node, path: str, inputs: tuple[Interval, ...], context: Esti
     if not blocked:
         return judged
     return with_embeddings(judged, blocked_join_embeddings(node, left, right, embedded_tokens(node, prompt), context))
-
-
-def _candidates(right: Interval) -> Interval:
-    """Right rows a blocked join judges per left row: ``block_size`` of them (lowering's rule), all when fewer."""
-    return Interval(*(min(rows, _block(rows)) for rows in (right.value, right.low, right.high)))
-
-
-def _block(rows: float) -> float:
-    return float(block_size(math.ceil(rows))) if math.isfinite(rows) else math.inf  # grows with sqrt(rows)
 
 
 def _factorized_join_cost(

@@ -14,6 +14,7 @@ from semray.cost_model.plan_cost import estimate_plan
 from semray.cost_model.prices import TierProfile
 from semray.cost_model.statistics import PlanStatistics
 from semray.operators import Limit, Scan, SemJoin, SemTopK
+from semray.operators.keys import statistics_key
 from semray.planner.explain_estimates import render_estimates
 
 OTHER = Scan(source=SCAN.source.model_copy(update={"path": "other.csv"}), source_schema=SCAN.source_schema)
@@ -71,3 +72,16 @@ def test_a_top_k_prices_its_rows_and_its_criterion_embedded() -> None:
     assert 1 <= criterion.input_tokens.value <= 10  # 'the most urgent the review'
     text = render_estimates(top, result)
     assert "embeds the rows: 2.0k texts" in text and "embeds the criterion: 1 text · " in text
+
+
+def test_a_blocked_join_keeps_a_share_of_the_pairs_it_judges_not_of_every_pair() -> None:
+    """A blocked join can only output candidates it judged: 0.5 of its 2,000 x 26 pairs, never the
+    0.5 x 2,000 x 40 of every pair (the old figure, more than the 52,000 pairs it judges at 0.7)."""
+    blocked = SemJoin(left=SCAN, right=OTHER, instruction=SAME, implementation="blocked")
+    for share in (0.5, 0.7, 1.0):
+        measured = PlanStatistics(source_rows=ROWS, selectivity={statistics_key(blocked): Interval.exact(share)})
+        join = estimate_plan(blocked, measured, PRICED).operator("")
+        assert join.rows_in.value == 2000 * 26
+        assert join.rows_out.value == pytest.approx(2000 * 26 * share) and join.rows_out.high <= join.rows_in.high
+    nested = blocked.model_copy(update={"implementation": "nested"})
+    assert estimate(nested).operator("").rows_out.value == pytest.approx(2000 * 40 * 0.1)  # nested: every pair judged
