@@ -4,7 +4,8 @@ Execution embeds, and counts in ``Result.usage`` (one call per text, the text's 
 embedding tier's input price: ``pipeline/workers/embed_batches.py``):
 
 * a blocked SemJoin: every row of both sides, through the cells the instruction reads of each
-  (``|L| + |R|`` texts; a self-join too, its two sides are embedded apart);
+  (``|L| + |R|`` texts; ``|L|`` when both sides are one relation read through the same cells,
+  ``join_sides.reads_one_relation``: their texts are the same, embedded once);
 * a SemTopK: every input row, to keep its prefilter's candidates, and its criterion once.
 
 Each is an `EmbeddingEstimate` on the operator's estimate (its own line in EXPLAIN), added to the
@@ -26,7 +27,7 @@ from semray.cost_model.cascade_cost import EMBEDDING_TIER
 from semray.cost_model.estimates import EmbeddingEstimate, Interval, OperatorEstimate, total
 from semray.cost_model.plan_cost import EstimationContext
 from semray.cost_model.prices import TierProfile
-from semray.operators.join_sides import side_cells
+from semray.operators.join_sides import reads_one_relation, side_cells
 from semray.operators.semantic import SemJoin, SemTopK
 from semray.serving.prompts.set_ops import plain_question
 from semray.serving.simulator.tokens import TokenCounter
@@ -46,10 +47,14 @@ def blocked_join_embeddings(
     node: SemJoin, left: Interval, right: Interval, cell_tokens: Interval, context: EstimationContext
 ) -> tuple[EmbeddingEstimate, ...]:
     """A blocked join's two sides, each row embedded through the cells it reads; ``cell_tokens``:
-    the tokens of all the cells one pair's prompt quotes, shared by the cells each side reads."""
+    the tokens of all the cells one pair's prompt quotes, shared by the cells each side reads. One
+    relation read through the same cells on both sides (``join_sides.reads_one_relation``) is
+    embedded once: one line, its rows."""
     left_cells, right_cells = len(side_cells(node, "l")), len(side_cells(node, "r"))
     cells = max(left_cells + right_cells, 1)
     profile = context.profiles.get(EMBEDDING_TIER)
+    if reads_one_relation(node):
+        return (embedded_texts("rows of both sides", left, cell_tokens.scale(max(left_cells, 1) / cells), profile),)
     return (
         embedded_texts("left side", left, cell_tokens.scale(max(left_cells, 1) / cells), profile),
         embedded_texts("right side", right, cell_tokens.scale(max(right_cells, 1) / cells), profile),

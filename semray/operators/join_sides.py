@@ -3,8 +3,9 @@
 A self-join (``t.sem_join(t, "{l.text} and {r.text} have the same topic")``) reads one input plan
 on both sides and the same cells of each: factorized, its side questions are one question over
 one relation, so each row is asked once and the answers are joined with themselves (n calls, not
-2n). Lowering (``pipeline/lowering/set_ops.py``), the LIMIT's round sizing and the cost model ask
-this one predicate.
+2n). Blocked, its two sides embed the same texts: they are embedded once (`reads_one_relation`).
+Lowering (``pipeline/lowering/set_ops.py``), the LIMIT's round sizing and the cost model ask
+these predicates.
 """
 
 from __future__ import annotations
@@ -78,6 +79,22 @@ def is_self_join(node: SemJoin) -> bool:
     """
     if node.implementation != "factorized" or node.right_labels:
         return False
+    return reads_one_relation(node)
+
+
+def reads_one_relation(node: SemJoin) -> bool:
+    """Whether ``node``'s sides are one input plan (`rows_key`) read through the same cells, so
+    each side's texts are the other's: a factorized join asks them once (`is_self_join`), a blocked
+    one embeds them once. Two different columns of one table are two different texts.
+
+    >>> from semray.operators import Scan, Schema, SourceSpec
+    >>> columns = Schema.of(("a", "VARCHAR"), ("b", "VARCHAR"))
+    >>> t = Scan(source=SourceSpec(kind="memory", options={"name": "t"}), source_schema=columns)
+    >>> reads_one_relation(SemJoin(left=t, right=t, instruction="{l.a} and {r.a} match", implementation="blocked"))
+    True
+    >>> reads_one_relation(SemJoin(left=t, right=t, instruction="{l.a} and {r.b} match", implementation="blocked"))
+    False
+    """
     if side_cells(node, "l") != side_cells(node, "r"):
         return False
     return rows_key(node.left) == rows_key(node.right)

@@ -85,3 +85,13 @@ def test_a_blocked_join_keeps_a_share_of_the_pairs_it_judges_not_of_every_pair()
         assert join.rows_out.value == pytest.approx(2000 * 26 * share) and join.rows_out.high <= join.rows_in.high
     nested = blocked.model_copy(update={"implementation": "nested"})
     assert estimate(nested).operator("").rows_out.value == pytest.approx(2000 * 40 * 0.1)  # nested: every pair judged
+
+
+def test_a_blocked_join_of_one_relation_prices_its_rows_embedded_once() -> None:
+    """Both sides the same rows through the same cell: their texts are the same, embedded once (one
+    line); a join of another table, or of another column, embeds both sides."""
+    one = SemJoin(left=OTHER, right=OTHER, instruction=SAME, implementation="blocked")
+    (rows,) = estimate(one).operator("").embeddings
+    assert (rows.what, rows.calls.value, rows.input_tokens.value) == ("rows of both sides", 40, 40 * 100)
+    other = SemJoin(left=OTHER, right=SCAN, instruction=SAME, implementation="blocked")
+    assert [part.calls.value for part in estimate(other).operator("").embeddings] == [40, 2000]

@@ -84,9 +84,12 @@ def test_every_embedding_a_run_pays_is_journaled(tmp_path: Path) -> None:
     (search,) = _embeds(lower(notes.sem_search("text", "apple", k=1).plan, settings))
     assert search.journaled and "journaled" in search.describe()
     assert _embeds(lower(notes.sem_search("text", "apple", k=1, mode="fts").plan, settings)) == []
-    blocked = _embeds(lower(notes.sem_join(notes, "{l.text} is like {r.text}", "blocked").plan, settings))
+    others = from_arrow(pa.table({"id": [3], "text": ["ships"]}), "others", settings)
+    blocked = _embeds(lower(notes.sem_join(others, "{l.text} is like {r.text}", "blocked").plan, settings))
     assert len(blocked) == 2 and all(stage.journaled for stage in blocked)
     assert len({stage.operator_key for stage in blocked}) == 2  # each side under its own key
+    (both,) = _embeds(lower(notes.sem_join(notes, "{l.text} is like {r.text}", "blocked").plan, settings))
+    assert both.journaled  # a self-join's sides are the same texts: embedded once
     (prefilter,) = _embeds(lower(notes.sem_topk("the sweetest {text}", k=1).plan, settings))
     assert prefilter.journaled
 

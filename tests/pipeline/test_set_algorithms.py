@@ -265,6 +265,21 @@ def test_each_join_implementation_lowers_to_its_stages() -> None:
     assert render_stages(plans["auto"]) == render_stages(plans["nested"])  # 2 pairs: nested
 
 
+def test_a_blocked_join_of_one_relation_embeds_it_once_and_of_two_columns_embeds_each() -> None:
+    """The same rows through the same cells on both sides: one EmbedStage, both sides of the
+    BlockStage (its texts are the same). Two columns of one table: two texts per row, two stages."""
+    settings = Settings(state_dir=Path("/tmp/sr-unused"))
+    table = pa.table({"title": ["a", "b"], "text": ["c", "d"]})
+    left = semray.from_arrow(table, settings=settings).plan
+    right = semray.from_arrow(table, "again", settings=settings).plan  # another read of one table
+    same = lower(SemJoin(left=left, right=right, instruction="{l.text} ~ {r.text}", implementation="blocked"), settings)
+    (embedded,) = same.inputs[0].inputs
+    assert isinstance(embedded, EmbedStage) and embedded.task.instruction == "{text}"
+    columns = SemJoin(left=left, right=right, instruction="{l.title} ~ {r.text}", implementation="blocked")
+    two = lower(columns, settings).inputs[0].inputs
+    assert [stage.task.instruction for stage in two if isinstance(stage, EmbedStage)] == ["{title}", "{text}"]
+
+
 # search index -----------------------------------------------------------------------------------
 
 

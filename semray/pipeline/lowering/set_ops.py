@@ -4,7 +4,8 @@ A SemJoin lowers by its ``implementation``:
 
 * ``nested``: every pair (a broadcast cross join) judged by the row-wise filter stage;
 * ``blocked``: both sides embedded, the ``per_row`` most similar right rows of each left row
-  kept as candidates, then judged like nested pairs;
+  kept as candidates, then judged like nested pairs; one relation on both sides
+  (``reads_one_relation``: the same rows, the same cells) is embedded once;
 * ``factorized``: each side asked once for the property the condition compares (n + m calls),
   then an exact relational join of the answers by the node's ``relation`` (equal, different, or
   ordered scores); with ``right_labels`` only the left rows are classified into the right side's
@@ -26,7 +27,7 @@ from semray.cost_model.cardinality import row_bound
 from semray.cost_model.topk_rule import prefilter_rows
 from semray.log import get_logger
 from semray.operators.base import Node
-from semray.operators.join_sides import block_size, is_self_join, join_implementation, side_cells
+from semray.operators.join_sides import block_size, is_self_join, join_implementation, reads_one_relation, side_cells
 from semray.operators.keys import operator_key
 from semray.operators.relational import CatalogPin
 from semray.operators.schema import ROW_ID, quote, right_names
@@ -128,13 +129,17 @@ def lower_nested_join(node: SemJoin, left: Stage, right: Stage, settings: Settin
 
 def lower_blocked_join(node: SemJoin, left: Stage, right: Stage, settings: Settings) -> Stage:
     left_embedded = _embed(node.left, left, _record_template(side_cells(node, "l")), "embed-left", journaled=True)
-    right_embedded = _embed(node.right, right, _record_template(side_cells(node, "r")), "embed-right", journaled=True)
+    if reads_one_relation(node):  # the right side's texts are the left's: embedded once, both sides read it
+        sides: tuple[Stage, ...] = (left_embedded,)
+    else:
+        right_template = _record_template(side_cells(node, "r"))
+        sides = (left_embedded, _embed(node.right, right, right_template, "embed-right", journaled=True))
     blocked = BlockStage(
         per_row=block_size(row_bound(node.right)),
         left_names=node.left.output_schema.names,
         right_names=tuple(_renames(node).items()),
         right_columns=_typed(node.right, (VECTOR, "FLOAT[]")),
-        inputs=(left_embedded, right_embedded),
+        inputs=sides,
     )
     return _verify(node, blocked, settings)
 

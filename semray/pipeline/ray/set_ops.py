@@ -79,9 +79,16 @@ def build_embed(stage: EmbedStage, context: ExecutionContext) -> rd.Dataset:
 
 
 def build_block(stage: BlockStage, context: ExecutionContext) -> rd.Dataset:
-    left, right = stage.inputs
-    right_table = _gather(right, stage.right_columns, context)
-    return materialize(left, context).map_batches(
+    if len(stage.inputs) == 1:  # one relation on both sides: run (and embed) it once
+        with reported_failures():
+            relation = materialize(stage.inputs[0], context).materialize()
+        right_table = _concat.remote(stage.right_columns, *relation.to_arrow_refs())
+        left_rows: rd.Dataset = relation
+    else:
+        left, right = stage.inputs
+        right_table = _gather(right, stage.right_columns, context)
+        left_rows = materialize(left, context)
+    return left_rows.map_batches(
         functools.partial(_block_batch, right=right_table, stage=stage),
         batch_format="pyarrow",
         batch_size=None,

@@ -45,7 +45,9 @@ class EmbedStage(SemanticStage):
 @dataclass(frozen=True, slots=True)
 class BlockStage(Stage):
     """Candidate pairs of a blocked join: for each left row (inputs[0], streamed) the
-    ``per_row`` right rows (inputs[1], gathered once) of highest cosine similarity.
+    ``per_row`` right rows (inputs[1], gathered once) of highest cosine similarity. With one
+    input, the join's two sides are that one relation (``join_sides.reads_one_relation``): it
+    runs once and is both the left stream and the gathered right side.
 
     Output rows are pair rows: ``_rowid`` = ``left*right``, the left columns, then the right
     columns renamed as ``right_names`` says (old, new).
