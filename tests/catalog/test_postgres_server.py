@@ -5,8 +5,9 @@ binaries come in its wheel, it listens on a unix socket only; as root it runs th
 
 The database ``shop`` holds ``kinds`` (int, float, text, bool, timestamp, with NULLs), ``reviews``
 (3,000 rows), ``sales."Order Items"`` (a schema other than public, a name that needs quoting, a numeric
-column), the empty ``drafts`` and the view ``five_star``. The role ``ann`` logs in with a password (scram
-over the socket); ``postgres`` is trusted.
+column), the empty ``drafts``, the view ``five_star``, the view ``broken`` (reading it divides by zero)
+and ``secrets``. The role ``ann`` logs in with a password (scram over the socket) and may read
+everything but ``secrets``; ``postgres`` is trusted.
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ CREATE VIEW five_star AS SELECT id, review FROM reviews WHERE stars = 5;
 CREATE ROLE ann LOGIN PASSWORD '{password}';
 GRANT USAGE ON SCHEMA sales TO ann;
 GRANT SELECT ON ALL TABLES IN SCHEMA public, sales TO ann;
+CREATE VIEW broken AS SELECT id, 1 / (id - id) AS ratio FROM kinds;
+GRANT SELECT ON broken TO ann;
+CREATE TABLE secrets (a integer);
+INSERT INTO secrets VALUES (1);
 """
 
 
@@ -119,7 +124,10 @@ def test_every_table_is_profiled_and_the_password_is_stored_nowhere(shop: Shop, 
         report = add_server(settings, shop.ann_uri, engine="local")
     assert report.server == "shop"  # the database's name
     assert report.datasets == ("shop_five_star", "shop_kinds", "shop_reviews", "shop_sales_order_items")
-    assert [path for path, _ in report.skipped] == ["public.drafts"] and "empty" in report.skipped[0][1]
+    skipped = dict(report.skipped)
+    assert sorted(skipped) == ["public.broken", "public.drafts", "public.secrets"]  # the rest is catalogued
+    assert "division by zero" in skipped["public.broken"] and "empty" in skipped["public.drafts"]
+    assert "permission denied for table secrets" in skipped["public.secrets"]
     catalog = Catalog.open(settings)
     assert {record.name: record.row_count for record in catalog.datasets()} == {
         "shop_five_star": 600,
@@ -166,7 +174,7 @@ def test_catalog_add_ls_and_show_through_the_cli(
     state = ["--state-dir", str(tmp_path / "state")]
     assert main([*state, "catalog", "add", shop.ann_uri, "--name", "pg", "--in-process"]) == 0
     added = capsys.readouterr()
-    assert "skipped: 1 file(s)" in added.out
+    assert "skipped: 3 file(s)" in added.out
     assert main([*state, "catalog", "ls", "--format", "json"]) == 0
     listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(row["name"], row["rows"]) for row in listed] == [
@@ -185,8 +193,9 @@ def test_a_refresh_profiles_only_the_tables_that_changed(shop: Shop, tmp_path: P
     settings = Settings(state_dir=tmp_path / "state")
     first = add_server(settings, shop.uri, engine="local")
     again = refresh(settings, "shop", engine="local")[0]
+    assert first.datasets == ("shop_five_star", "shop_kinds", "shop_reviews", "shop_sales_order_items", "shop_secrets")
     assert again.datasets == () and again.unchanged_datasets == first.datasets
-    assert (again.files.unchanged, again.files.changed, again.files.new) == (5, 0, 0)
+    assert (again.files.unchanged, again.files.changed, again.files.new) == (7, 0, 0)  # broken, drafts: skipped
     assert again.version == first.version + 1
     shop.execute('UPDATE sales."Order Items" SET note = \'changed\' WHERE "Qty" = 1')
     try:
