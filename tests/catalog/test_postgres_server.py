@@ -265,9 +265,10 @@ def test_a_server_that_never_answers_times_out(shop: Shop, tmp_path: Path, monke
 
 
 def test_the_reader_keeps_types_nulls_and_order_and_names_what_is_missing(shop: Shop) -> None:
-    from semray.sources import open_source
+    from semray.sources import Source, open_source
 
     source = open_source("postgres", shop.uri, {"schema": "sales", "table": "Order Items"})
+    assert isinstance(source, Source) and source.estimated_rows() == 3
     assert source.schema() == pa.schema([("Qty", pa.int32()), ("Unit Price", pa.float64()), ("note", pa.string())])
     (task,) = source.read_tasks(["note", "Qty"], batch_rows=2)
     batches = list(task())
