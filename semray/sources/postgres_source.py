@@ -152,7 +152,8 @@ class PostgresRead:
             connection.close()
 
     def _table(self, rows: list[tuple[Any, ...]], row: int) -> pa.Table:
-        arrays = [pa.array([values[i] for values in rows], field.type) for i, field in enumerate(self.schema)]
+        columns = list(zip(*rows, strict=True)) if self.schema else []
+        arrays = [pa.array(values, field.type) for values, field in zip(columns, self.schema, strict=True)]
         return with_rowids(pa.Table.from_arrays(arrays, schema=self.schema), numbered_ids(row, len(rows)))
 
 
