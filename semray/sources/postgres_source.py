@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -128,7 +128,7 @@ def connect(uri: str) -> Any:
 class PostgresRead:
     """Run ``sql`` on ``uri`` in one read-only transaction and yield ``_rowid`` + ``schema`` batches."""
 
-    uri: str
+    uri: str = field(repr=False)
     sql: str
     schema: pa.Schema
     batch_rows: int
@@ -146,7 +146,7 @@ class PostgresRead:
                 while rows := cursor.fetchmany(self.batch_rows):
                     yield self._table(rows, row)
                     row += len(rows)
-        except psycopg.Error as error:
+        except (psycopg.Error, pa.ArrowException) as error:
             raise SourceError(f"cannot read {self.where}: {scrub(str(error).strip(), self.uri)}") from None
         finally:
             connection.close()
@@ -161,7 +161,8 @@ class PostgresRead:
 class PostgresSource:
     """A Postgres table, e.g. ``PostgresSource.open("postgresql://127.0.0.1/shop", {"table": "orders"})``."""
 
-    uri: str
+    uri: str = field(repr=False)
+    """The URI as given, maybe with a password (never shown: errors name ``redact_uri(uri)``)."""
     schema_name: str
     table: str
     arrow_schema: pa.Schema
@@ -182,11 +183,11 @@ class PostgresSource:
             raise SourceError("a postgres source needs the option 'table' (its name as Postgres spells it)")
         schema = option_str(options, "schema", "public") or "public"
         connection = connect(path)
+        import psycopg  # connect has checked the extra is installed
+
         try:
             return cls._inspect(connection, path, schema, table)
-        except SourceError:
-            raise
-        except Exception as error:  # psycopg.Error, imported lazily (the extra may be missing)
+        except psycopg.Error as error:
             raise SourceError(f"cannot read postgres table {schema}.{table}: {scrub(str(error), path)}") from None
         finally:
             connection.close()

@@ -303,6 +303,8 @@ def test_the_reader_keeps_types_nulls_and_order_and_names_what_is_missing(shop: 
     reviews = open_source("postgres", shop.uri, {"table": "reviews"})
     first = next(iter(reviews.read_tasks(["id"], 1000)[0]()))
     assert first.column("id").to_pylist() == list(range(1, 1001))  # primary-key order
+    opened = open_source("postgres", shop.ann_uri, {"table": "kinds"})
+    _no_password(repr(opened) + repr(opened.read_tasks(None, 10)))
     with pytest.raises(SourceError, match="did you mean 'reviews'"):
         open_source("postgres", shop.uri, {"table": "reveiws"})
     with pytest.raises(SourceError, match="empty"):
