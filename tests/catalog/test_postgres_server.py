@@ -364,3 +364,42 @@ def test_a_catalogued_table_is_queried_with_sql_and_a_semantic_filter(
     result = query.execute()
     assert sorted(result.table["id"].to_pylist()) == [row_id for row_id, text in rows if "battery" in text]
     assert result.usage.calls == 40
+
+
+def test_types_without_an_arrow_counterpart_read_as_text(shop: Shop) -> None:
+    from semray.sources import open_source
+
+    shop.execute(
+        "CREATE TYPE mood AS ENUM ('sad', 'happy');"
+        "CREATE TABLE exotic (u uuid, j jsonb, tags integer[], wait interval, m mood, d date, t time, "
+        "z timestamptz, b bytea, amount numeric(12, 3));"
+        "INSERT INTO exotic VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{\"k\": [1, 2]}', '{1,2}',"
+        " '1 day 2 hours', 'happy', '2024-02-29', '23:59:01', '2024-01-01 10:00+02', '\\x0102', 1234.567), "
+        "(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+    )
+    try:
+        source = open_source("postgres", shop.uri, {"table": "exotic"})
+        (task,) = source.read_tasks(None, 10)
+        rows = pa.concat_tables(list(task())).drop_columns(["_rowid"]).to_pylist()
+    finally:
+        shop.execute("DROP TABLE exotic; DROP TYPE mood")
+    assert source.schema().types == [pa.string()] * 5 + [
+        pa.date32(),
+        pa.time64("us"),
+        pa.timestamp("us", tz="UTC"),
+        pa.binary(),
+        pa.float64(),
+    ]
+    assert rows[0] == {
+        "u": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+        "j": '{"k": [1, 2]}',
+        "tags": "{1,2}",
+        "wait": "1 day 02:00:00",
+        "m": "happy",
+        "d": datetime.date(2024, 2, 29),
+        "t": datetime.time(23, 59, 1),
+        "z": datetime.datetime(2024, 1, 1, 8, 0, tzinfo=datetime.UTC),
+        "b": b"\x01\x02",
+        "amount": 1234.567,
+    }
+    assert set(rows[1].values()) == {None}
