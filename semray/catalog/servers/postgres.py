@@ -12,10 +12,13 @@ it where libpq looks (``PGPASSWORD``, ``PGPASSFILE``, ``~/.pgpass``).
 
 >>> PostgresServer("postgresql://ann:s3cret@127.0.0.1/shop").uri
 'postgresql://ann@127.0.0.1/shop'
+>>> PostgresServer("postgresql://ann@/my%20shop?host=/run/postgresql").database
+'my shop'
 """
 
 from __future__ import annotations
 
+import urllib.parse
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -66,7 +69,7 @@ class PostgresServer:
     def database(self) -> str:
         """The database's name (the server's default name in the catalog)."""
         path = self.uri.partition("://")[2].partition("?")[0].rpartition("@")[2]
-        return path.partition("/")[2] or "postgres"
+        return urllib.parse.unquote(path.partition("/")[2]) or "postgres"
 
     def profile(self, previous: Mapping[str, str]) -> ServerProfile:
         try:
