@@ -36,7 +36,7 @@ def _scan(
     catalog: CatalogPin | None = None,
 ) -> Query:
     clean = {key: value for key, value in options.items() if value is not None}
-    if path is not None and kind != "memory":
+    if path is not None and kind not in ("memory", "postgres"):  # a postgres path is a URI, not a file
         path = _absolute(path)
     source = open_source(kind, path, clean)
     spec = SourceSpec(kind=kind, path=path, options=clean, catalog=catalog)

@@ -36,6 +36,7 @@ from semray.catalog.profiling import TableProfile
 from semray.catalog.section_writer import SectionWriter
 from semray.catalog.servers import DataServer, ServerProfile, dataset_name, normalise_name, open_server
 from semray.catalog.servers.base import FileState, ProfiledTable
+from semray.catalog.servers.postgres import PostgresServer
 from semray.catalog.store import Catalog, ChangeSet, TableChange, in_list
 from semray.catalog.summaries import Description, SummaryRequest, check_proposed_schema, describe_datasets
 from semray.catalog.tables import (
@@ -508,8 +509,8 @@ def _embedding_tier(config: TierConfig) -> TierConfig:
 
 
 def _default_name(server: DataServer) -> str:
-    if server.kind == "postgres":
-        return normalise_name(server.uri.rsplit("/", 1)[-1] or "postgres")
+    if isinstance(server, PostgresServer):
+        return normalise_name(server.database)
     return normalise_name(Path(server.uri).stem if Path(server.uri).is_file() else Path(server.uri).name)
 
 

@@ -66,7 +66,7 @@ class SourceSpec(Frozen):
     version) the source is; the reader still reads ``kind``/``path``/``options``.
     """
 
-    kind: Literal["csv", "json", "parquet", "text", "sqlite", "duckdb", "memory"]
+    kind: Literal["csv", "json", "parquet", "text", "sqlite", "duckdb", "postgres", "memory"]
     path: str | None = None
     options: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
     catalog: CatalogPin | None = None

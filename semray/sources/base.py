@@ -49,7 +49,7 @@ class Source(Protocol):
 
     @property
     def kind(self) -> str:
-        """One of ``OPENERS``: csv, json, parquet, text, sqlite, duckdb, memory."""
+        """One of ``OPENERS``: csv, json, parquet, text, sqlite, duckdb, postgres, memory."""
         ...
 
     def schema(self) -> pa.Schema:

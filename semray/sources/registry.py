@@ -11,6 +11,7 @@ from semray.sources.duckdb_source import DuckdbSource
 from semray.sources.json_source import JsonSource
 from semray.sources.memory_source import MemorySource
 from semray.sources.parquet_source import ParquetSource
+from semray.sources.postgres_source import PostgresSource
 from semray.sources.sqlite_source import SqliteSource
 from semray.sources.text_source import TextFolderSource
 
@@ -21,6 +22,7 @@ OPENERS: dict[str, Callable[[str | None, Options], Source]] = {
     "text": TextFolderSource.open,
     "sqlite": SqliteSource.open,
     "duckdb": DuckdbSource.open,
+    "postgres": PostgresSource.open,
     "memory": MemorySource.open,
 }
 """Source kinds, matching ``semray.operators.SourceSpec.kind``."""

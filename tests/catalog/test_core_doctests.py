@@ -14,6 +14,7 @@ MODULES = [
     "semray.catalog.document_pipeline",
     "semray.catalog.servers",
     "semray.catalog.servers.base",
+    "semray.catalog.servers.postgres",
     "semray.catalog.tables",
     "semray.catalog.catalogued_rows",
     "semray.operators.catalogued",

@@ -120,28 +120,34 @@ def test_a_proposed_schema_is_checked_against_the_data() -> None:
     assert check_proposed_schema(sample, [("Bad Name", "INTEGER"), ("id", "NOPE_TYPE")])[0].startswith("column 1")
 
 
-def test_a_postgres_uri_is_a_server_that_names_its_missing_extra_and_never_shows_the_password(tmp_path: Path) -> None:
-    """Without a Postgres server here: the URI is recognised, the missing ``psycopg`` is named with the
-    extra that installs it (nothing is registered), and a table's scan is refused with the reason."""
-    import importlib.util
+def test_a_postgres_uri_is_a_server_that_names_its_missing_extra_and_never_shows_the_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a Postgres server here (``test_postgres_server.py`` runs one): the URI is recognised, kept
+    without its password, a table's scan is a postgres source, and the missing ``psycopg`` is named
+    with the extra that installs it (nothing is registered)."""
+    import sys
 
     from semray.catalog.ingest import add_server
     from semray.catalog.servers import open_server
     from semray.catalog.servers.postgres import PostgresServer
-    from semray.errors import CatalogError
+    from semray.errors import CatalogError, SourceError
     from semray.settings import Settings
+    from semray.sources import open_source
 
     server = open_server("postgresql://ann:s3cret@127.0.0.1:5432/shop")
     assert isinstance(server, PostgresServer) and server.kind == "postgres"
+    assert server.uri == "postgresql://ann@127.0.0.1:5432/shop" and "s3cret" not in repr(server)
     assert open_server("postgres://127.0.0.1/shop").uri == "postgres://127.0.0.1/shop"  # not taken for a path
-    with pytest.raises(CatalogError, match="cannot be queried yet") as refused:
-        server.scan("postgres", "postgresql://127.0.0.1:5432/shop", {"table": "orders"})
-    assert "parquet" in str(refused.value)
-    if importlib.util.find_spec("psycopg") is not None:
-        pytest.skip("psycopg is installed: the missing-extra error cannot be shown")
+    spec = server.scan("postgres", "postgresql://ann:s3cret@127.0.0.1:5432/shop", {"table": "orders"})
+    assert (spec.kind, spec.path) == ("postgres", "postgresql://ann@127.0.0.1:5432/shop")
+    assert spec.options == {"schema": "public", "table": "orders"}
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the extra were not installed: importing it fails
     settings = Settings(state_dir=tmp_path / "state")
     with pytest.raises(CatalogError, match=r"pip install 'semray\[postgres\]'") as missing:
         add_server(settings, "postgresql://ann:s3cret@127.0.0.1:5432/shop", engine="local")
+    with pytest.raises(SourceError, match=r"pip install 'semray\[postgres\]'"):
+        open_source("postgres", "postgresql://ann:s3cret@127.0.0.1:5432/shop", {"table": "orders"})
     assert "s3cret" not in str(missing.value)
     from semray.catalog.store import Catalog
 
