@@ -141,8 +141,12 @@ def test_head_tokens_count_the_sources_first_rows(tmp_path: Path) -> None:
 
 def _serving(large_latency: float) -> ServingConfig:
     models = {
-        "sim-small": ModelProfile(latency_base_s=large_latency * 0.9, max_concurrency=16),
-        "sim-large": ModelProfile(latency_base_s=large_latency, max_concurrency=8),
+        "sim-small": ModelProfile(
+            latency_base_s=large_latency * 0.9, max_concurrency=16, price_in_per_million=0.15, price_out_per_million=0.6
+        ),
+        "sim-large": ModelProfile(
+            latency_base_s=large_latency, max_concurrency=8, price_in_per_million=2.5, price_out_per_million=10.0
+        ),
     }
     return ServingConfig(simulator=SimulatorConfig(models=models), cache_enabled=False)
 
@@ -184,3 +188,21 @@ def test_the_setting_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch)
 def test_simulated_concurrency_is_the_simulators() -> None:
     profiles = profiles_from_serving(_serving(0.48))
     assert (profiles["small"].concurrency, profiles["large"].concurrency) == (16, 8)
+
+
+@pytest.mark.parametrize(("latency", "runs_as"), [(0.0, "large"), (0.48, "cascade")])
+def test_a_cascade_model_selection_chose_is_checked_too(
+    tmp_path: Path, classify: SemClassify, latency: float, runs_as: str
+) -> None:
+    from semray.cost_model.policies import MinCost
+    from semray.pipeline.runs.plan_time.before_run import optimized_choice
+
+    open_tier = rebuild(classify, quality=None)  # tier auto without a target: model selection decides
+    key = statistics_key(open_tier)
+    statistics = _statistics(open_tier).merged(PlanStatistics(tier_quality={(key, "small"): 0.5}))
+    settings = Settings(state_dir=tmp_path)
+    choice = optimized_choice(open_tier, settings, _serving(latency), MinCost(quality=0.8), statistics)
+    (verdict,) = choice.choices
+    assert verdict.kept == (runs_as == "cascade")
+    (node,) = [n for n in semray.operators.walk(choice.plan) if isinstance(n, SemClassify)]
+    assert node.resolved_tier() == runs_as
