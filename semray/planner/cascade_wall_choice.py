@@ -35,6 +35,7 @@ from typing import Any
 
 from semray.cost_model.cardinality import source_statistics
 from semray.cost_model.cascade_wall import CascadeWall
+from semray.cost_model.estimates import EstimateError
 from semray.cost_model.head_tokens import head_token_statistics
 from semray.cost_model.plan_cost import estimate_plan
 from semray.cost_model.statistics import PlanStatistics
@@ -116,7 +117,11 @@ def choose_cascades_by_wall_time(
         return WallChoice(plan)
     known = source_statistics(plan).merged(statistics) if statistics is not None else source_statistics(plan)
     known = head_token_statistics(list(candidates.values()), known).merged(known)
-    estimate = estimate_plan(plan, known, profiles)
+    try:
+        estimate = estimate_plan(plan, known, profiles)
+    except EstimateError as error:  # a plan the cost model cannot price keeps its cascades, as written
+        log.warning("cascade_wall_choice_unpriced", error=str(error))
+        return WallChoice(plan)
     choices: list[CascadeChoice] = []
     for path, node in candidates.items():
         wall = getattr(estimate.operator(path), "wall", None)
