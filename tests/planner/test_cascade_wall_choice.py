@@ -170,6 +170,8 @@ def test_the_run_and_explain_choose_by_the_tiers_latency(
         .sem_classify("the diagnosis of {symptoms}", ["flu", "cold", "allergy"], output="d", quality=0.9)
     )
     prepared = prepare_run(query.plan, settings, _serving(latency), optimize=True, policy=None, measure=False)
+    again = prepare_run(query.plan, settings, _serving(latency), optimize=True, policy=None, measure=False)
+    assert again.plan == prepared.plan  # the same choice each time: a re-run finds the same journal to resume
     (node,) = [n for n in semray.operators.walk(prepared.plan) if isinstance(n, SemClassify)]
     assert node.resolved_tier() == runs_as
     text = query.explain()
