@@ -116,6 +116,16 @@ class Settings(BaseSettings):
         "factorized join, whose pair predicate compares one per-row property is factorized when a sampled check "
         "against its pairwise answers meets it (Query.with_join_factorization); None (off): never checked",
     )
+    cascade_max_slowdown: float = Field(
+        default=1.0,
+        gt=0.0,
+        description="how much slower in projected wall time than the large tier alone a cascade may be and still "
+        "run (SEMRAY_CASCADE_MAX_SLOWDOWN): a tier-auto operator with a quality target, or a cascade model "
+        "selection chose, projected slower than this times the large tier's time (its proxy pass embeds every row "
+        "first, docs/cost_model.md) runs on the large tier instead, dearer but faster; EXPLAIN shows both "
+        "projections. 1.0: never slower; inf: keep every cascade, dollars first. A tier='cascade' operator is "
+        "pinned and kept",
+    )
     code_choice: float | None = Field(
         default=None,
         gt=0.0,

@@ -18,7 +18,11 @@ runs it, so over ``N`` input rows with target ``labels`` calibration draws:
 Each tier's rows are priced by `semray.cost_model.plan_cost.model_estimate` with the
 operator's prompt and completion tokens per row (the embedding tier gets the prompt without
 its fixed part: the embedded text). Dollars, GPU-seconds and tokens are summed over the
-tiers; latency too (the stages run one after the other: the cascade blocks the stream).
+tiers. Latency is the projected wall time of `semray.cost_model.cascade_wall` (the proxy pass, then
+the large tier's labels and routed rows beside the small tier's answers), less the one actor pool's
+start every stage pays (single-tier operators' latency leaves it out too); ``CascadeEstimate.wall``
+keeps the projection by part and the large tier's alone over the same rows, which the planner compares
+(`semray.planner.cascade_wall_choice`).
 Quality is `semray.cost_model.quality.cascade_quality` of the target: ``(1 - delta) level``.
 
 The shares ``(e, s)`` come from the operator's ``PlanStatistics.cascade_pools`` entry when a
@@ -53,6 +57,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from semray.cost_model.cascade_wall import STAGE_START_S, CascadeWall, cascade_wall
 from semray.cost_model.estimates import ZERO, EstimateError, Interval, OperatorEstimate, total
 from semray.cost_model.plan_cost import CASCADE_TIER, EstimationContext, model_estimate
 from semray.cost_model.quality import cascade_quality
@@ -106,6 +111,7 @@ class CascadeEstimate(OperatorEstimate):
     """An `OperatorEstimate` with tier ``"cascade"`` and its split between the tiers."""
 
     cascade: CascadeSplit | None = None
+    wall: CascadeWall | None = None
 
 
 def cascade_shares(
@@ -202,6 +208,19 @@ def cascade_estimate(
         )
         if calls.high > 0 or tier == context.top_tier
     ]
+    profiles = {tier: context.profile(tier, node) for tier in (EMBEDDING_TIER, SMALL_TIER) if tier in context.profiles}
+    wall = cascade_wall(
+        {**profiles, context.top_tier: context.profile(context.top_tier, node)},
+        rows=rows,
+        labels=labels,
+        embedding_rows=split.embedding_rows,
+        small_rows=split.small_rows,
+        large_rows=split.large_rows,
+        prompt=prompt,
+        embedded=embedded,
+        completion=completion,
+        top_tier=context.top_tier,
+    )
     return CascadeEstimate(
         path,
         node.label(),
@@ -212,9 +231,10 @@ def cascade_estimate(
         total([part.output_tokens for part in parts]),
         total([part.dollars for part in parts]),
         total([part.gpu_seconds for part in parts]),
-        total([part.latency_s for part in parts]),
+        Interval(*(max(x - STAGE_START_S, 0.0) for x in (wall.cascade.value, wall.cascade.low, wall.cascade.high))),
         cascade_quality(target.level, target.delta),
         cascade=split,
+        wall=wall,
     )
 
 

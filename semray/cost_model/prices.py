@@ -11,8 +11,9 @@ Where the figures come from (`profiles_from_serving`):
 * speed of ``simulated`` tiers: the simulator profile (``latency_per_token_s`` and
   ``latency_base_s``; a profile without latency answers instantly: infinite tokens/s);
   other backends: `DEFAULT_TOKENS_PER_S`, a documented assumption, not a measurement;
-* concurrency: ``replicas * max_concurrency`` (vllm: ``max_replicas * max_ongoing_requests``),
-  capped by the simulator profile's ``max_concurrency`` per replica for simulated tiers;
+* concurrency: ``replicas * max_concurrency`` (vllm: ``max_replicas * max_ongoing_requests``); for
+  simulated tiers the simulator profile's ``max_concurrency`` per replica, which the simulator enforces
+  (the tier's own ``max_concurrency`` limits only an openai client), capped by ``max_ongoing_requests``;
 * GPU-seconds per 1k tokens: ``1000 * gpus_per_replica / (tokens_per_s * calls_per_replica)``
   for tiers with GPUs (a replica's GPUs are shared by the calls it serves at once), else 0.
 
@@ -51,6 +52,9 @@ class TierProfile:
     concurrency: int
     latency_per_call_s: float = 0.0
     gpu_hour: float = 0.0
+    replicas: int = 1
+    """Copies of the model serving the tier: a local embedder's throughput is ``tokens_per_s`` per
+    replica, however many calls it holds at once (`semray.cost_model.cascade_wall`)."""
 
     def dollars(self, input_tokens: float, output_tokens: float, gpu_seconds: float = 0.0) -> float:
         """Dollars for this many tokens, as `semray.serving.config.Prices.dollars` charges them."""
@@ -83,7 +87,7 @@ def _profile(name: str, tier: TierConfig, simulator: SimulatorConfig) -> TierPro
         fee_in, fee_out = model.price_in_per_million, model.price_out_per_million
         tokens_per_s = 1.0 / model.latency_per_token_s if model.latency_per_token_s > 0 else math.inf
         latency_per_call = model.latency_base_s
-        per_replica = min(per_replica, model.max_concurrency)
+        per_replica = min(tier.max_ongoing_requests, model.max_concurrency)
     if tier.prices is not None:
         fee_in, fee_out, gpu_hour = tier.prices.input_per_million, tier.prices.output_per_million, tier.prices.gpu_hour
     gpus = tier.num_gpus * (tier.tensor_parallel_size if tier.backend == "vllm" else 1)
@@ -101,4 +105,5 @@ def _profile(name: str, tier: TierConfig, simulator: SimulatorConfig) -> TierPro
         concurrency=max(1, per_replica * replicas),
         latency_per_call_s=latency_per_call,
         gpu_hour=gpu_hour,
+        replicas=max(1, replicas),
     )

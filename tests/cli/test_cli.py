@@ -175,8 +175,16 @@ def test_in_memory_tables_are_identified_by_content() -> None:
     assert semray.from_arrow(pa.table({"x": [2]}), "t").plan != first.plan
 
 
-def test_sql_quality_asks_for_a_cascade(reviews_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sql_quality_asks_for_a_cascade(
+    reviews_csv: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     query = "SELECT product FROM r WHERE SEM_FILTER('{product} is for lighting')"
+    # The default simulated tiers answer at once: the cascade's proxy pass would make it slower than
+    # the large tier alone, so it runs on the large tier and EXPLAIN says why.
+    assert main(["sql", query, "-t", f"r={reviews_csv}", "--quality", "recall:0.95", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "Cascade[" not in out and "large tier, not a cascade: projected wall time: cascade" in out
+    monkeypatch.setenv("SEMRAY_CASCADE_MAX_SLOWDOWN", "inf")  # dollars first, whatever the wall time
     assert main(["sql", query, "-t", f"r={reviews_csv}", "--quality", "recall:0.95", "--explain"]) == 0
     assert "Cascade[filter: embedding -> small -> large, recall >= 0.95" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_info:
@@ -186,8 +194,9 @@ def test_sql_quality_asks_for_a_cascade(reviews_csv: Path, capsys: pytest.Captur
 
 
 def test_a_quality_target_that_cannot_be_certified_is_said_and_refused_under_strict(
-    tmp_path: Path, reviews_csv: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, reviews_csv: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("SEMRAY_CASCADE_MAX_SLOWDOWN", "inf")  # keep a certifiable cascade (instant simulated tiers)
     query = "SELECT product FROM r WHERE SEM_FILTER('{product} is for lighting')"
     assert main(["sql", query, "-t", f"r={reviews_csv}", "--quality", "0.999", "--explain"]) == 0
     captured = capsys.readouterr()

@@ -88,10 +88,10 @@ def prepare_run(
         settings = _budget_left(settings, paid)
     if measure is not False:
         planning = _planning(plan, settings, serving, policy, measure)
-        return PreparedRun(optimized(plan, settings), settings, planning, paid, warnings)
+        return PreparedRun(optimized(plan, settings, serving), settings, planning, paid, warnings)
     if policy is not None:
         return PreparedRun(optimized(plan, settings, serving, policy), settings, None, paid, warnings)
-    return PreparedRun(optimized(plan, settings) if optimize else plan, settings, None, paid, warnings)
+    return PreparedRun(optimized(plan, settings, serving) if optimize else plan, settings, None, paid, warnings)
 
 
 def explained_plan(plan: Node, settings: Settings, serving: ServingConfig, optimize: bool) -> tuple[Node, str]:
@@ -102,7 +102,8 @@ def explained_plan(plan: Node, settings: Settings, serving: ServingConfig, optim
         return plan, ""
     target = settings.join_factorization
     if target is None:
-        return optimized(plan, settings), ""
+        choice = optimized_choice(plan, settings, serving)
+        return choice.plan, choice.explain()
     from semray.planner.rules.factorize_semantic_joins import factorize_semantic_joins
 
     decision, pending = journaled_factorization(
@@ -110,7 +111,8 @@ def explained_plan(plan: Node, settings: Settings, serving: ServingConfig, optim
     )
     lines = [line for line in decision.explain().splitlines() if line] + list(pending.values())
     text = f"\n\nJoin factorization check (Settings.join_factorization {target:g})\n" + "\n".join(lines)
-    return optimized(decision.plan, settings), text if lines else ""
+    choice = optimized_choice(decision.plan, settings, serving)
+    return choice.plan, (text if lines else "") + choice.explain()
 
 
 def factorize_joins(
@@ -128,15 +130,37 @@ def factorize_joins(
 def optimized(
     plan: Node, settings: Settings, serving: ServingConfig | None = None, policy: Any = None, statistics: Any = None
 ) -> Node:
-    """``plan`` after the optimizer: its rules and join ordering, and with ``policy`` the tiers the
-    cost model chooses on ``serving``'s prices (``Query.optimized``)."""
+    """``plan`` after the optimizer: its rules and join ordering, with ``policy`` the tiers the
+    cost model chooses on ``serving``'s prices (``Query.optimized``), and, given ``serving`` (or a
+    policy), each cascade projected slower than the large tier alone run on the large tier
+    (``optimized_choice``)."""
+    chosen: Node = optimized_choice(plan, settings, serving, policy, statistics).plan
+    return chosen
+
+
+def optimized_choice(
+    plan: Node, settings: Settings, serving: ServingConfig | None = None, policy: Any = None, statistics: Any = None
+) -> Any:
+    """`optimized`'s plan and its cascades' verdicts by projected wall time
+    (``planner.cascade_wall_choice.WallChoice``: ``Settings.cascade_max_slowdown``); with neither
+    ``serving`` nor ``policy`` no cascade is checked (nothing to price it on)."""
     from semray.cost_model.prices import profiles_from_serving
     from semray.planner import optimize
+    from semray.planner.cascade_wall_choice import WallChoice, choose_cascades_by_wall_time, pinned_cascades
 
     labels = topic_labels(settings)
     if policy is None:
-        return optimize(plan, statistics, topic_labels=labels)
-    return optimize(plan, statistics, profiles_from_serving(serving or ServingConfig()), policy, topic_labels=labels)
+        chosen = optimize(plan, statistics, topic_labels=labels)
+    else:
+        chosen = optimize(
+            plan, statistics, profiles_from_serving(serving or ServingConfig()), policy, topic_labels=labels
+        )
+    if serving is None and policy is None:
+        return WallChoice(chosen)
+    profiles = profiles_from_serving(serving or ServingConfig())
+    return choose_cascades_by_wall_time(
+        chosen, profiles, statistics, settings.cascade_max_slowdown, pinned_cascades(plan)
+    )
 
 
 def topic_labels(settings: Settings) -> Any:
@@ -185,7 +209,11 @@ def _planning(plan: Node, settings: Settings, serving: ServingConfig, policy: An
     profiles, labels = profiles_from_serving(serving), topic_labels(settings)
 
     def choose(statistics: Any) -> Node:
+        from semray.planner.cascade_wall_choice import choose_cascades_by_wall_time, pinned_cascades
+
         merged = source_statistics(plan).merged(statistics)
-        return optimize(plan, merged, profiles, chosen, topic_labels=labels)
+        optimized_plan = optimize(plan, merged, profiles, chosen, topic_labels=labels)
+        slowdown = settings.cascade_max_slowdown
+        return choose_cascades_by_wall_time(optimized_plan, profiles, merged, slowdown, pinned_cascades(plan)).plan
 
     return Planning(choose=choose, options=options, policy=repr(chosen))
