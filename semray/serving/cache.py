@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from semray.log import get_logger
 from semray.serving.contract import ModelResponse
@@ -73,6 +73,19 @@ def cache_key(model_identity: str, payload: Mapping[str, Any]) -> str:
     """
     blob = json.dumps([model_identity, payload], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class AnswerCache(Protocol):
+    """What a tier asks of a response cache: ``ResponseCache`` (a file on this node) or, on a
+    cluster, ``cluster_cache.ClusterResponseCache`` (the head node's file, through an actor)."""
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, ModelResponse]: ...
+
+    def batch_answers(self, batch: str, keys: Sequence[str]) -> dict[str, ModelResponse]: ...
+
+    def put_many(self, items: Iterable[tuple[str, ModelResponse]], *, batch: str | None = None) -> int: ...
+
+    def close(self) -> None: ...
 
 
 class ResponseCache:
