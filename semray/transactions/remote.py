@@ -62,9 +62,10 @@ REMOTE_CANCEL = "CANCEL"
 """The stop object in the store; the mirror copies it to the local run folder under the same name
 (``registry.CANCEL_MARKER``, not imported: the registry imports this module)."""
 
-OBJECT_STORES = frozenset({"s3", "gcs", "abfs"})
+OBJECT_STORES = frozenset({"s3", "gcs"})
 """pyarrow filesystems (``type_name``) whose folders are key prefixes: a put needs no folder first, and
-``create_dir`` would put an empty marker object per folder level on every write."""
+``create_dir`` would put an empty marker object per folder level on every write (seen on S3; Azure's,
+whose hierarchical namespace has real folders, keeps ``create_dir``)."""
 
 
 @dataclass(frozen=True, slots=True)
