@@ -83,6 +83,10 @@ class AnswerCache(Protocol):
 
     def batch_answers(self, batch: str, keys: Sequence[str]) -> dict[str, ModelResponse]: ...
 
+    def look_up(
+        self, batch: str | None, keys: Sequence[str]
+    ) -> tuple[dict[str, ModelResponse], dict[str, ModelResponse]]: ...
+
     def put_many(self, items: Iterable[tuple[str, ModelResponse]], *, batch: str | None = None) -> int: ...
 
     def close(self) -> None: ...
@@ -161,6 +165,14 @@ class ResponseCache:
     def get_many(self, keys: Sequence[str]) -> dict[str, ModelResponse]:
         """Cached responses for the keys present (missing keys are absent from the result)."""
         return self._select("SELECT key, response FROM responses WHERE key IN ({marks})", (), keys)
+
+    def look_up(
+        self, batch: str | None, keys: Sequence[str]
+    ) -> tuple[dict[str, ModelResponse], dict[str, ModelResponse]]:
+        """What a tier reads before calling the model: the answers an earlier attempt of ``batch`` paid
+        for (``batch_answers``), and the cached answers of the other keys (``get_many``)."""
+        paid = self.batch_answers(batch, keys) if batch is not None else {}
+        return paid, self.get_many([key for key in keys if key not in paid])
 
     def batch_answers(self, batch: str, keys: Sequence[str]) -> dict[str, ModelResponse]:
         """The answers an earlier attempt of ``batch`` was paid for (``put_many(..., batch=)``),

@@ -7,15 +7,16 @@ batch whose replica died reads the paid answers (``batch_answers``) only if it l
 node. So on a cluster (``ServingConfig.cache_scope``) the cache is a detached actor
 (``CLUSTER_CACHE_NAME`` in namespace ``semray``) pinned to the head node, holding the
 ``ResponseCache`` at the driver's cache path on that node; the replicas on every node reach it
-through ``ClusterResponseCache``, whose ``get_many``, ``batch_answers`` and ``put_many`` are one
-actor call per batch each (the batch's keys together). Why an actor and not entries shipped
-through the object store (``Settings.state_uri``): a miss must be answered within the batch,
-before the model is called; through the store that is a GET per key or a download of an index
-that grows with the cache, and an answer paid a second ago on another node is not there until
-the next push, so two replicas (or a retried batch) would pay twice within one run. The actor
-answers from the one file at once, at the cost of a round trip per batch to the head node (next
-to a model call's hundreds of milliseconds) and of the head node's disk as the one copy: the
-cache lives as long as the head node's state folder does, as it does on one machine.
+through ``ClusterResponseCache``: a batch's reads (``look_up``: its paid answers, then the cached
+ones) are one actor call, its writes (``put_many``) another, each with all the batch's keys.
+Why an actor and not entries shipped through the object store (``Settings.state_uri``): a miss
+must be answered within the batch, before the model is called; through the store that is a GET
+per key or a download of an index that grows with the cache, and an answer paid a second ago on
+another node is not there until the next push, so two replicas (or a retried batch) would pay
+twice within one run. The actor answers from the one file at once, at the cost of two round trips
+per batch to the head node (next to a model call's hundreds of milliseconds) and of the head
+node's disk as the one copy: the cache lives as long as the head node's state folder does, as it
+does on one machine.
 
 Like ``ResponseCache``, a cache actor that cannot be reached degrades to misses, logged once.
 
@@ -66,6 +67,12 @@ class CacheOwner:
 
     def batch_answers(self, batch: str, keys: list[str]) -> dict[str, ModelResponse]:
         return self.cache.batch_answers(batch, keys)
+
+    def look_up(
+        self, batch: str | None, keys: list[str], fresh: bool
+    ) -> tuple[dict[str, ModelResponse], dict[str, ModelResponse]]:
+        paid = self.cache.batch_answers(batch, keys) if batch is not None else {}
+        return paid, {} if fresh else self.cache.get_many([key for key in keys if key not in paid])
 
     def put_many(self, items: list[tuple[str, ModelResponse]], batch: str | None) -> int:
         return self.cache.put_many(items, batch=batch)
@@ -129,6 +136,15 @@ class ClusterResponseCache:
     def batch_answers(self, batch: str, keys: Sequence[str]) -> dict[str, ModelResponse]:
         found: dict[str, ModelResponse] | None = self._call("batch_answers", batch, list(keys)) if keys else {}
         return found or {}
+
+    def look_up(
+        self, batch: str | None, keys: Sequence[str]
+    ) -> tuple[dict[str, ModelResponse], dict[str, ModelResponse]]:
+        """``ResponseCache.look_up`` in one actor call (a batch's reads cost one round trip)."""
+        found: tuple[dict[str, ModelResponse], dict[str, ModelResponse]] | None = (
+            self._call("look_up", batch, list(keys), self.fresh) if keys else None
+        )
+        return found or ({}, {})
 
     def put_many(self, items: Iterable[tuple[str, ModelResponse]], *, batch: str | None = None) -> int:
         answers = list(items)

@@ -132,10 +132,7 @@ class ModelTier:
 
     def _look_up(self, batch: str | None, keys: list[str]) -> tuple[dict[str, ModelResponse], dict[str, ModelResponse]]:
         """The answers an earlier attempt of ``batch`` paid for, and the cached ones of the other keys."""
-        if self.cache is None:
-            return {}, {}
-        paid = self.cache.batch_answers(batch, keys) if batch is not None else {}
-        return paid, self.cache.get_many([key for key in keys if key not in paid])
+        return self.cache.look_up(batch, keys) if self.cache is not None else ({}, {})
 
     # -- preparing calls ---------------------------------------------------------------------
 

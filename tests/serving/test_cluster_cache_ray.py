@@ -37,6 +37,9 @@ def test_replicas_share_the_head_nodes_file_through_the_actor(
         assert {key: r.text for key, r in reader.get_many(["k1", "k2"]).items()} == {"k1": "a"}
         assert probe.get_many(["k1"]) == {}, "a probe pays for its answers"
         assert set(probe.batch_answers("b1", ["k1"])) == {"k1"}, "a retried probe batch reads what it paid"
+        assert probe.look_up("b1", ["k1", "k2"]) == (probe.batch_answers("b1", ["k1"]), {})
+        paid, cached = reader.look_up("b2", ["k1", "k2"])
+        assert (paid, set(cached)) == ({}, {"k1"}), "one call: no paid answers of b2, k1 cached"
         assert set(ResponseCache(path).get_many(["k1"])) == {"k1"}, "the file is the driver's path"
         assert not (tmp_path / "other.sqlite").exists()
     finally:
