@@ -105,6 +105,17 @@ def ensure_cluster_cache(path: str, timeout_s: float) -> str:
     return CLUSTER_CACHE_NAME
 
 
+def cluster_cache_status() -> dict[str, object] | None:
+    """The running cache actor's file, node and entries (``semray serve status``); None when none runs."""
+    try:
+        handle = ray.get_actor(CLUSTER_CACHE_NAME, namespace=NAMESPACE)
+        found: list[Any] = ray.get([handle.where.remote(), handle.size.remote()], timeout=CALL_TIMEOUT_S)
+        where, entries = found
+    except (ValueError, ray.exceptions.RayError):
+        return None
+    return {"path": where[0], "node": where[1], "entries": entries, "actor": CLUSTER_CACHE_NAME}
+
+
 class ClusterResponseCache:
     """A replica's side of the cluster's cache actor, with ``ResponseCache``'s methods.
 

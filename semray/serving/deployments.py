@@ -44,7 +44,7 @@ from semray.serving.backends.embedder import SentenceEmbedder
 from semray.serving.backends.simulated import simulator_identity
 from semray.serving.cache import AnswerCache, ResponseCache
 from semray.serving.capacity import check_capacity, read_cluster, tier_needs
-from semray.serving.cluster_cache import ClusterResponseCache, ensure_cluster_cache
+from semray.serving.cluster_cache import CLUSTER_CACHE_NAME, ClusterResponseCache, ensure_cluster_cache
 from semray.serving.config import TIER_NAMES, Prices, ServingConfig, TierConfig
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.deployed import (
@@ -193,6 +193,11 @@ def check_key_variables(config: ServingConfig, tiers: Sequence[str]) -> None:
             )
 
 
+def cache_actor_name(config: ServingConfig, cache_path: str | None) -> str | None:
+    """The cluster's cache actor the replicas use (``cluster_cache.py``), None for the file on their node."""
+    return CLUSTER_CACHE_NAME if cache_path is not None and _cache_on_cluster(config) else None
+
+
 def _cache_on_cluster(config: ServingConfig) -> bool:
     """Whether the replicas share the head node's cache through its actor (``ServingConfig.cache_scope``):
     on 'auto', when this process joined a cluster rather than starting Ray, or Ray has several nodes."""
@@ -222,7 +227,9 @@ def tier_digest(config: ServingConfig, tier: str, cache_path: str | None, cache_
     parts: dict[str, Any] = {
         "tier": tier,
         "config": tier_config.model_dump(mode="json"),
-        "cache": cache_path,
+        # Replicas using the cluster's cache actor never open the driver's file: a driver with another
+        # state folder then reuses the running tiers instead of meeting TierConfigMismatchError.
+        "cache": None if cache_actor is not None else cache_path,
         "cache_actor": cache_actor,
         "cache_timeout_s": config.cache_timeout_s,
     }
@@ -259,9 +266,9 @@ def start_tiers(
     cache = config.cache_path(settings.state_path if settings is not None else None)
     cache_path = str(cache.expanduser().resolve()) if cache is not None else None
     apps = {tier: config.app_name(tier) for tier in tiers}
-    cache_actor = None
-    if cache_path is not None and _cache_on_cluster(config) and any(tier != "embedding" for tier in tiers):
-        cache_actor = ensure_cluster_cache(cache_path, config.cache_timeout_s)
+    cache_actor = cache_actor_name(config, cache_path)
+    if cache_path is not None and cache_actor is not None and any(tier != "embedding" for tier in tiers):
+        ensure_cluster_cache(cache_path, config.cache_timeout_s)
     digests = {tier: tier_digest(config, tier, cache_path, cache_actor) for tier in tiers}
     vllm_tiers = [config.tier(tier) for tier in tiers if config.tier(tier).backend == "vllm"]
     # An HTTP proxy only when asked: vLLM tiers are reached through ray.serve.llm's OpenAI app.

@@ -55,6 +55,7 @@ def test_a_second_run_on_another_node_pays_no_call_the_first_paid(
     from semray.cluster.connect import connect, ray_temp_dir
     from semray.pipeline.runs.execute import publish_parquet
     from semray.serving.cluster_cache import CLUSTER_CACHE_NAME, NAMESPACE
+    from semray.serving.lifecycle import serve_status
 
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     monkeypatch.setenv("RAY_TMPDIR", str(workdir))  # as in test_multi_node.py
@@ -98,6 +99,11 @@ def test_a_second_run_on_another_node_pays_no_call_the_first_paid(
         assert held == str((workdir / "a" / "cache" / "responses.sqlite").resolve())
         head = next(n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n["Resources"])
         assert node == head and node != fresh.node_id
+        # `semray serve status` from the second machine: the running tiers are its profile's (the
+        # cache path of its own state folder does not count), and the cache is the head node's.
+        status = serve_status(second, _serving(data))
+        assert status["deployed"] and all(entry["matches_profile"] for entry in status["deployed"].values())
+        assert status["cache"]["path"] == held and status["cache"]["entries"] > 0
         sys.stdout.write(
             f"first run: {before.usage.calls} calls; second (fresh node {fresh.node_id[:12]}): {after.usage.calls}\n"
         )
