@@ -156,7 +156,7 @@ def submit_command(args: argparse.Namespace, settings: Settings) -> int:
         command=tuple(command),
         state_dir=state_dir,
         models=args.job_models or settings.models,
-        state_uri=settings.state_uri,
+        state_uri=settings.state_store_uri,
         address=address,
         extras=tuple(args.extras),
         pip=tuple(args.pip),

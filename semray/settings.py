@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from semray.errors import StateDirError
@@ -43,6 +43,21 @@ def posix_state_dir(value: object) -> object:
     )
 
 
+def with_endpoint(uri: str, endpoint: str) -> str:
+    """``uri`` with ``endpoint`` (``http(s)://host:port``) as the query options pyarrow's ``from_uri`` reads for
+    ``s3://`` and ``gs://``; ``StateDirError`` for another scheme, which pyarrow takes no endpoint for."""
+    parts = urlsplit(uri)
+    if parts.scheme not in ("s3", "gs", "gcs"):
+        raise StateDirError(
+            f"state endpoint {endpoint!r}: only s3:// and gs:// state URIs take one (the state URI is {uri!r}); "
+            "unset SEMRAY_STATE_ENDPOINT"
+        )
+    target = urlsplit(endpoint)
+    options = [pair for pair in parse_qsl(parts.query) if pair[0] not in ("endpoint_override", "scheme")]
+    query = urlencode([*options, ("endpoint_override", target.netloc), ("scheme", target.scheme)])
+    return urlunsplit(parts._replace(query=query))
+
+
 class Settings(BaseSettings):
     """Runtime configuration, e.g. ``Settings(state_dir=Path("/tmp/s"), num_cpus=2)``."""
 
@@ -54,6 +69,13 @@ class Settings(BaseSettings):
         description="an object store (s3://, gs://, abfs://: pyarrow's filesystems) each run's journal and batch "
         "files are copied to as write-once objects, so `semray runs ls|show|resume` see them from any machine; runs "
         "still work in state_dir (docs/cluster.md, semray/transactions/remote.py)",
+    )
+    state_endpoint: str | None = Field(
+        default=None,
+        description="the object store's endpoint when it is not the provider's own (MinIO, a local S3 such as "
+        "moto's), e.g. http://127.0.0.1:9000; folded into the store's URI as pyarrow's endpoint_override, so "
+        "workers on every node open the same store. Unset: AWS_ENDPOINT_URL, which pyarrow >= 26 honours "
+        "(docs/cluster.md)",
     )
     state_sync_s: float = Field(
         default=5.0, gt=0.0, description="seconds between copies of a live run's new commits to state_uri"
@@ -276,6 +298,35 @@ class Settings(BaseSettings):
         if not (isinstance(value, str) and _URI.match(value)):
             raise StateDirError(f"state URI {value!r} is not a URI; name an object store, e.g. s3://bucket/semray")
         return value
+
+    @field_validator("state_endpoint", mode="before")
+    @classmethod
+    def _state_endpoint(cls, value: object) -> object:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if not (isinstance(value, str) and re.match(r"^https?://[^/?#]+/?$", value.strip())):
+            raise StateDirError(
+                f"state endpoint {value!r} is not an endpoint URL; name one as http(s)://host:port, "
+                "e.g. http://127.0.0.1:9000"
+            )
+        return value.strip().rstrip("/")
+
+    @model_validator(mode="after")
+    def _endpoint_fits_state_uri(self) -> Settings:
+        _ = self.state_store_uri  # an endpoint for a scheme that takes none is refused now, not at the first run
+        return self
+
+    @property
+    def state_store_uri(self) -> str | None:
+        """``state_uri`` as the store is opened everywhere, ``state_endpoint`` folded in as pyarrow's URI options.
+
+        ``Settings(state_uri="s3://b/p", state_endpoint="http://127.0.0.1:9000").state_store_uri`` is
+        ``"s3://b/p?endpoint_override=127.0.0.1%3A9000&scheme=http"``: one string that ledgers on
+        other nodes carry, so they open the same store without the driver's settings.
+        """
+        if self.state_uri is None or self.state_endpoint is None:
+            return self.state_uri
+        return with_endpoint(self.state_uri, self.state_endpoint)
 
     @field_validator("state_dir", mode="before")
     @classmethod

@@ -9,6 +9,7 @@ import socket
 import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import ray
 
@@ -80,6 +81,7 @@ def connect(settings: Settings) -> None:
         )
     address = settings.ray_address or os.environ.get("RAY_ADDRESS") or None
     if address:
+        refuse_ray_client(address)
         # An existing cluster (given, or the one a Ray job runs in: Ray sets RAY_ADDRESS there)
         # owns its resources: no num_cpus, temp dir or object store size may be passed.
         log.info("ray_connect", address=address)
@@ -112,11 +114,38 @@ def connect(settings: Settings) -> None:
     _configure_data_context()
 
 
+def refuse_ray_client(address: str) -> None:
+    """``ClusterError`` for a Ray Client address (``ray://host:10001``), saying what to do instead.
+
+    A Ray Client driver runs here while its Ray calls run in a proxy on the head node: the run's
+    journal and state folder would be on this machine, but its actors take the driver's node to be
+    the head's (``ray.get_runtime_context()`` there) and would commit to a folder of that path on
+    the head node, and the progress, cancel and lease threads would go through the proxy. A job
+    runs the same command as a driver on the cluster, where all of that holds.
+
+    >>> refuse_ray_client("ray://head.example:10001")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    semray.errors.ClusterError: ray://head.example:10001 is a Ray Client address: semray does not run as ...
+    """
+    parts = urlsplit(address)
+    if parts.scheme != "ray":
+        return
+    head = parts.hostname or "HEAD"
+    raise ClusterError(
+        f"{address} is a Ray Client address: semray does not run as a Ray Client driver (its journal would be on "
+        "this machine, its actors would commit on the head node). Submit the command as a Ray job instead: "
+        f"`semray submit --address http://{head}:8265 -- <semray command>` (the head's job API, port 8265 by "
+        "default), or run semray on a node of the cluster with RAY_ADDRESS=auto or the head's GCS address "
+        f"({head}:6379 by default)"
+    )
+
+
 def check_cluster_address(address: str) -> None:
     """Fail at once, saying why, where ``ray.init`` would retry for twenty seconds (a line of
     Ray's own per try) and then say only 'Failed to connect': a ``host:port`` where nothing accepts
     connections, or a cluster that refuses this process's authentication token. Addresses Ray
-    resolves itself (``auto``, ``ray://...``) are left to it."""
+    resolves itself (``auto``) are left to it; ``ray://`` ones were refused before (``refuse_ray_client``)."""
     host, colon, port = address.rpartition(":")
     if not colon or not host or "://" in address or not port.isdigit():
         return

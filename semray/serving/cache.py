@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from semray.log import get_logger
 from semray.serving.contract import ModelResponse
@@ -73,6 +73,23 @@ def cache_key(model_identity: str, payload: Mapping[str, Any]) -> str:
     """
     blob = json.dumps([model_identity, payload], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class AnswerCache(Protocol):
+    """What a tier asks of a response cache: ``ResponseCache`` (a file on this node) or, on a
+    cluster, ``cluster_cache.ClusterResponseCache`` (the head node's file, through an actor)."""
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, ModelResponse]: ...
+
+    def batch_answers(self, batch: str, keys: Sequence[str]) -> dict[str, ModelResponse]: ...
+
+    def look_up(
+        self, batch: str | None, keys: Sequence[str]
+    ) -> tuple[dict[str, ModelResponse], dict[str, ModelResponse]]: ...
+
+    def put_many(self, items: Iterable[tuple[str, ModelResponse]], *, batch: str | None = None) -> int: ...
+
+    def close(self) -> None: ...
 
 
 class ResponseCache:
@@ -148,6 +165,14 @@ class ResponseCache:
     def get_many(self, keys: Sequence[str]) -> dict[str, ModelResponse]:
         """Cached responses for the keys present (missing keys are absent from the result)."""
         return self._select("SELECT key, response FROM responses WHERE key IN ({marks})", (), keys)
+
+    def look_up(
+        self, batch: str | None, keys: Sequence[str]
+    ) -> tuple[dict[str, ModelResponse], dict[str, ModelResponse]]:
+        """What a tier reads before calling the model: the answers an earlier attempt of ``batch`` paid
+        for (``batch_answers``), and the cached answers of the other keys (``get_many``)."""
+        paid = self.batch_answers(batch, keys) if batch is not None else {}
+        return paid, self.get_many([key for key in keys if key not in paid])
 
     def batch_answers(self, batch: str, keys: Sequence[str]) -> dict[str, ModelResponse]:
         """The answers an earlier attempt of ``batch`` was paid for (``put_many(..., batch=)``),

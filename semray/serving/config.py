@@ -137,6 +137,13 @@ class ServingConfig(BaseModel):
     cache_timeout_s: float = Field(
         default=10.0, gt=0, description="seconds to wait for the cache's write lock before degrading to misses"
     )
+    cache_scope: Literal["auto", "node", "cluster"] = Field(
+        default="auto",
+        description="where the tier replicas' response cache lives: 'node' the SQLite file on each replica's node, "
+        "'cluster' that file on the head node only, reached through one actor (serving/cluster_cache.py), so an "
+        "answer paid on one node is a hit on every other; 'auto' cluster when Ray was joined by address or has "
+        "more than one node when the tiers deploy",
+    )
     simulator: SimulatorConfig | None = None
     app_prefix: str = Field(default="semray", description="Serve apps are named <prefix>-<tier>")
     handle_retries: int = Field(default=2, ge=0, description="batch retries when a replica dies mid-batch")

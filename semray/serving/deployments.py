@@ -42,8 +42,9 @@ from semray.log import get_logger
 from semray.serving.backends.base import build_backend
 from semray.serving.backends.embedder import SentenceEmbedder
 from semray.serving.backends.simulated import simulator_identity
-from semray.serving.cache import ResponseCache
+from semray.serving.cache import AnswerCache, ResponseCache
 from semray.serving.capacity import check_capacity, read_cluster, tier_needs
+from semray.serving.cluster_cache import CLUSTER_CACHE_NAME, ClusterResponseCache, ensure_cluster_cache
 from semray.serving.config import TIER_NAMES, Prices, ServingConfig, TierConfig
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.deployed import (
@@ -116,13 +117,27 @@ class WriteThroughCache(ResponseCache):
 class TierServer:
     """Serve deployment of one generative tier (any backend) with its cache."""
 
-    def __init__(self, tier: str, config: ServingConfig, cache_path: str | None, described: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        tier: str,
+        config: ServingConfig,
+        cache_path: str | None,
+        described: dict[str, Any],
+        cache_actor: str | None = None,
+    ) -> None:
+        """``cache_actor``: the cluster's cache actor (``cluster_cache.py``), used instead of the file
+        at ``cache_path`` on this replica's node."""
         quiet_reported_failures()
         tier_config = config.tier(tier)
         backend = build_backend(tier_config, config)
         timeout = config.cache_timeout_s
-        cache = ResponseCache(Path(cache_path), timeout_s=timeout) if cache_path else None
-        fresh_cache = WriteThroughCache(Path(cache_path), timeout_s=timeout) if cache_path else None
+        cache: AnswerCache | None = None
+        fresh_cache: AnswerCache | None = None
+        if cache_actor is not None:
+            cache, fresh_cache = ClusterResponseCache(cache_actor), ClusterResponseCache(cache_actor, fresh=True)
+        elif cache_path:
+            cache = ResponseCache(Path(cache_path), timeout_s=timeout)
+            fresh_cache = WriteThroughCache(Path(cache_path), timeout_s=timeout)
         self._tier = ModelTier(tier, tier_config, backend, cache)
         self._fresh = ModelTier(tier, tier_config, backend, fresh_cache)
         self._described = described
@@ -178,6 +193,20 @@ def check_key_variables(config: ServingConfig, tiers: Sequence[str]) -> None:
             )
 
 
+def cache_actor_name(config: ServingConfig, cache_path: str | None) -> str | None:
+    """The cluster's cache actor the replicas use (``cluster_cache.py``), None for the file on their node."""
+    return CLUSTER_CACHE_NAME if cache_path is not None and _cache_on_cluster(config) else None
+
+
+def _cache_on_cluster(config: ServingConfig) -> bool:
+    """Whether the replicas share the head node's cache through its actor (``ServingConfig.cache_scope``):
+    on 'auto', when this process joined a cluster rather than starting Ray, or Ray has several nodes."""
+    if config.cache_scope != "auto":
+        return config.cache_scope == "cluster"
+    listed: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    return not _started_here() or len([node for node in listed if node.get("Alive")]) > 1
+
+
 def _started_here() -> bool:
     """Whether this process started the Ray it is connected to (the embedded local cluster), so
     that the tiers' replicas run with this process's environment."""
@@ -185,7 +214,7 @@ def _started_here() -> bool:
     return bool(getattr(node, "head", False))
 
 
-def tier_digest(config: ServingConfig, tier: str, cache_path: str | None) -> str:
+def tier_digest(config: ServingConfig, tier: str, cache_path: str | None, cache_actor: str | None = None) -> str:
     """Identifies what a tier's deployment serves: its ``TierConfig``, the cache it writes, and for
     a simulated tier the simulator (settings, and its tables and files by content). Options that
     change nothing in the replica (``app_prefix``, ``handle_retries``, ``deploy_timeout_s``, the
@@ -198,7 +227,10 @@ def tier_digest(config: ServingConfig, tier: str, cache_path: str | None) -> str
     parts: dict[str, Any] = {
         "tier": tier,
         "config": tier_config.model_dump(mode="json"),
-        "cache": cache_path,
+        # Replicas using the cluster's cache actor never open the driver's file: a driver with another
+        # state folder then reuses the running tiers instead of meeting TierConfigMismatchError.
+        "cache": None if cache_actor is not None else cache_path,
+        "cache_actor": cache_actor,
         "cache_timeout_s": config.cache_timeout_s,
     }
     if tier_config.backend == "simulated":
@@ -234,7 +266,10 @@ def start_tiers(
     cache = config.cache_path(settings.state_path if settings is not None else None)
     cache_path = str(cache.expanduser().resolve()) if cache is not None else None
     apps = {tier: config.app_name(tier) for tier in tiers}
-    digests = {tier: tier_digest(config, tier, cache_path) for tier in tiers}
+    cache_actor = cache_actor_name(config, cache_path)
+    if cache_path is not None and cache_actor is not None and any(tier != "embedding" for tier in tiers):
+        ensure_cluster_cache(cache_path, config.cache_timeout_s)
+    digests = {tier: tier_digest(config, tier, cache_path, cache_actor) for tier in tiers}
     vllm_tiers = [config.tier(tier) for tier in tiers if config.tier(tier).backend == "vllm"]
     # An HTTP proxy only when asked: vLLM tiers are reached through ray.serve.llm's OpenAI app.
     # Serve's INFO notices (started, deploying, adding a replica) reach the console of every run, in
@@ -269,7 +304,9 @@ def start_tiers(
     check_capacity(tier_needs(config, to_deploy, vllm_app if deploy_vllm else None), read_cluster(freed, holders))
     targets = [
         serve.RunTarget(
-            _application(tier, config, cache_path, _described(config, tier, apps[tier], digests[tier], pinned)),
+            _application(
+                tier, config, cache_path, _described(config, tier, apps[tier], digests[tier], pinned), cache_actor
+            ),
             name=apps[tier],
             route_prefix=None,
             # semray logs its own events; Serve's per-request access log would drown a run's output.
@@ -384,7 +421,9 @@ def _described(config: ServingConfig, tier: str, app: str, digest: str, pinned: 
     }
 
 
-def _application(tier: str, config: ServingConfig, cache_path: str | None, described: dict[str, Any]) -> Any:
+def _application(
+    tier: str, config: ServingConfig, cache_path: str | None, described: dict[str, Any], cache_actor: str | None
+) -> Any:
     tier_config = config.tier(tier)
     options: dict[str, Any] = {
         "name": deployment_name(tier, tier_config.backend, described["digest"]),
@@ -404,7 +443,7 @@ def _application(tier: str, config: ServingConfig, cache_path: str | None, descr
         embedder: Any = serve.deployment(EmbedderServer)
         return embedder.options(**options).bind(config, described)
     server: Any = serve.deployment(TierServer)
-    return server.options(**options).bind(tier, config, cache_path, described)
+    return server.options(**options).bind(tier, config, cache_path, described, cache_actor)
 
 
 TORCH_BACKENDS = frozenset({"sentence_transformers", "hf"})

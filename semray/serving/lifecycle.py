@@ -25,10 +25,18 @@ from ray.exceptions import RayError
 from semray.cluster.connect import connect
 from semray.log import get_logger
 from semray.serving.cache import ResponseCache
+from semray.serving.cluster_cache import cluster_cache_status
 from semray.serving.config import TIER_NAMES, ServingConfig
 from semray.serving.contract import ModelRequest, OutputConstraint
 from semray.serving.deployed import DeployedApp, deployed_apps, describe_app
-from semray.serving.deployments import TierHandles, start_tiers, stop_apps, stop_tiers, tier_digest
+from semray.serving.deployments import (
+    TierHandles,
+    cache_actor_name,
+    start_tiers,
+    stop_apps,
+    stop_tiers,
+    tier_digest,
+)
 from semray.serving.errors import ServingError
 from semray.settings import Settings
 
@@ -161,19 +169,24 @@ def serve_status(settings: Settings, config: ServingConfig | None = None) -> dic
         "backends": {name: f"{config.tier(name).backend}:{config.tier(name).model}" for name in TIER_NAMES},
     }
     cache_path = config.cache_path(settings.state_path)
+    actor: str | None = None
     if ray.is_initialized() or settings.ray_address is not None:
         connect(settings)
         status["connected"] = True
         resolved = str(cache_path.expanduser().resolve()) if cache_path is not None else None
+        actor = cache_actor_name(config, resolved)
         apps = deployed_apps(config.app_prefix)
         status["tiers"] = {app: state.status for app, state in apps.items()}
         for app, state in apps.items():
-            wanted = tier_digest(config, state.tier, resolved) if state.tier is not None else None
+            wanted = tier_digest(config, state.tier, resolved, actor) if state.tier is not None else None
             status["deployed"][app] = _deployed_entry(state, wanted)
         status["problems"] = _problems(config.app_prefix, apps, status["deployed"])
         status["healthy"] = bool(apps) and all(state.healthy for state in apps.values())
     status["cache"] = {"enabled": cache_path is not None, "path": str(cache_path) if cache_path else None}
-    if cache_path is not None and cache_path.exists():
+    shared = cluster_cache_status() if actor is not None else None
+    if shared is not None:  # the replicas use the head node's file through the cluster's cache actor
+        status["cache"].update(shared)
+    elif cache_path is not None and cache_path.exists():
         cache = ResponseCache(cache_path, timeout_s=config.cache_timeout_s)
         status["cache"]["entries"] = len(cache)
         if cache.failure is not None:

@@ -8,14 +8,18 @@ one repair re-ask, and pricing. Deployments (``deployments.py``) wrap this; test
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from semray.log import get_logger
 from semray.serving.backends.base import Backend, Call, RawCompletion
-from semray.serving.cache import ResponseCache, cache_key
+from semray.serving.cache import AnswerCache, cache_key
 from semray.serving.config import Prices, TierConfig
 from semray.serving.contract import (
     ModelRequest,
@@ -33,6 +37,7 @@ from semray.serving.truncation import fit_prompt
 from semray.serving.validation import check_completion, token_bound
 
 log = get_logger(__name__)
+_T = TypeVar("_T")
 CACHE_KEY_VERSION = 2
 """Bumped when what a cache key covers changes, so older entries are never served under new rules."""
 REPAIRABLE = frozenset({"truncated", "empty"})
@@ -53,11 +58,12 @@ class _Prepared:
 class ModelTier:
     """Serves ``ModelRequest`` batches for one tier through one backend."""
 
-    def __init__(self, name: str, config: TierConfig, backend: Backend, cache: ResponseCache | None = None) -> None:
+    def __init__(self, name: str, config: TierConfig, backend: Backend, cache: AnswerCache | None = None) -> None:
         self.name = name
         self.config = config
         self.backend = backend
         self.cache = cache
+        self._cache_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"semray-cache-{name}")
         self.prices: Prices = config.prices or backend.default_prices
         self._identity = tier_identity(config, backend)
         self._token_bound = token_bound(backend.context_length)
@@ -80,8 +86,10 @@ class ModelTier:
                 prepared.append(item)
         started = time.perf_counter()
         keys = sorted({p.key for p in prepared})
-        paid = self.cache.batch_answers(batch, keys) if self.cache is not None and batch is not None else {}
-        cached = self.cache.get_many([key for key in keys if key not in paid]) if self.cache is not None else {}
+        # Off the event loop: a cache waits for SQLite's lock, or for the cluster's cache actor.
+        paid, cached = (
+            await self._in_cache_thread(self._look_up, batch, keys) if keys and self.cache is not None else ({}, {})
+        )
         lookup_s = time.perf_counter() - started
         first_of: dict[str, _Prepared] = {}
         misses: list[_Prepared] = []
@@ -105,8 +113,8 @@ class ModelTier:
                 results[item.index] = response
             else:
                 results[item.index] = _as_hit(response, item, 0.0, self.name)
-        if self.cache is not None:
-            self.cache.put_many(fresh.items(), batch=batch)
+        if self.cache is not None and fresh:
+            await self._in_cache_thread(functools.partial(self.cache.put_many, list(fresh.items()), batch=batch))
         log.debug(
             "tier_batch",
             tier=self.name,
@@ -116,6 +124,15 @@ class ModelTier:
             recovered=len(recovered),
         )
         return [response for response in results if response is not None]
+
+    async def _in_cache_thread(self, work: Callable[..., _T], *args: Any) -> _T:
+        """Run ``work`` on the tier's one cache thread: off the event loop (a cache waits for SQLite's
+        lock, or for the cluster's cache actor), and always the same thread (SQLite's connection)."""
+        return await asyncio.get_running_loop().run_in_executor(self._cache_thread, work, *args)
+
+    def _look_up(self, batch: str | None, keys: list[str]) -> tuple[dict[str, ModelResponse], dict[str, ModelResponse]]:
+        """The answers an earlier attempt of ``batch`` paid for, and the cached ones of the other keys."""
+        return self.cache.look_up(batch, keys) if self.cache is not None else ({}, {})
 
     # -- preparing calls ---------------------------------------------------------------------
 
@@ -247,7 +264,8 @@ class ModelTier:
     async def aclose(self) -> None:
         await self.backend.aclose()
         if self.cache is not None:
-            self.cache.close()
+            await self._in_cache_thread(self.cache.close)
+        self._cache_thread.shutdown(wait=False)
 
 
 def tier_identity(config: TierConfig, backend: Backend) -> str:

@@ -89,8 +89,9 @@ def run_dir(settings: Settings, run_id: str) -> Path:
 
 
 def state_store(settings: Settings) -> StateStore | None:
-    """The object store runs are copied to (``Settings.state_uri``), None without one."""
-    return open_store(settings.state_uri) if settings.state_uri else None
+    """The object store runs are copied to (``Settings.state_uri``, at ``state_endpoint``), None without one."""
+    uri = settings.state_store_uri
+    return open_store(uri) if uri else None
 
 
 def load_state(path: Path) -> RunState:

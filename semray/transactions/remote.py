@@ -62,6 +62,11 @@ REMOTE_CANCEL = "CANCEL"
 """The stop object in the store; the mirror copies it to the local run folder under the same name
 (``registry.CANCEL_MARKER``, not imported: the registry imports this module)."""
 
+OBJECT_STORES = frozenset({"s3", "gcs"})
+"""pyarrow filesystems (``type_name``) whose folders are key prefixes: a put needs no folder first, and
+``create_dir`` would put an empty marker object per folder level on every write (seen on S3; Azure's,
+whose hierarchical namespace has real folders, keeps ``create_dir``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Segment:
@@ -164,7 +169,8 @@ class StateStore:
 
     def write(self, path: str, data: bytes) -> None:
         """Write one whole object (an object store's put: visible whole or not at all)."""
-        self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        if self.fs.type_name not in OBJECT_STORES:  # a bucket's folders are implicit; create_dir would put markers
+            self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         with self.fs.open_output_stream(path) as stream:
             stream.write(data)
 

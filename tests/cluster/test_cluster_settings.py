@@ -111,3 +111,28 @@ def test_attaching_needs_a_record_of_a_cluster_that_answers(tmp_path: Path, monk
 
         assert attach_local_cluster(argparse.Namespace(command=list_command), settings) is settings
     assert attach_local_cluster(args, settings) is settings  # the port no longer answers
+
+
+@pytest.mark.parametrize("where", ["settings", "environment"])
+def test_a_ray_client_address_is_refused_before_ray_starts_naming_semray_submit(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ray
+
+    from semray.cluster.connect import connect
+    from semray.errors import ClusterError
+
+    def never(**_: object) -> None:
+        raise AssertionError("ray.init was called for a Ray Client address")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", never)
+    address = "ray://head.example:10001"
+    if where == "environment":
+        monkeypatch.setenv("RAY_ADDRESS", address)
+        settings = Settings(state_dir=tmp_path)
+    else:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+        settings = Settings(state_dir=tmp_path, ray_address=address)
+    with pytest.raises(ClusterError, match=r"Ray Client address.*semray submit --address http://head.example:8265"):
+        connect(settings)

@@ -1,7 +1,8 @@
 """A semantic run over two Ray nodes whose commits reach the object store, resumed from it elsewhere.
 
 ``ray.cluster_utils.Cluster`` starts a head (the driver's node) and two worker nodes on loopback.
-The run copies itself to a ``file://`` store (``Settings.state_uri``); its actors on the worker
+The run copies itself to a store (``Settings.state_uri``): a ``file://`` folder, then moto's S3
+server on 127.0.0.1 through pyarrow's S3 filesystem; its actors on the worker
 nodes commit there as write-once objects (``transactions/remote_commits.py``), never to the
 driver's state folder. Once a worker node has stored commits it is SIGKILLed
 (``remove_node(allow_graceful=False)``); Ray Data retries its tasks elsewhere. Two batches later
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from s3_server import S3Server
 from test_multi_node import reviews_query
 
 from semray.demo import corpus
@@ -50,12 +52,24 @@ def workdir() -> Iterator[Path]:
         yield Path(folder)
 
 
+@pytest.fixture(params=["file", "s3"])
+def store_settings(request: pytest.FixtureRequest, workdir: Path) -> Iterator[dict[str, Any]]:
+    """The store's settings: a ``file://`` folder, or moto's S3 server on 127.0.0.1 (started before
+    the cluster, so its nodes inherit the fake credentials; the endpoint reaches the worker nodes
+    folded into the store URI, ``Settings.state_store_uri``)."""
+    if request.param == "file":
+        yield {"state_uri": (workdir / "bucket").as_uri()}
+        return
+    with S3Server.start() as server:
+        yield {"state_uri": server.uri(f"{workdir.name}/semray"), "state_endpoint": server.endpoint}
+
+
 def _serving(data: Path) -> ServingConfig:
     return file_serving(data, SLOW, "srstore")
 
 
 def test_a_resume_from_the_store_pays_nothing_the_worker_node_committed(
-    workdir: Path, monkeypatch: pytest.MonkeyPatch
+    workdir: Path, store_settings: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import ray
     from ray.cluster_utils import Cluster
@@ -70,10 +84,10 @@ def test_a_resume_from_the_store_pays_nothing_the_worker_node_committed(
     data, out = workdir / "data", workdir / "out"
     corpus.write(data, rows=ROWS)
     out.mkdir()
-    uri = (workdir / "bucket").as_uri()
     base = Settings(
-        state_dir=workdir / "driver", state_uri=uri, state_sync_s=0.5, semantic_batch_size=8, semantic_actors=2
+        state_dir=workdir / "driver", state_sync_s=0.5, semantic_batch_size=8, semantic_actors=2, **store_settings
     )
+    uri = base.state_store_uri or ""
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": 2, "node_ip_address": "127.0.0.1", "temp_dir": str(ray_temp_dir(base))},

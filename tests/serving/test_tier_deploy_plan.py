@@ -73,6 +73,9 @@ def test_the_digest_is_per_tier_and_covers_what_the_replica_serves() -> None:
     assert tier_digest(base, "large", "/c") != tier_digest(other_large, "large", "/c")
     assert tier_digest(base, "small", "/c") != tier_digest(base, "small", "/elsewhere")
     assert len(tier_digest(base, "small", None)) == 16
+    # Through the cluster's cache actor the replicas never open the driver's file: its path does not count.
+    assert tier_digest(base, "small", "/c", "actor") == tier_digest(base, "small", "/elsewhere", "actor")
+    assert tier_digest(base, "small", "/c", "actor") != tier_digest(base, "small", "/c")
 
 
 def _state(app: str, digest: str | None, status: str = "RUNNING") -> DeployedApp:
