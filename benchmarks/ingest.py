@@ -25,7 +25,9 @@ distinct text of a batch once, so the ratio errs low) with the same ``SentenceEm
 (sentence-transformers batches and length-sorts them itself): that is the raw throughput of the
 model on this machine, over up to ``--raw-texts`` of them (an evenly spaced subset beyond). Last,
 ``--queries`` searches of the new catalog in each mode (``search_segments``, k=10, the query's first
-six words of a random segment, embedded beforehand) give the latency p50/p95 at that size.
+six words of a random segment, embedded beforehand) give the latency p50/p95 at that size, and the
+vector search's recall@10 against an exact search of the same queries (``ann_recall``: what the ANN
+index, from ``ANN_MIN_ROWS`` segments, loses; 1.0 below it).
 
 Reported per corpus: documents/s, segments/s, embeddings/s (distinct texts) of the whole ingest, raw
 embeddings/s, their ratio (goal >= 0.8) by wall time and by the worker's CPU time (a shared machine's
@@ -302,7 +304,22 @@ def search_latency(catalog: Any, texts: Sequence[str], embedder: Any, count: int
         ordered = sorted(timings)
         p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
         found[mode] = {"p50_ms": round(statistics.median(timings) * 1000, 1), "p95_ms": round(p95 * 1000, 1)}
+    found["vector"]["recall_at_10"] = ann_recall(table, queries, vectors)
     return found
+
+
+def ann_recall(table: Any, queries: Sequence[str], vectors: Any, k: int = 10) -> float:
+    """Mean share of the exact top ``k`` (cosine, every row compared: ``bypass_vector_index``) that vector search
+    (``search_segments``, through the ANN index when one was built) finds: 1.0 without an index."""
+    from semray.catalog.search import search_segments
+
+    shares = []
+    for query, vector in zip(queries, vectors, strict=True):
+        exact = table.search(vector).distance_type("cosine").bypass_vector_index().select(["segment_id"]).limit(k)
+        truth = set(exact.to_arrow().column("segment_id").to_pylist())
+        found = {hit.segment_id for hit in search_segments(table, query, vector, k=k, mode="vector")}
+        shares.append(len(truth & found) / max(1, len(truth)))
+    return round(statistics.mean(shares), 3) if shares else 1.0
 
 
 def body(args: argparse.Namespace, command: str) -> BenchmarkResult:
@@ -399,11 +416,12 @@ def _markdown(figures: dict[str, Any]) -> str:
         "",
         "Search latency in the catalog just built (`search_segments`, k=10, one call, the query embedded beforehand):",
         "",
-        "| corpus | " + " | ".join(f"{mode} p50 / p95 ms" for mode in MODES) + " |",
-        "| --- | " + " | ".join("---" for _ in MODES) + " |",
+        "| corpus | " + " | ".join(f"{mode} p50 / p95 ms" for mode in MODES) + " | vector recall@10 vs exact |",
+        "| --- | " + " | ".join("---" for _ in MODES) + " | --- |",
     ]
     for label, row in figures["corpora"].items():
         cells = [f"{row['search'][mode]['p50_ms']} / {row['search'][mode]['p95_ms']}" for mode in MODES]
+        cells.append(_cell(row["search"]["vector"].get("recall_at_10")))
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

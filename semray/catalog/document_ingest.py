@@ -48,6 +48,7 @@ class DocumentsIngest:
         self.ingest = ingest
         self.dataset = ingest.name
         self.files = profile.documents
+        self._has_files = bool(self.files)
         self.unchanged = set(profile.unchanged_documents)
         self.states: list[FileState] = []
         self.read_count = self.segment_count = self.snippet_count = 0
@@ -69,7 +70,7 @@ class DocumentsIngest:
 
     @property
     def changed(self) -> bool:
-        return bool(self.files) or bool(self.replaced_ids - self.unchanged) or self.previous_parquet is None
+        return self._has_files or bool(self.replaced_ids - self.unchanged) or self.previous_parquet is None
 
     @property
     def publishes(self) -> bool:
@@ -102,6 +103,15 @@ class DocumentsIngest:
             for writer in writers.values():
                 writer.close()
         self._write_documents()
+
+    def release_files(self) -> None:
+        """Drop the per-file lists (the files read, their states) once the files table and the counts hold them.
+
+        Called before the publish, whose vector index build is the ingest's memory peak; ``changed``,
+        ``read_count`` and ``segment_count`` stay what they were.
+        """
+        self.files = ()
+        self.states = []
 
     def progress(self, phase: str = "reading") -> IngestProgress:
         """Documents read of those to read, segments embedded, since ``read`` began."""

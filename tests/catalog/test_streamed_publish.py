@@ -181,3 +181,32 @@ def test_in_process_embedding_calls_gather_read_batches_up_to_the_text_budget(
 
     assert documents_per_call(100) == [30]  # 120 segments: under the budget, one call for all
     assert documents_per_call(40) == [16, 14]  # a read batch (16 notes, 64 segments) passes it
+
+
+def test_the_publish_holds_no_per_file_python_objects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The vector index is built inside the publish, the ingest's memory peak: the per-file objects (each file's
+    ``DocumentFile`` and ``FileState``) are released before it, so they do not add to it in proportion to the
+    files. Counted among the live objects while the publish runs (the ingest itself still running)."""
+    import gc
+
+    from semray.catalog.servers.base import DocumentFile, FileState
+
+    folder = _collection(tmp_path)
+    alive: list[int] = []
+    publish = Catalog.publish
+
+    def counting(catalog: Catalog, change_set: store.ChangeSet) -> int:
+        gc.collect()
+        alive.append(
+            sum(
+                1
+                for item in gc.get_objects()
+                if type(item) in (DocumentFile, FileState) and item.relative.startswith("note-")
+            )
+        )
+        return publish(catalog, change_set)
+
+    monkeypatch.setattr(Catalog, "publish", counting)
+    report = add_server(Settings(state_dir=tmp_path / "state"), str(folder), engine="local")
+    assert report.documents_read == 12 and report.files.new == 12  # the report still counts every file
+    assert alive == [0]
