@@ -315,7 +315,8 @@ def ann_recall(table: Any, queries: Sequence[str], vectors: Any, k: int = 10) ->
 
     shares = []
     for query, vector in zip(queries, vectors, strict=True):
-        exact = table.search(vector).distance_type("cosine").bypass_vector_index().select(["segment_id"]).limit(k)
+        exact = table.search(vector).distance_type("cosine").bypass_vector_index()
+        exact = exact.select(["segment_id", "_distance"]).limit(k)  # _distance named: no deprecation warning
         truth = set(exact.to_arrow().column("segment_id").to_pylist())
         found = {hit.segment_id for hit in search_segments(table, query, vector, k=k, mode="vector")}
         shares.append(len(truth & found) / max(1, len(truth)))
