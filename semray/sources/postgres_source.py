@@ -38,6 +38,7 @@ from semray.sources.base import (
     select_columns,
 )
 from semray.sources.rowids import numbered_ids, with_rowids
+from semray.sql_quoting import quote_identifier
 
 OPTIONS = frozenset({"table", "schema"})
 SCHEMES = ("postgres://", "postgresql://")
@@ -225,7 +226,7 @@ class PostgresSource:
             (oid,),
         ).fetchall()
         order = tuple(name for (name,) in key) or (("ctid",) if relkind in ("r", "m") else ())
-        relation = f"{_quote(schema)}.{_quote(table)}"
+        relation = f"{quote_identifier(schema)}.{quote_identifier(table)}"
         (count,) = connection.execute(f"SELECT count(*) FROM {relation}").fetchone()
         if not count:
             raise SourceError(f"{where} is empty (0 rows); give a table with at least one row")
@@ -251,8 +252,8 @@ class PostgresSource:
         names = select_columns(self.arrow_schema, columns, where)
         declared = dict(zip(self.arrow_schema.names, self.declared, strict=True))
         selected = [_selected(name, declared[name]) for name in names] or ["NULL"]
-        relation = f"{_quote(self.schema_name)}.{_quote(self.table)}"
-        order = f" ORDER BY {', '.join(_quote(name) if name != 'ctid' else name for name in self.order)}"
+        relation = f"{quote_identifier(self.schema_name)}.{quote_identifier(self.table)}"
+        order = f" ORDER BY {', '.join(quote_identifier(name) if name != 'ctid' else name for name in self.order)}"
         sql = f"SELECT {', '.join(selected)} FROM {relation}{order if self.order else ''}"
         schema = project_schema(self.arrow_schema, names)
         read = PostgresRead(self.uri, sql, schema, batch_rows, where)
@@ -263,14 +264,10 @@ class PostgresSource:
 
 
 def _selected(name: str, declared: str) -> str:
-    quoted = _quote(name)
+    quoted = quote_identifier(name)
     if declared in SERVER_CASTS:
         return f"{quoted}::{SERVER_CASTS[declared]}"
     return quoted if declared in ARROW_TYPES else f"{quoted}::text"
-
-
-def _quote(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
 
 
 def _describe(uri: str, schema: str, table: str) -> str:
