@@ -36,7 +36,7 @@ common to both and left out, so a projection is below the measured wall time by 
 >>> from semray.cost_model.prices import TierProfile
 >>> from semray.cost_model.estimates import Interval
 >>> large = TierProfile("large", 2.5, 10.0, 0.0, float("inf"), 8, latency_per_call_s=0.48)
->>> round(tier_seconds(large, Interval.exact(600), Interval.exact(0.0)).value, 1)
+>>> round(large.seconds(Interval.exact(600), Interval.exact(0.0)).value, 1)
 36.0
 """
 
@@ -86,15 +86,6 @@ class CascadeWall:
         )
 
 
-def tier_seconds(profile: TierProfile, calls: Interval, tokens: Interval) -> Interval:
-    """Seconds ``calls`` calls of ``tokens`` tokens in all take on an LLM tier, ``concurrency`` at once."""
-    if calls.high <= 0:
-        return ZERO
-    speed = 0.0 if math.isinf(profile.tokens_per_s) else 1.0 / profile.tokens_per_s
-    busy = calls.scale(profile.latency_per_call_s) + tokens.scale(speed)
-    return busy.scale(1.0 / max(1.0, min(float(profile.concurrency), calls.value)))
-
-
 def embedding_seconds(profile: TierProfile, calls: Interval, tokens: Interval) -> Interval:
     """Seconds the embedding tier takes for ``calls`` texts of ``tokens`` tokens in all: its model's
     throughput per replica, plus any per-call latency spread over the calls in flight."""
@@ -125,19 +116,19 @@ def cascade_wall(
     per_call = prompt + completion
     embedder = profiles.get("embedding")
     proxies = ZERO if embedder is None else embedding_seconds(embedder, embedding_rows, embedding_rows * embedded)
-    labelled = tier_seconds(large, labels, labels * per_call)
+    labelled = large.seconds(labels, labels * per_call)
     routed_rows = Interval(
         max(large_rows.value - labels.value, 0.0),
         max(large_rows.low - labels.high, 0.0),
         max(large_rows.high - labels.low, 0.0),
     )
-    routed = tier_seconds(large, routed_rows, routed_rows * per_call)
-    answered = ZERO if small is None else tier_seconds(small, small_rows, small_rows * per_call)
+    routed = large.seconds(routed_rows, routed_rows * per_call)
+    answered = ZERO if small is None else small.seconds(small_rows, small_rows * per_call)
     start = Interval.exact(STAGE_START_S)
     large_line = _larger(start, labelled) + routed
     small_line = start + answered if small_rows.high > 0 else ZERO
     cascade = start + proxies + _larger(large_line, small_line)
-    alone = start + tier_seconds(large, rows, rows * per_call)
+    alone = start + large.seconds(rows, rows * per_call)
     return CascadeWall(start + proxies, labelled, answered, routed, cascade, alone)
 
 

@@ -42,7 +42,6 @@ Paths: ``""`` is the root, then child field names joined by dots (``"input.input
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -224,12 +223,18 @@ def model_estimate(
         + output_tokens.scale(profile.fee_out_per_m / 1e6)
         + gpu_seconds.scale(profile.gpu_hour / 3600.0)
     )
-    speed = 0.0 if math.isinf(profile.tokens_per_s) else 1.0 / profile.tokens_per_s
-    busy = calls.scale(profile.latency_per_call_s) + tokens.scale(speed)
-    parallel = max(1.0, min(float(profile.concurrency), calls.value)) if calls.value > 0 else 1.0
-    latency = busy.scale(1.0 / parallel)
     return OperatorEstimate(
-        path, node.label(), tier, rows_in, rows_out, input_tokens, output_tokens, dollars, gpu_seconds, latency, quality
+        path,
+        node.label(),
+        tier,
+        rows_in,
+        rows_out,
+        input_tokens,
+        output_tokens,
+        dollars,
+        gpu_seconds,
+        profile.seconds(calls, tokens),
+        quality,
     )
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from semray.cost_model.estimates import Interval
 from semray.serving.config import TIER_NAMES, ServingConfig, TierConfig
 from semray.serving.simulator import SimulatorConfig
 
@@ -61,6 +62,13 @@ class TierProfile:
         return (input_tokens * self.fee_in_per_m + output_tokens * self.fee_out_per_m) / 1e6 + (
             gpu_seconds * self.gpu_hour / 3600.0
         )
+
+    def seconds(self, calls: Interval, tokens: Interval) -> Interval:
+        """Seconds ``calls`` calls sending and receiving ``tokens`` tokens in all take, ``concurrency``
+        of them at once: ``(calls * latency_per_call + tokens / tokens_per_s) / concurrency``."""
+        speed = 0.0 if math.isinf(self.tokens_per_s) else 1.0 / self.tokens_per_s
+        busy = calls.scale(self.latency_per_call_s) + tokens.scale(speed)
+        return busy.scale(1.0 / max(1.0, min(float(self.concurrency), calls.value)))
 
     def call_seconds(self, tokens: float) -> float:
         """Seconds one call of ``tokens`` prompt + completion tokens takes."""
