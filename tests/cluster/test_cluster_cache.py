@@ -14,13 +14,11 @@ the first's output; no process opened a cache file under ``b``; the cache is the
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from loopback_nodes import add_node, start_nodes
 from test_multi_node import reviews_query
 
 from semray.demo import corpus
@@ -36,12 +34,6 @@ ROWS = 80
 PROFILE = ModelProfile(latency_base_s=0.02, price_in_per_million=2.5, price_out_per_million=10.0)
 
 
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="src-", dir="/tmp", ignore_cleanup_errors=True) as folder:
-        yield Path(folder)
-
-
 def _serving(data: Path) -> ServingConfig:
     return file_serving(data, PROFILE, "srcache").model_copy(update={"cache_enabled": True})
 
@@ -50,27 +42,17 @@ def test_a_second_run_on_another_node_pays_no_call_the_first_paid(
     workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import ray
-    from ray.cluster_utils import Cluster
 
-    from semray.cluster.connect import connect, ray_temp_dir
+    from semray.cluster.connect import connect
     from semray.pipeline.runs.execute import publish_parquet
     from semray.serving.cluster_cache import CLUSTER_CACHE_NAME, NAMESPACE
     from semray.serving.lifecycle import serve_status
 
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    monkeypatch.setenv("RAY_TMPDIR", str(workdir))  # as in test_multi_node.py
-    (workdir / "ray").mkdir(exist_ok=True)
-    ray.shutdown()
     data, out = workdir / "data", workdir / "out"
     corpus.write(data, rows=ROWS)
     out.mkdir()
     first = Settings(state_dir=workdir / "a", semantic_batch_size=8, semantic_actors=2)
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 2, "node_ip_address": "127.0.0.1", "temp_dir": str(ray_temp_dir(first))},
-    )
-    workers = [cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1") for _ in range(2)]
-    cluster.wait_for_nodes()
+    cluster, workers = start_nodes(workdir, monkeypatch, first)
     first = first.model_copy(update={"ray_address": cluster.address})
     second = first.model_copy(update={"state_dir": workdir / "b"})
     try:
@@ -83,7 +65,7 @@ def test_a_second_run_on_another_node_pays_no_call_the_first_paid(
 
         for node in workers:  # the nodes that may have answered the first run go; a new one comes
             cluster.remove_node(node)
-        fresh = cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1")
+        fresh = add_node(cluster)
         cluster.wait_for_nodes()
         again = publish_parquet(
             reviews_query(data, second, _serving(data)).plan, second, out / "b.parquet", _serving(data)

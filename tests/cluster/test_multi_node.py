@@ -16,16 +16,14 @@ no committed answer was paid for twice; the actors really ran on more than one n
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from loopback_nodes import start_nodes
 
 from semray.api import read_csv
 from semray.demo import corpus
@@ -44,12 +42,6 @@ KILL_AFTER_BATCHES = 3
 SLOW = ModelProfile(latency_base_s=0.2, price_in_per_million=2.5, price_out_per_million=10.0)
 
 
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="srm-", dir="/tmp", ignore_cleanup_errors=True) as folder:
-        yield Path(folder)
-
-
 def _serving(data: Path) -> ServingConfig:
     return file_serving(data, SLOW, "srnode")
 
@@ -66,36 +58,15 @@ def reviews_query(data: Path, settings: Settings, serving: ServingConfig) -> Any
 
 def test_killing_a_worker_node_loses_and_repeats_nothing(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import ray
-    from ray.cluster_utils import Cluster
     from ray.util.state import list_actors
 
-    from semray.cluster.connect import ray_temp_dir
     from semray.pipeline.runs.execute import publish_parquet
 
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    # ray.cluster_utils writes the head's address to $RAY_TMPDIR/ray/ray_current_cluster whatever
-    # temp_dir says; on a fresh machine /tmp/ray does not exist, so keep that file in the workdir too.
-    monkeypatch.setenv("RAY_TMPDIR", str(workdir))
-    (workdir / "ray").mkdir(exist_ok=True)
-    # connect() joins nothing new while this process already has a Ray (an earlier test's): leave
-    # it, or the run goes there and never onto the three nodes.
-    ray.shutdown()
     data, state, out = workdir / "data", workdir / "s", workdir / "out"
     corpus.write(data, rows=ROWS)
     out.mkdir()
     base = Settings(state_dir=state, semantic_batch_size=8, semantic_actors=2)
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 2,
-            "node_ip_address": "127.0.0.1",
-            "temp_dir": str(ray_temp_dir(base)),
-            "include_dashboard": True,  # the state API (list_actors) is served by the dashboard
-            "dashboard_host": "127.0.0.1",
-        },
-    )
-    workers = [cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1") for _ in range(2)]
-    cluster.wait_for_nodes()
+    cluster, workers = start_nodes(workdir, monkeypatch, base, dashboard=True)  # list_actors needs the dashboard
     settings = base.model_copy(update={"ray_address": cluster.address})
     try:
         from semray.cluster.connect import connect

@@ -16,9 +16,7 @@ the model calls of an uninterrupted run, and the output is that run's.
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loopback_nodes import start_nodes
 from s3_server import S3Server
 from test_multi_node import reviews_query
 
@@ -44,12 +43,6 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(300)]
 
 ROWS = 120
 SLOW = ModelProfile(latency_base_s=0.1, price_in_per_million=2.5, price_out_per_million=10.0)
-
-
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="srs-", dir="/tmp", ignore_cleanup_errors=True) as folder:
-        yield Path(folder)
 
 
 @pytest.fixture(params=["file", "s3"])
@@ -72,15 +65,10 @@ def test_a_resume_from_the_store_pays_nothing_the_worker_node_committed(
     workdir: Path, store_settings: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import ray
-    from ray.cluster_utils import Cluster
 
-    from semray.cluster.connect import connect, ray_temp_dir
+    from semray.cluster.connect import connect
     from semray.pipeline.runs.execute import publish_parquet, resume
 
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    monkeypatch.setenv("RAY_TMPDIR", str(workdir))  # as in test_multi_node.py
-    (workdir / "ray").mkdir(exist_ok=True)
-    ray.shutdown()
     data, out = workdir / "data", workdir / "out"
     corpus.write(data, rows=ROWS)
     out.mkdir()
@@ -88,15 +76,8 @@ def test_a_resume_from_the_store_pays_nothing_the_worker_node_committed(
         state_dir=workdir / "driver", state_sync_s=0.5, semantic_batch_size=8, semantic_actors=2, **store_settings
     )
     uri = base.state_store_uri or ""
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 2, "node_ip_address": "127.0.0.1", "temp_dir": str(ray_temp_dir(base))},
-    )
-    workers = {
-        node.node_id[:12]: node
-        for node in (cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1") for _ in range(2))
-    }
-    cluster.wait_for_nodes()
+    cluster, nodes = start_nodes(workdir, monkeypatch, base)
+    workers = {node.node_id[:12]: node for node in nodes}
     settings = base.model_copy(update={"ray_address": cluster.address})
     elsewhere = settings.model_copy(update={"state_dir": workdir / "elsewhere"})
     try:

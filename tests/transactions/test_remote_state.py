@@ -83,10 +83,15 @@ def machine(tmp_path: Path, name: str, uri: str, sync_s: float = 5.0) -> Setting
 
 
 def commit(run: Run, *row_ids: str, payload: str = "") -> str:
-    key = batch_key("op1", row_ids)
-    table = pa.table({"_rowid": list(row_ids), "answer": [payload] * len(row_ids)})
-    run.commit_batch("op1", key, row_ids, table, LLMUsage(calls=len(row_ids), dollars=0.5 * len(row_ids)))
+    """Commits one batch of ``op1`` answering ``row_ids`` with ``payload``; returns its key."""
+    key, table, usage = batch(row_ids, payload)
+    run.commit_batch("op1", key, row_ids, table, usage)
     return key
+
+
+def batch(row_ids: tuple[str, ...], payload: str) -> tuple[str, pa.Table, LLMUsage]:
+    table = pa.table({"_rowid": list(row_ids), "answer": [payload] * len(row_ids)})
+    return batch_key("op1", row_ids), table, LLMUsage(calls=len(row_ids), dollars=0.5 * len(row_ids))
 
 
 def test_a_finished_run_is_read_from_another_machine(tmp_path: Path, uri: str) -> None:
@@ -256,9 +261,9 @@ def worker_ledger(tmp_path: Path, run: Run, uri: str, attempt: int | None = None
 
 
 def answer(ledger: BatchLedger, *row_ids: str, payload: str = "") -> str:
-    key = batch_key("op1", row_ids)
-    table = pa.table({"_rowid": list(row_ids), "answer": [payload] * len(row_ids)})
-    ledger.commit("op1", key, row_ids, table, LLMUsage(calls=len(row_ids), dollars=0.5 * len(row_ids)))
+    """`commit` through an actor's ledger."""
+    key, table, usage = batch(row_ids, payload)
+    ledger.commit("op1", key, row_ids, table, usage)
     return key
 
 
