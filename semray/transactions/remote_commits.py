@@ -30,7 +30,7 @@ on a miss (so a task retried after its node died finds its batches), a resume me
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -125,11 +125,15 @@ class CommitReader:
         self.run_id = run_id
         self._seen: set[str] = set()
 
-    def new(self) -> list[BatchCommitted]:
+    def new(self, known: Container[str] = ()) -> list[BatchCommitted]:
+        """The records of objects not seen before; ``known``: origins whose records the caller has (from
+        the journal: the driver's node stores each of its commits as an object too), not fetched."""
         found: list[BatchCommitted] = []
         for name in commit_names(self.store, self.run_id):
             if name not in self._seen:
                 self._seen.add(name)
+                if origin_of(name) in known:
+                    continue
                 record = read_commit(self.store, self.run_id, name)
                 if record is not None:
                     found.append(record)
