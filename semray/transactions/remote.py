@@ -305,6 +305,13 @@ class RunMirror:
             self._renew_lease(self.interval_s * 3)
             return len(chunk)
 
+    def merge_now(self) -> None:
+        """Merge what workers on other nodes stored into the local journal now, without a push (one LIST
+        when nothing is new): the driver's budget check calls it before each decision."""
+        with self._lock:
+            if self.merge is not None and not self.fenced:
+                self.merge()
+
     def start(self) -> None:
         """Push every ``interval_s`` from a daemon thread until ``close``."""
         self._thread = threading.Thread(target=self._loop, name=f"semray-mirror-{self.run_id}", daemon=True)

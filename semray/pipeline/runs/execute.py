@@ -395,6 +395,7 @@ def _watched(run: Run, job: Job, expected: Forecast | None, progress: ProgressRe
         budget=job.settings.max_cost,
         in_flight=in_flight_batches(job.stages),
         stop=run.request_stop,
+        merge=run.merge_commits,
         attempt=run.attempt,
     ):
         yield
