@@ -19,6 +19,10 @@ that lock: a commit of an attempt older than the fence is appended as ``batch_re
 resume merges every object present before it moves the fence; so, as in the journal, a commit an
 orphaned worker stored before the resume counts, and one stored after it is refused.
 
+On the driver's node a ledger with a store journals each commit as before and then stores it as such
+an object too, its record's ``origin`` naming it: merges skip an object whose origin the journal holds,
+and a resume from the store (the driver's folder lost) merges the ones its pulled journal lacks.
+
 Until it is merged a commit object is already final: ledgers on every node read the commit objects
 on a miss (so a task retried after its node died finds its batches), a resume merges them, and
 ``semray runs ls|show`` from another machine count them.
