@@ -203,7 +203,7 @@ class BatchLedger:
             return
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
-        self._store.write(self._store.run_path(self.run_dir.name, *relative.parts), sink.getvalue().to_pybytes())
+        self._store.write_once(self._store.run_path(self.run_dir.name, *relative.parts), sink.getvalue().to_pybytes())
 
     def _commit_to_store(self, record: BatchCommitted) -> BatchCommitted:
         """Away from the driver: the commit object is the commit point (after its table's object); the
