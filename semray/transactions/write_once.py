@@ -17,7 +17,7 @@ filesystems cannot check that: their put overwrites. ``put_once`` does, where th
 
 A refused put raises ``ObjectExistsError`` and leaves the stored object as it was.
 
->>> put_once(open_store("s3://bucket/semray"), "bucket/semray/cache/segments/x.jsonl.gz", b"...")  # doctest: +SKIP
+>>> put_once(open_store("s3://bucket/semray"), "bucket/semray/cache/segments/x.jsonl.gzip", b"...")  # doctest: +SKIP
 """
 
 from __future__ import annotations

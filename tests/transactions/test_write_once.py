@@ -44,7 +44,7 @@ def test_a_second_put_of_one_name_to_s3_is_refused_and_the_first_stays(tmp_path:
 def test_of_two_writers_racing_for_one_s3_name_exactly_one_wins(tmp_path: Path, server: S3Server) -> None:
     prefix = f"{tmp_path.name}/race"
     store = _s3_store(server, prefix)
-    path = f"{store.base}/cache/segments/one.jsonl.gz"
+    path = f"{store.base}/cache/segments/one.jsonl.gzip"
     outcomes: list[str] = []
     start = threading.Barrier(8)
 
@@ -78,7 +78,7 @@ def test_a_second_put_of_one_name_to_a_file_store_is_refused(tmp_path: Path) -> 
 def test_a_second_put_to_a_store_without_conditional_puts_is_refused_by_its_check() -> None:
     pytest.importorskip("fsspec")
     store = StateStore.from_uri("memory://semray-write-once-test")
-    path = f"{store.base}/cache/segments/x.jsonl.gz"
+    path = f"{store.base}/cache/segments/x.jsonl.gzip"
     store.write_once(path, b"first")
     with pytest.raises(ObjectExistsError):
         store.write_once(path, b"second")
