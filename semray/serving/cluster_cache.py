@@ -131,8 +131,12 @@ def copy_cache_with_store(uri: str, path: str, actor: str | None, direction: Dir
         return copy_with_store(Path(path), uri, direction, timeout_s=timeout_s)
     try:
         handle = ray.get_actor(actor, namespace=NAMESPACE)
+    except ValueError:  # none runs (no generative tier started here): it holds nothing to copy
+        log.debug("response_cache_store_skipped", actor=actor, direction=direction)
+        return 0
+    try:
         moved: Any = ray.get(handle.copy_with_store.remote(uri, direction), timeout=STORE_COPY_TIMEOUT_S)
-    except (ValueError, ray.exceptions.RayError) as error:
+    except ray.exceptions.RayError as error:
         log.warning(
             "response_cache_store_failed",
             direction=direction,

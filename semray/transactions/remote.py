@@ -20,12 +20,12 @@ local one, so a segment is the commit point there as the record is locally. ``se
 **One writer per run**, as far as an object store allows. Locally the driver lock (``flock``)
 still holds. Across machines: a writer renews ``lease.json`` (its id, host, an expiry); a resume
 refuses a run whose lease is live and not its own; and before each segment the writer lists the
-segments and stops (``StoreWriterConflictError``) when any is not its own expected predecessor. What no
-put through pyarrow can give: an atomic check-and-write (no conditional put, no lock). Two
-writers that both pass their check within one sync interval can each write segment ``n``; on a
-store whose put overwrites, one silently replaces the other. Readers then see a gap or a
-segment that does not continue the journal; where the names differ (two writers, one ``seq``)
-they refuse the run (``TransactionError``). Leases compare wall clocks: skewed clocks shorten
+segments and stops (``StoreWriterConflictError``) when any is not its own expected predecessor.
+Segments and batch files are put write-once (``StateStore.write_once``: S3's ``If-None-Match``,
+a hard link on ``file://``; a check before the put elsewhere), so no object is ever replaced. That
+does not make the segment check atomic (there is no lock): two writers that both pass their check
+within one sync interval each write a segment ``n`` under its own name, and readers refuse the run
+(``TransactionError``: two writers, one ``seq``). Leases compare wall clocks: skewed clocks shorten
 or lengthen them.
 
 >>> store = StateStore.from_uri("s3://bucket/semray")  # doctest: +SKIP
