@@ -61,8 +61,11 @@ _BOOKKEEPING = (
 )
 _UNPUSHED = """
 SELECT key, model, created, response FROM responses AS r
-WHERE NOT EXISTS (SELECT 1 FROM store_entries AS s WHERE s.store = ? AND s.key = r.key)
+WHERE r.key > ? AND NOT EXISTS (SELECT 1 FROM store_entries AS s WHERE s.store = ? AND s.key = r.key)
+ORDER BY r.key LIMIT ?
 """
+"""The next entries the store lacks, in key order from a key on: ``responses`` is keyed (clustered) by
+key, so a push reads the cache once whatever its size, one segment's entries in memory at a time."""
 
 Entry = tuple[str, str, float, str]
 """A row of ``responses``: key, model, created, the response as JSON."""
@@ -91,15 +94,15 @@ class CacheCopy:
 
     def push(self) -> int:
         """Put the entries the store lacks as new segments; returns how many entries were sent."""
-        rows: list[Entry] = self._connection.execute(_UNPUSHED, (self.store_id,)).fetchall()
-        for start in range(0, len(rows), SEGMENT_ENTRIES):
-            chunk = rows[start : start + SEGMENT_ENTRIES]
-            name = f"{int(time.time() * 1000):013d}-{self.writer}{start // SEGMENT_ENTRIES:04d}{SEGMENT_SUFFIX}"
+        sent, after, part = 0, "", 0
+        while chunk := self._connection.execute(_UNPUSHED, (after, self.store_id, SEGMENT_ENTRIES)).fetchall():
+            name = f"{int(time.time() * 1000):013d}-{self.writer}{part:04d}{SEGMENT_SUFFIX}"
             self.store.write_once(f"{self.folder}/{name}", _encoded(chunk))
             self._record(name, [row[0] for row in chunk], [])
-        if rows:
-            log.info("response_cache_pushed", uri=self.store.uri, entries=len(rows), path=str(self.path))
-        return len(rows)
+            sent, after, part = sent + len(chunk), chunk[-1][0], part + 1
+        if sent:
+            log.info("response_cache_pushed", uri=self.store.uri.split("?", 1)[0], entries=sent, path=str(self.path))
+        return sent
 
     def pull(self) -> int:
         """Merge the store's segments this file has not merged yet; returns how many entries were new here."""
@@ -124,7 +127,7 @@ class CacheCopy:
                 continue
             added += self._record(name, [row[0] for row in rows], rows)
         if added:
-            log.info("response_cache_pulled", uri=self.store.uri, entries=added, path=str(self.path))
+            log.info("response_cache_pulled", uri=self.store.uri.split("?", 1)[0], entries=added, path=str(self.path))
         return added
 
     def _record(self, segment: str, keys: Sequence[str], rows: Sequence[Entry]) -> int:

@@ -19,6 +19,7 @@ import pytest
 from s3_server import S3Server
 from serving_fakes import ScriptedBackend
 
+from semray.serving import cache_store
 from semray.serving.cache import ResponseCache
 from semray.serving.cache_store import CacheCopy
 from semray.serving.cluster_cache import CacheOwner, copy_cache_with_store
@@ -148,3 +149,15 @@ def _response(i: int) -> ModelResponse:
     return ModelResponse(
         text=f"answer {i}", value=None, confidence=None, tier="small", model="m", usage=Usage(input_tokens=3), calls=1
     )
+
+
+def test_a_large_push_is_several_segments_read_back_whole(
+    tmp_path: Path, server: S3Server, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cache_store, "SEGMENT_ENTRIES", 4)
+    first, fresh = machine(tmp_path, "a", server, prefix), machine(tmp_path, "b", server, prefix)
+    ResponseCache(cache_file(first)).put_many([(f"k{i:02d}", _response(i)) for i in range(10)])
+    assert copy(first, "node", "push") == 10
+    assert len(server.objects(f"{prefix}/cache/segments/")) == 3, "4 + 4 + 2 entries"
+    assert copy(fresh, "node", "pull") == 10
+    assert len(ResponseCache(cache_file(fresh)).get_many([f"k{i:02d}" for i in range(10)])) == 10
