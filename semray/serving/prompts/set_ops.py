@@ -30,7 +30,9 @@ FACTOR_SCORE_TEMPLATE = (
     'Consider the condition: "{condition}". It compares the two texts by how {factor} they are. '
     "How {factor} is this text?\n\n{cells}"
 )
-RIGHT_LABELS_TEMPLATE = 'this first text by the second text for which the condition "{condition}" holds:\n\n{cells}'
+RIGHT_LABELS_TEMPLATE = (
+    'this first text by the second text for which the condition "{condition}" holds:\n\n{cells}'
+)
 FACTOR_SCALE = (1.0, 10.0)
 """The scale an ordered factorization scores each side on."""
 PROPOSE_SYSTEM = "You analyse conditions that compare two texts. You answer in JSON."
