@@ -6,7 +6,8 @@ filesystems cannot check that: their put overwrites. ``put_once`` does, where th
 
 * **local (``file://``)**: the bytes go to a temporary file in the target's folder, are fsync'd,
   and are then hard-linked to the name; ``link`` fails with ``EEXIST`` when the name exists, atomically,
-  and a reader never sees a partly written object (the temporary file is removed either way);
+  and a reader never sees a partly written object (the temporary file, ``<name>.<pid>.<random>.tmp``,
+  which no reader lists, is removed either way);
 * **S3 (``s3://``)**: a ``PutObject`` with ``If-None-Match: *`` (S3's conditional writes; MinIO and
   moto's S3 server honour it too), sent with boto3 since pyarrow's S3 filesystem has no conditional put.
   boto3 is imported at the first such put; without it the put fails with what to install. The endpoint
