@@ -48,7 +48,7 @@ HEAD_NODE_RESOURCE = "node:__internal_head__"
 CALL_TIMEOUT_S = 60.0
 """Longest wait for one call (the actor's SQLite waits up to ``cache_timeout_s`` for its lock)."""
 STORE_COPY_TIMEOUT_S = 600.0
-"""Longest wait for the actor's copy with the state store (a fresh head node reads every segment)."""
+"""Longest wait for the actor's pull from the state store (a fresh head node reads every segment)."""
 
 
 class CacheOwner:
@@ -135,7 +135,9 @@ def copy_cache_with_store(uri: str, path: str, actor: str | None, direction: Dir
         log.debug("response_cache_store_skipped", actor=actor, direction=direction)
         return 0
     try:
-        moved: Any = ray.get(handle.copy_with_store.remote(uri, direction), timeout=STORE_COPY_TIMEOUT_S)
+        # A pull waits (the tiers answer from what it brings); a push that runs long goes on in the actor.
+        timeout = STORE_COPY_TIMEOUT_S if direction == "pull" else CALL_TIMEOUT_S
+        moved: Any = ray.get(handle.copy_with_store.remote(uri, direction), timeout=timeout)
     except ray.exceptions.RayError as error:
         log.warning(
             "response_cache_store_failed",
