@@ -122,8 +122,8 @@ class CacheCopy:
         for name in (name for name in listed if name not in known):
             try:
                 rows = _decoded(self.store.read(f"{self.folder}/{name}"))
-            except (OSError, ValueError) as error:  # written whole, so damaged: skipped, tried again next pull
-                log.warning("response_cache_segment_unreadable", uri=self.store.uri, name=name, error=str(error)[:200])
+            except (OSError, ValueError, KeyError, TypeError) as error:  # written whole, so damaged: tried next pull
+                log.warning("response_cache_segment_unreadable", uri=self.folder, name=name, error=str(error)[:200])
                 continue
             added += self._record(name, [row[0] for row in rows], rows)
         if added:

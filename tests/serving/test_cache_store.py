@@ -161,3 +161,13 @@ def test_a_large_push_is_several_segments_read_back_whole(
     assert len(server.objects(f"{prefix}/cache/segments/")) == 3, "4 + 4 + 2 entries"
     assert copy(fresh, "node", "pull") == 10
     assert len(ResponseCache(cache_file(fresh)).get_many([f"k{i:02d}" for i in range(10)])) == 10
+
+
+def test_a_damaged_segment_is_skipped_and_the_others_merged(tmp_path: Path, server: S3Server, prefix: str) -> None:
+    first, fresh = machine(tmp_path, "a", server, prefix), machine(tmp_path, "b", server, prefix)
+    ResponseCache(cache_file(first)).put_many([("k1", _response(1))])
+    assert copy(first, "node", "push") == 1
+    store = open_store(first.state_store_uri or "")
+    store.write_once(f"{store.base}/cache/segments/0000000000000-damaged.jsonl.gzip", b"not gzip")
+    assert copy(fresh, "node", "pull") == 1
+    assert set(ResponseCache(cache_file(fresh)).get_many(["k1"])) == {"k1"}
