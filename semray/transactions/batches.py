@@ -23,6 +23,7 @@ push, and a resume from the store finds it even when the driver's folder is lost
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import os
 from collections.abc import Iterable, Sequence
@@ -36,7 +37,7 @@ import pyarrow.parquet as pq
 
 from semray.log import get_logger
 from semray.transactions.durability import fsync_directory, fsync_file, make_directory_durably
-from semray.transactions.errors import FencedWriterError, TransactionError
+from semray.transactions.errors import FencedWriterError, ObjectExistsError, TransactionError
 from semray.transactions.fence import stale_against
 from semray.transactions.journal import JOURNAL_NAME, JournalWriter, read_journal
 from semray.transactions.keys import file_safe
@@ -213,7 +214,7 @@ class BatchLedger:
             return
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
-        self._store.write(self._store.run_path(self.run_dir.name, *relative.parts), sink.getvalue().to_pybytes())
+        self._store.write_once(self._store.run_path(self.run_dir.name, *relative.parts), sink.getvalue().to_pybytes())
 
     def _object_name(self) -> str:
         """The name of this ledger's next commit object; ``<node>``: for people reading the store."""
@@ -226,9 +227,10 @@ class BatchLedger:
         try:
             if record.file:
                 target = self._store.run_path(self.run_dir.name, *Path(record.file).parts)
-                self._store.write(target, (self.run_dir / record.file).read_bytes())
+                with contextlib.suppress(ObjectExistsError):  # the mirror's push copied it first
+                    self._store.write_once(target, (self.run_dir / record.file).read_bytes())
             write_commit(self._store, self.run_dir.name, name, record)
-        except OSError as error:
+        except (OSError, TransactionError) as error:  # e.g. boto3 missing: the journal is the commit
             log.warning("batch_commit_not_stored", run_id=self.run_dir.name, name=name, error=str(error))
 
     def _commit_to_store(self, record: BatchCommitted, name: str) -> BatchCommitted:

@@ -86,7 +86,7 @@ def read_commit(store: StateStore, run_id: str, name: str) -> BatchCommitted | N
 
 
 def write_commit(store: StateStore, run_id: str, name: str, record: BatchCommitted) -> None:
-    store.write(store.run_path(run_id, COMMITS, name), encode_record(record))
+    store.write_once(store.run_path(run_id, COMMITS, name), encode_record(record))
 
 
 def store_fence(store: StateStore, run_id: str) -> int | None:
