@@ -65,7 +65,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from benchmarks.harness import (
     BenchmarkResult,
@@ -135,7 +135,7 @@ WORDS = [
 ]
 MIB = 1024 * 1024
 SHAPES = ("notes", "sections", "lines")
-MODES = ("hybrid", "vector", "fts")
+MODES: tuple[Literal["hybrid", "vector", "fts"], ...] = ("hybrid", "vector", "fts")
 
 
 def generate_documents(folder: Path, count: int, seed: int = 0, shape: str = "sections") -> Path:
