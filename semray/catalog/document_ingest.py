@@ -270,7 +270,9 @@ class StagedWriter:
     """A parquet file written in row groups of about ``STAGED_ROW_GROUP_ROWS`` rows from smaller tables."""
 
     def __init__(self, path: Path, schema: pa.Schema) -> None:
-        self._writer = pq.ParquetWriter(path, schema)
+        # No dictionary pages: the vectors and texts are nearly all distinct, so the writer's dictionary attempt
+        # is work for nothing (a 16k-segment row group: 0.18 -> 0.12 CPU-s to write, no bigger).
+        self._writer = pq.ParquetWriter(path, schema, use_dictionary=False)
         self._pending: list[pa.Table] = []
         self._rows = 0
 
