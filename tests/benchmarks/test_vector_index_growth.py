@@ -39,4 +39,4 @@ def test_the_full_mode_is_one_add_and_one_build(
 ) -> None:
     lines = _run(monkeypatch, capsys, "full", "2000", "--partitions", "2")
     assert [line["step"] for line in lines if "step" in line] == ["add", "create_index"]
-    assert lines[-1]["rows"] == 2000 and float(str(lines[-1]["peak_over_start"])) > 0
+    assert lines[-1]["rows"] == 2000 and float(str(lines[-1]["peak_over_start"])) >= 0  # RSS can stay flat at this size
