@@ -80,6 +80,12 @@ class Settings(BaseSettings):
     state_sync_s: float = Field(
         default=5.0, gt=0.0, description="seconds between copies of a live run's new commits to state_uri"
     )
+    cache_sync_s: float = Field(
+        default=60.0,
+        gt=0.0,
+        description="seconds between copies of a live run's new response-cache entries to state_uri (and once at "
+        "its end); each copy that has new entries is one object (semray/serving/cache_store.py)",
+    )
     ray_address: str | None = Field(default=None, description="connect to this Ray cluster instead of starting one")
     models: Path | None = Field(
         default=None,

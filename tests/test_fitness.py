@@ -72,7 +72,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "output": layers("operators"),
     "cluster": layers("ray"),
     "transactions": FOUNDATION,
-    "serving": layers("cluster ray"),  # never plans: no operators, planner or pipeline
+    "serving": layers("cluster ray transactions"),  # never plans; transactions: the store its cache is copied to
     "cost_model": layers("operators serving sources"),  # serving: to count tokens as the tiers bill them
     "catalog": layers("operators sources serving transactions cluster ray"),
     "planner": layers("operators cost_model"),

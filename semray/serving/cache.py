@@ -41,7 +41,7 @@ from semray.serving.contract import ModelResponse
 
 log = get_logger(__name__)
 
-_SCHEMA = """
+RESPONSES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY,
     model TEXT NOT NULL,
@@ -112,7 +112,7 @@ class ResponseCache:
         self._bad_entry_logged = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._connection().execute(_SCHEMA)
+            self._connection().execute(RESPONSES_SCHEMA)
         except (OSError, sqlite3.Error) as error:
             self._degrade("open", error)
         self._batches = self._failure is None and self._open_batch_table()

@@ -36,6 +36,7 @@ import ray
 
 from semray.log import get_logger
 from semray.serving.cache import ResponseCache
+from semray.serving.cache_store import Direction, copy_with_store
 from semray.serving.contract import ModelResponse
 
 log = get_logger(__name__)
@@ -46,6 +47,8 @@ HEAD_NODE_RESOURCE = "node:__internal_head__"
 """The custom resource Ray gives the head node alone: a sliver of it pins the actor there."""
 CALL_TIMEOUT_S = 60.0
 """Longest wait for one call (the actor's SQLite waits up to ``cache_timeout_s`` for its lock)."""
+STORE_COPY_TIMEOUT_S = 600.0
+"""Longest wait for the actor's pull from the state store (a fresh head node reads every segment)."""
 
 
 class CacheOwner:
@@ -79,6 +82,10 @@ class CacheOwner:
 
     def size(self) -> int:
         return len(self.cache)
+
+    def copy_with_store(self, uri: str, direction: Direction) -> int:
+        """Push the file's new entries to the state store, or pull what it lacks (``cache_store.py``)."""
+        return copy_with_store(self.cache.path, uri, direction, timeout_s=self.cache.timeout_s)
 
 
 def ensure_cluster_cache(path: str, timeout_s: float) -> str:
@@ -114,6 +121,33 @@ def cluster_cache_status() -> dict[str, object] | None:
     except (ValueError, ray.exceptions.RayError):
         return None
     return {"path": where[0], "node": where[1], "entries": entries, "actor": CLUSTER_CACHE_NAME}
+
+
+def copy_cache_with_store(uri: str, path: str, actor: str | None, direction: Direction, timeout_s: float) -> int:
+    """Copy the replicas' cache with the state store at ``uri`` (``cache_store.py``): in the cluster's cache
+    actor, which owns the head node's file, when ``actor`` names it; else the file at ``path`` on this node.
+    Returns the entries moved; 0 when it failed (logged: the run goes on without the copy)."""
+    if actor is None:
+        return copy_with_store(Path(path), uri, direction, timeout_s=timeout_s)
+    try:
+        handle = ray.get_actor(actor, namespace=NAMESPACE)
+    except ValueError:  # none runs (no generative tier started here): it holds nothing to copy
+        log.debug("response_cache_store_skipped", actor=actor, direction=direction)
+        return 0
+    try:
+        # A pull waits (the tiers answer from what it brings); a push that runs long goes on in the actor.
+        timeout = STORE_COPY_TIMEOUT_S if direction == "pull" else CALL_TIMEOUT_S
+        moved: Any = ray.get(handle.copy_with_store.remote(uri, direction), timeout=timeout)
+    except ray.exceptions.RayError as error:
+        log.warning(
+            "response_cache_store_failed",
+            direction=direction,
+            actor=actor,
+            uri=uri.split("?", 1)[0],
+            error=f"{type(error).__name__}: {error}"[:300],
+        )
+        return 0
+    return int(moved)
 
 
 class ClusterResponseCache:

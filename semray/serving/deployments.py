@@ -22,13 +22,14 @@ deadline (``ServingConfig.deploy_timeout_s``, ``TierDeployError``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,14 @@ from semray.serving.backends.base import build_backend
 from semray.serving.backends.embedder import SentenceEmbedder
 from semray.serving.backends.simulated import simulator_identity
 from semray.serving.cache import AnswerCache, ResponseCache
+from semray.serving.cache_store import CachePusher
 from semray.serving.capacity import check_capacity, read_cluster, tier_needs
-from semray.serving.cluster_cache import CLUSTER_CACHE_NAME, ClusterResponseCache, ensure_cluster_cache
+from semray.serving.cluster_cache import (
+    CLUSTER_CACHE_NAME,
+    ClusterResponseCache,
+    copy_cache_with_store,
+    ensure_cluster_cache,
+)
 from semray.serving.config import TIER_NAMES, Prices, ServingConfig, TierConfig
 from semray.serving.contract import ModelRequest, ModelResponse
 from semray.serving.deployed import (
@@ -198,6 +205,31 @@ def cache_actor_name(config: ServingConfig, cache_path: str | None) -> str | Non
     return CLUSTER_CACHE_NAME if cache_path is not None and _cache_on_cluster(config) else None
 
 
+@contextlib.contextmanager
+def response_cache_in_store(config: ServingConfig | None, settings: Settings) -> Iterator[None]:
+    """While a run runs, copy the tiers' new cache entries to the state store (``Settings.state_uri``)
+    every ``Settings.cache_sync_s`` and once when it ends, however it ends; ``start_tiers`` takes them
+    back on a machine whose cache lacks them. Nothing without a state URI or a cache."""
+    config = config or ServingConfig()
+    uri = settings.state_store_uri
+    cache = config.cache_path(settings.state_path)
+    if uri is None or cache is None:
+        yield
+        return
+    path = str(cache.expanduser().resolve())
+
+    def push() -> int:
+        # Where the tiers cache is known once Ray is up; before that, only this node's file can hold entries.
+        actor = cache_actor_name(config, path) if ray.is_initialized() else None
+        return copy_cache_with_store(uri, path, actor, "push", config.cache_timeout_s)
+
+    pusher = CachePusher(push, settings.cache_sync_s).start()
+    try:
+        yield
+    finally:
+        pusher.close()
+
+
 def _cache_on_cluster(config: ServingConfig) -> bool:
     """Whether the replicas share the head node's cache through its actor (``ServingConfig.cache_scope``):
     on 'auto', when this process joined a cluster rather than starting Ray, or Ray has several nodes."""
@@ -267,8 +299,12 @@ def start_tiers(
     cache_path = str(cache.expanduser().resolve()) if cache is not None else None
     apps = {tier: config.app_name(tier) for tier in tiers}
     cache_actor = cache_actor_name(config, cache_path)
-    if cache_path is not None and cache_actor is not None and any(tier != "embedding" for tier in tiers):
-        ensure_cluster_cache(cache_path, config.cache_timeout_s)
+    if cache_path is not None and any(tier != "embedding" for tier in tiers):
+        if cache_actor is not None:
+            ensure_cluster_cache(cache_path, config.cache_timeout_s)
+        if settings is not None and settings.state_store_uri is not None:
+            # A fresh machine or cluster (an empty cache) takes the answers runs elsewhere copied to the store.
+            copy_cache_with_store(settings.state_store_uri, cache_path, cache_actor, "pull", config.cache_timeout_s)
     digests = {tier: tier_digest(config, tier, cache_path, cache_actor) for tier in tiers}
     vllm_tiers = [config.tier(tier) for tier in tiers if config.tier(tier).backend == "vllm"]
     # An HTTP proxy only when asked: vLLM tiers are reached through ray.serve.llm's OpenAI app.

@@ -74,7 +74,7 @@ def resolve_files(path: str | None, kind: str, extensions: Sequence[str], patter
             raise SourceError(f"folder {path!r} has no {wanted} files; point the {kind} source at a folder that does")
         check_distinct(files)
         return FileSet(path=path, root=target, files=tuple(files), multi=True)
-    _check_regular(target, mode)
+    check_regular(target, mode)
     check_readable(target)
     return FileSet(path=path, root=target.parent, files=(target,), multi=False)
 
@@ -163,8 +163,14 @@ def _glob_root(pattern: str) -> Path:
 
 def _mode(target: Path, kind: str) -> int:
     """The file mode of ``target`` (links followed), or a SourceError that names why there is none."""
+    return file_status(target, kind).st_mode
+
+
+def file_status(target: Path, kind: str) -> os.stat_result:
+    """``os.stat`` of ``target`` (links followed), or a SourceError that names why there is none (a missing
+    file, a link loop, a dead link, a folder without permission)."""
     try:
-        return target.stat().st_mode
+        return os.stat(target)
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise SourceError(
@@ -192,7 +198,8 @@ _SPECIAL = (
 )
 
 
-def _check_regular(target: Path, mode: int) -> None:
+def check_regular(target: Path, mode: int) -> None:
+    """SourceError unless ``mode`` (of ``target``) is a regular file's, naming what it is instead."""
     if stat.S_ISREG(mode):
         return
     what = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
@@ -207,7 +214,7 @@ def _is_data_file(candidate: Path) -> bool:
     mode = _mode(candidate, "matched")
     if stat.S_ISDIR(mode):
         return False
-    _check_regular(candidate, mode)
+    check_regular(candidate, mode)
     return True
 
 

@@ -14,12 +14,16 @@ resume began) gets ``FencedWriterError`` and its batch is journaled as ``batch_r
 
 On another node than the driver's, with an object store (``Settings.state_uri``), a ledger is
 ``away``: it never opens the run folder, commits write-once objects that the driver merges into
-the journal, and lookups read the store (``remote_commits``).
+the journal, and lookups read the store (``remote_commits``). On the driver's node, with a store, a
+commit is journaled as above and then also stored as such an object (its record's ``origin`` names
+it, so no merge appends it twice): it is in the store at commit time, not only at the driver's next
+push, and a resume from the store finds it even when the driver's folder is lost.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import os
 from collections.abc import Iterable, Sequence
@@ -33,13 +37,13 @@ import pyarrow.parquet as pq
 
 from semray.log import get_logger
 from semray.transactions.durability import fsync_directory, fsync_file, make_directory_durably
-from semray.transactions.errors import FencedWriterError, TransactionError
+from semray.transactions.errors import FencedWriterError, ObjectExistsError, TransactionError
 from semray.transactions.fence import stale_against
 from semray.transactions.journal import JOURNAL_NAME, JournalWriter, read_journal
 from semray.transactions.keys import file_safe
 from semray.transactions.records import BatchCommitted, LLMUsage, RowFailures, refusal
 from semray.transactions.remote import StateStore, open_store
-from semray.transactions.remote_commits import CommitReader, SegmentReader, store_fence, write_commit
+from semray.transactions.remote_commits import CommitReader, SegmentReader, origin_of, store_fence, write_commit
 
 log = get_logger(__name__)
 
@@ -98,6 +102,8 @@ class BatchLedger:
         self._segment_reader: SegmentReader | None = None
         self._in_store: set[tuple[str, str]] = set()
         """Commits read from the store (their table files are there, maybe not in the run folder)."""
+        self._origins: set[str] = set()
+        """Commit objects whose records this ledger has read (from the journal or the store): not fetched again."""
         self._journal = JournalWriter(run_dir / JOURNAL_NAME)
         self._committed: dict[tuple[str, str], BatchCommitted] = {}
         self._rows: dict[str, dict[str, str]] = {}
@@ -135,6 +141,7 @@ class BatchLedger:
             relative = Path("batches") / file_safe(operator_key) / unique
             if not fenced_before:  # a writer already fenced off does not store a table it cannot commit
                 self._store_table(relative, table)
+        name = self._object_name() if self.store_uri else None
         record = BatchCommitted(
             attempt=self.attempt,
             operator_key=operator_key,
@@ -145,9 +152,11 @@ class BatchLedger:
             inline=inline,
             usage=usage or LLMUsage(),
             failed=tuple(failed),
+            origin=None if name is None else origin_of(name),
         )
         if self.away:
-            return self._commit_to_store(record)
+            assert name is not None
+            return self._commit_to_store(record, name)
         with self._journal.locked() as append:
             # The fence is read under the journal's lock, the lock a resume moves it under:
             # the check and the append are one step.
@@ -157,6 +166,8 @@ class BatchLedger:
             if not fenced_before and relative is not None:
                 (self.run_dir / relative).unlink(missing_ok=True)  # never journaled: nothing points to it
             raise self._fence(current)
+        if name is not None:
+            self._copy_commit(record, name)
         self._remember(record)
         return record
 
@@ -203,12 +214,28 @@ class BatchLedger:
             return
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
-        self._store.write(self._store.run_path(self.run_dir.name, *relative.parts), sink.getvalue().to_pybytes())
+        self._store.write_once(self._store.run_path(self.run_dir.name, *relative.parts), sink.getvalue().to_pybytes())
 
-    def _commit_to_store(self, record: BatchCommitted) -> BatchCommitted:
+    def _object_name(self) -> str:
+        """The name of this ledger's next commit object; ``<node>``: for people reading the store."""
+        return f"{(self.node() or '')[:12]}{self._writer}-{next(self._sequence):08d}.jsonl"
+
+    def _copy_commit(self, record: BatchCommitted, name: str) -> None:
+        """On the driver's node: store a journaled commit as an object too (its table's first), so that
+        it outlives the run folder. The journal stays the commit point; a store that fails here is
+        logged, and the mirror's next push copies the commit with the journal."""
+        try:
+            if record.file:
+                target = self._store.run_path(self.run_dir.name, *Path(record.file).parts)
+                with contextlib.suppress(ObjectExistsError):  # the mirror's push copied it first
+                    self._store.write_once(target, (self.run_dir / record.file).read_bytes())
+            write_commit(self._store, self.run_dir.name, name, record)
+        except (OSError, TransactionError) as error:  # e.g. boto3 missing: the journal is the commit
+            log.warning("batch_commit_not_stored", run_id=self.run_dir.name, name=name, error=str(error))
+
+    def _commit_to_store(self, record: BatchCommitted, name: str) -> BatchCommitted:
         """Away from the driver: the commit object is the commit point (after its table's object); the
         driver merges it into the journal, as refused if a resume moved the fence first."""
-        name = f"{(self.node() or '')[:12]}{self._writer}-{next(self._sequence):08d}.jsonl"  # node: for people
         write_commit(self._store, self.run_dir.name, name, record)
         current = self._stale()
         if current is not None:
@@ -284,6 +311,8 @@ class BatchLedger:
         return self._rows[operator_key]
 
     def _remember(self, record: BatchCommitted, in_store: bool = False) -> None:
+        if record.origin is not None:
+            self._origins.add(record.origin)
         key = (record.operator_key, record.batch_key)
         if key in self._committed:
             return
@@ -319,7 +348,7 @@ class BatchLedger:
             return
         if self._store_reader is None:
             self._store_reader = CommitReader(self._store, self.run_dir.name)
-        for record in self._store_reader.new():
+        for record in self._store_reader.new(known=self._origins):
             # An older attempt's object not in the journal yet was stored after a resume merged the
             # store's objects and moved the fence: its merge appends it as refused.
             if record.attempt == self.attempt:

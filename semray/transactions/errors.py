@@ -74,3 +74,9 @@ class FencedWriterError(TransactionError):
 class StoreWriterConflictError(TransactionError):
     """Another writer added to a run's journal in the object store (``Settings.state_uri``): this
     writer stops copying; its commits stay in its local staging folder (``semray.transactions.remote``)."""
+
+
+class ObjectExistsError(TransactionError):
+    """A write-once object (a journal segment, a commit object, a cache segment) was put under a name
+    that already holds one; the put was refused and the stored object is unchanged
+    (``semray.transactions.write_once``)."""

@@ -139,9 +139,10 @@ class BatchCommitted(Record):
     usage: LLMUsage = Field(default_factory=LLMUsage)
     failed: tuple[RowFailures, ...] = ()
     origin: str | None = None
-    """The store object a worker away from the driver's node committed it as (``commits/<name>``),
-    merged into the journal by the driver (``semray.transactions.remote_commits``); None when the
-    worker appended it to the journal itself."""
+    """The store object holding this commit (``commits/<name>``): one a worker away from the driver's
+    node committed, merged into the journal by the driver (``semray.transactions.remote_commits``),
+    or, with a state URI, the copy a ledger on the driver's node stored after appending this record.
+    None without a store."""
 
     @model_validator(mode="after")
     def _stored_somewhere(self) -> BatchCommitted:

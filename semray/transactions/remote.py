@@ -20,12 +20,12 @@ local one, so a segment is the commit point there as the record is locally. ``se
 **One writer per run**, as far as an object store allows. Locally the driver lock (``flock``)
 still holds. Across machines: a writer renews ``lease.json`` (its id, host, an expiry); a resume
 refuses a run whose lease is live and not its own; and before each segment the writer lists the
-segments and stops (``StoreWriterConflictError``) when any is not its own expected predecessor. What no
-put through pyarrow can give: an atomic check-and-write (no conditional put, no lock). Two
-writers that both pass their check within one sync interval can each write segment ``n``; on a
-store whose put overwrites, one silently replaces the other. Readers then see a gap or a
-segment that does not continue the journal; where the names differ (two writers, one ``seq``)
-they refuse the run (``TransactionError``). Leases compare wall clocks: skewed clocks shorten
+segments and stops (``StoreWriterConflictError``) when any is not its own expected predecessor.
+Segments and batch files are put write-once (``StateStore.write_once``: S3's ``If-None-Match``,
+a hard link on ``file://``; a check before the put elsewhere), so no object is ever replaced. That
+does not make the segment check atomic (there is no lock): two writers that both pass their check
+within one sync interval each write a segment ``n`` under its own name, and readers refuse the run
+(``TransactionError``: two writers, one ``seq``). Leases compare wall clocks: skewed clocks shorten
 or lengthen them.
 
 >>> store = StateStore.from_uri("s3://bucket/semray")  # doctest: +SKIP
@@ -34,6 +34,7 @@ or lengthen them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -49,10 +50,11 @@ import pyarrow.fs as pafs
 
 from semray.log import get_logger
 from semray.transactions.durability import make_directory_durably, write_bytes_atomically
-from semray.transactions.errors import RunInUseError, StoreWriterConflictError, TransactionError
+from semray.transactions.errors import ObjectExistsError, RunInUseError, StoreWriterConflictError, TransactionError
 from semray.transactions.journal import JOURNAL_NAME, parse_journal_bytes
 from semray.transactions.keys import is_run_id
 from semray.transactions.records import RECORD_ADAPTER, BatchCommitted, JournalRecord
+from semray.transactions.write_once import put_once
 
 log = get_logger(__name__)
 
@@ -173,6 +175,12 @@ class StateStore:
             self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         with self.fs.open_output_stream(path) as stream:
             stream.write(data)
+
+    def write_once(self, path: str, data: bytes) -> None:
+        """Write one whole object that must not exist yet: ``ObjectExistsError`` when it does, the stored one
+        unchanged. Enforced atomically on ``file://`` (a hard link) and ``s3://`` (a conditional put, with
+        boto3); a check before the put elsewhere (``semray.transactions.write_once``)."""
+        put_once(self, path, data)
 
     def exists(self, path: str) -> bool:
         return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)
@@ -299,11 +307,18 @@ class RunMirror:
                 self._copy_batch_files(records)
                 self._check_sole_writer()
                 name = f"{self._next_seq:010d}-{self.writer}.jsonl"
-                self.store.write(self.store.run_path(self.run_id, SEGMENTS, name), chunk)
+                self._put_segment(self.store.run_path(self.run_id, SEGMENTS, name), chunk)
                 self._pushed += len(chunk)
                 self._next_seq += 1
             self._renew_lease(self.interval_s * 3)
             return len(chunk)
+
+    def merge_now(self) -> None:
+        """Merge what workers on other nodes stored into the local journal now, without a push (one LIST
+        when nothing is new): the driver's budget check calls it before each decision."""
+        with self._lock:
+            if self.merge is not None and not self.fenced:
+                self.merge()
 
     def start(self) -> None:
         """Push every ``interval_s`` from a daemon thread until ``close``."""
@@ -345,7 +360,16 @@ class RunMirror:
             if isinstance(record, BatchCommitted) and record.file:
                 target = self.store.run_path(self.run_id, *Path(record.file).parts)
                 if not self.store.exists(target):  # names are unique per commit: a present one is this file
-                    self.store.write(target, (self.run_dir / record.file).read_bytes())
+                    with contextlib.suppress(ObjectExistsError):  # put since the check: this file too
+                        self.store.write_once(target, (self.run_dir / record.file).read_bytes())
+
+    def _put_segment(self, path: str, chunk: bytes) -> None:
+        try:
+            self.store.write_once(path, chunk)
+        except ObjectExistsError as error:
+            if self.store.read(path) != chunk:  # not an earlier try of this very put (a lost reply)
+                self.fenced = True
+                raise StoreWriterConflictError(f"run {self.run_id}: {error}; this writer stops") from error
 
     def _check_sole_writer(self) -> None:
         try:

@@ -19,6 +19,10 @@ that lock: a commit of an attempt older than the fence is appended as ``batch_re
 resume merges every object present before it moves the fence; so, as in the journal, a commit an
 orphaned worker stored before the resume counts, and one stored after it is refused.
 
+On the driver's node a ledger with a store journals each commit as before and then stores it as such
+an object too, its record's ``origin`` naming it: merges skip an object whose origin the journal holds,
+and a resume from the store (the driver's folder lost) merges the ones its pulled journal lacks.
+
 Until it is merged a commit object is already final: ledgers on every node read the commit objects
 on a miss (so a task retried after its node died finds its batches), a resume merges them, and
 ``semray runs ls|show`` from another machine count them.
@@ -30,7 +34,7 @@ on a miss (so a task retried after its node died finds its batches), a resume me
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -82,7 +86,7 @@ def read_commit(store: StateStore, run_id: str, name: str) -> BatchCommitted | N
 
 
 def write_commit(store: StateStore, run_id: str, name: str, record: BatchCommitted) -> None:
-    store.write(store.run_path(run_id, COMMITS, name), encode_record(record))
+    store.write_once(store.run_path(run_id, COMMITS, name), encode_record(record))
 
 
 def store_fence(store: StateStore, run_id: str) -> int | None:
@@ -125,11 +129,15 @@ class CommitReader:
         self.run_id = run_id
         self._seen: set[str] = set()
 
-    def new(self) -> list[BatchCommitted]:
+    def new(self, known: Container[str] = ()) -> list[BatchCommitted]:
+        """The records of objects not seen before; ``known``: origins whose records the caller has (from
+        the journal: the driver's node stores each of its commits as an object too), not fetched."""
         found: list[BatchCommitted] = []
         for name in commit_names(self.store, self.run_id):
             if name not in self._seen:
                 self._seen.add(name)
+                if origin_of(name) in known:
+                    continue
                 record = read_commit(self.store, self.run_id, name)
                 if record is not None:
                     found.append(record)

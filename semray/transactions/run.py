@@ -167,8 +167,22 @@ class Run:
             raise stopped_error(self.path)
 
     def request_stop(self, reason: str) -> None:
-        """Stop this run between batches (actors and driver), finishing it cancelled with ``reason``."""
+        """Stop this run between batches (actors and driver), finishing it cancelled with ``reason``.
+
+        With a state URI the stop is also put in the store at once, where workers on other nodes
+        read it before each batch (else they would see it at the mirror's next interval)."""
         request_stop(self.path, reason)
+        if self._mirror is not None:
+            try:
+                self._mirror.store.request_remote_stop(self.run_id, reason)
+            except OSError as error:  # the mirror's next interval copies the local marker
+                log.warning("run_remote_stop_failed", run_id=self.run_id, error=str(error))
+
+    def merge_commits(self) -> None:
+        """With a state URI: append to the journal what workers on other nodes committed to the store
+        since the last merge, now rather than at the mirror's next push (``RunMirror.merge_now``)."""
+        if self._mirror is not None and self._lock_fd is not None:
+            self._mirror.merge_now()
 
     def staging_path(self) -> Path:
         """Where to write results before ``publish()``: a ``.parquet`` file path or a folder, next to the output."""

@@ -174,3 +174,41 @@ def test_a_plain_cancel_still_says_cancelled(tmp_path: Path) -> None:
     with pytest.raises(RunCancelledError, match=f"^run {run.run_id} was cancelled$"):
         CancellableLedger(run.path, run.attempt).lookup_rows(OPERATOR, ["a"])
     run.close()
+
+
+def test_a_budget_counts_what_workers_on_other_nodes_stored_before_the_next_push(tmp_path: Path) -> None:
+    # A run copied to a store (state_uri) whose mirror would push, and so merge, only hourly: the
+    # worker on another node commits to the store, which the driver's journal lacks until a merge.
+    uri = (tmp_path / "bucket").as_uri()
+    settings = Settings(state_dir=tmp_path / "state", state_uri=uri, state_sync_s=3600.0)
+    run = begin_run(settings, {"plan": 1}, None, config={"operator_labels": {OPERATOR: "SemFilter 'x'"}})
+
+    class AwayActor(CancellableLedger):
+        def node(self) -> str | None:
+            return "worker-node"
+
+    worker = AwayActor(tmp_path / "worker" / run.run_id, run.attempt, store_uri=uri, home="driver-node")
+    assert worker.away
+
+    class Quiet:
+        def update(self, progress: RunProgress, eta_s: float | None) -> None: ...
+
+        def close(self, progress: RunProgress) -> None: ...
+
+    budget, price = 0.025, 0.01
+    watcher = RunWatcher(
+        run.path, Quiet(), budget=budget, in_flight=1, stop=run.request_stop, merge=run.merge_commits, poll_s=3600.0
+    )
+    paid = 0.0
+    with pytest.raises(RunCancelledError, match="reached the budget"):
+        for index in range(10):
+            worker.lookup_rows(OPERATOR, [f"r{index}"])  # each batch starts here: a stop raises
+            _commit(worker, OPERATOR, [f"r{index}"], price)
+            paid += price
+            watcher.poll()  # what the driver's watcher thread does every half second
+    # Stopped once the cost so far and one batch in flight would pass $0.025: after two batches,
+    # the third refused at its start, on the worker's node, through the store's CANCEL object.
+    assert watcher.stop_reason is not None and watcher.stop_reason.startswith("stopped: cost $0.0200")
+    assert paid == pytest.approx(0.02)
+    run.finish("cancelled", watcher.stop_reason)
+    assert show_run(settings, run.run_id).usage.dollars == pytest.approx(0.02)

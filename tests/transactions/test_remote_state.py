@@ -299,6 +299,27 @@ def test_a_worker_on_another_node_commits_through_the_store(tmp_path: Path, uri:
     assert {path.rsplit("/", 1)[1] for path in twice} == {LEASE_NAME}
 
 
+def test_a_commit_on_the_drivers_node_is_in_the_store_at_commit_time(tmp_path: Path, uri: str) -> None:
+    first, second = machine(tmp_path, "a", uri, sync_s=3600.0), machine(tmp_path, "b", uri)
+    run = begin_run(first, PLAN, None)
+    commit(run, "a")  # the driver's own ledger
+    actor = OnDriverNode(run.path, 1, store_uri=uri, home=DRIVER_NODE)
+    answer(actor, "b", "c", payload="z" * 100_000)  # an actor on the driver's node; a parquet table
+    store = open_store(uri)
+    assert len(commit_names(store, run.run_id)) == 2, "each commit is an object as soon as it is journaled"
+    assert not [r for r in store.records(run.run_id)[0] if isinstance(r, BatchCommitted)], "and no push ran"
+    # Before any push: a worker on another node, and another machine, see them.
+    assert worker_ledger(tmp_path, run, uri).lookup_rows("op1", ["a", "b", "c", "d"]).missing == ("d",)
+    assert list_runs(second)[0].rows_committed == 3
+    run.record_error("a push, which merges the store's commit objects first")
+    records = read_journal(run.path / JOURNAL_NAME).records
+    assert len([r for r in records if isinstance(r, BatchCommitted)]) == 2, "never merged over its own record"
+    run.finish("succeeded")
+    assert show_run(second, run.run_id).usage == LLMUsage(calls=3, dollars=1.5)
+    twice = {path for path, count in ObjectStoreLike.writes.items() if count > 1}
+    assert {path.rsplit("/", 1)[1] for path in twice} == {LEASE_NAME}, "the push does not copy the table again"
+
+
 def test_a_resume_from_the_store_pays_nothing_a_worker_stored_after_its_driver_died(tmp_path: Path, uri: str) -> None:
     first, second = machine(tmp_path, "a", uri), machine(tmp_path, "b", uri)
     run = begin_run(first, PLAN, None)

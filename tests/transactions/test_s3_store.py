@@ -101,7 +101,9 @@ def test_a_run_in_s3_resumes_from_a_fresh_state_folder_paying_only_what_no_one_c
     keys = set(server.objects(prefix))
     runs = f"{prefix}/runs/{run.run_id}"
     assert {k for k in keys if k.startswith(f"{runs}/segments/")}, "the journal is in S3 as segments"
-    assert len(commit_names(open_store(second.state_store_uri or ""), run.run_id)) == 1
+    names = commit_names(open_store(second.state_store_uri or ""), run.run_id)
+    # One object per commit: the worker's, and the driver's two, stored at commit time as well as journaled.
+    assert sorted(name.startswith("worker-node") for name in names) == [False, False, True]
     assert len([k for k in keys if k.startswith(f"{runs}/batches/") and k.endswith(".parquet")]) == 2
 
     assert runs_cli(second, "ls") == 0

@@ -123,10 +123,10 @@ def normalise_name(text: str) -> str:
     return f"d_{name}" if name[0].isdigit() else name
 
 
-def hash_file(path: Path) -> str:
+def hash_file(path: str | Path) -> str:
     """sha256 of a file's bytes, read in chunks."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open(path, "rb") as handle:
         while chunk := handle.read(HASH_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()

@@ -49,7 +49,7 @@ from semray.pipeline.stages.base import render_stages
 from semray.pipeline.workers.failed_rows import FailedRows, check_failed_rows, failed_rows, operator_labels
 from semray.pipeline.workers.metering import operator_tags
 from semray.serving.config import ServingConfig
-from semray.serving.deployments import TierHandles, start_tiers
+from semray.serving.deployments import TierHandles, response_cache_in_store, start_tiers
 from semray.settings import Settings
 from semray.transactions import (
     LLMUsage,
@@ -383,19 +383,25 @@ def _forecast(job: Job, paid: float = 0.0, done: int = 0, run_id: str = "") -> F
 @contextlib.contextmanager
 def _watched(run: Run, job: Job, expected: Forecast | None, progress: ProgressReporter | None) -> Iterator[None]:
     """Journal the forecast, then tail the journal while the pipeline runs (``RunWatcher``):
-    progress and cost to ``progress`` and the dashboard, the budget enforced between batches."""
+    progress and cost to ``progress`` and the dashboard, the budget enforced between batches. With a
+    state URI, the tiers' new cache entries are copied to the store meanwhile and at the end
+    (``response_cache_in_store``)."""
     if expected is not None:
         run.record_estimates(
             {"forecast": dataclasses.asdict(expected)}, expected_rows=expected.rows, expected_dollars=expected.dollars
         )
     reporter = progress if progress is not None else LogReporter(job.settings.progress_interval_s)
-    with RunWatcher(
-        run.path,
-        reporter,
-        budget=job.settings.max_cost,
-        in_flight=in_flight_batches(job.stages),
-        stop=run.request_stop,
-        attempt=run.attempt,
+    with (
+        response_cache_in_store(job.serving, job.settings),
+        RunWatcher(
+            run.path,
+            reporter,
+            budget=job.settings.max_cost,
+            in_flight=in_flight_batches(job.stages),
+            stop=run.request_stop,
+            merge=run.merge_commits,
+            attempt=run.attempt,
+        ),
     ):
         yield
 

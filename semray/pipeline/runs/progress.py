@@ -276,9 +276,11 @@ class RunWatcher:
     """The driver's thread that tails its run's journal while the pipeline runs (module docstring).
 
     ``stop(reason)`` is how it stops the run over budget (``Run.request_stop``); ``budget`` None
-    watches only. ``attempt`` is the driver's: only its batches count on the dashboard's
-    per-operator counters. A failing poll is logged and retried at the next one: watching never
-    fails a run.
+    watches only. ``merge``, with a budget, is called before each poll: with a state URI it appends
+    the commits workers on other nodes stored (``Run.merge_commits``), so that the budget counts them
+    within a poll rather than at the mirror's next push. ``attempt`` is the driver's: only its
+    batches count on the dashboard's per-operator counters. A failing poll is logged and retried at
+    the next one: watching never fails a run.
     """
 
     def __init__(
@@ -289,6 +291,7 @@ class RunWatcher:
         budget: float | None = None,
         in_flight: int = 0,
         stop: Callable[[str], None] | None = None,
+        merge: Callable[[], object] | None = None,
         poll_s: float = POLL_S,
         attempt: int = 1,
     ) -> None:
@@ -298,6 +301,7 @@ class RunWatcher:
         self.budget = budget
         self.in_flight = in_flight
         self._stop_run = stop
+        self._merge = merge
         self.poll_s = poll_s
         self.clock = ProgressClock()
         self.stop_reason: str | None = None
@@ -313,14 +317,17 @@ class RunWatcher:
     ) -> None:
         self._done.set()
         self._thread.join()
-        self.reporter.close(self._poll())
+        self.reporter.close(self.poll())
 
     def _loop(self) -> None:
         while not self._done.wait(self.poll_s):
-            self._poll()
+            self.poll()
 
-    def _poll(self) -> RunProgress:
+    def poll(self) -> RunProgress:
+        """Read what the journal gained, report it, and stop the run when it would pass its budget."""
         try:
+            if self.budget is not None and self._merge is not None:
+                self._merge()  # before the decision: commits stored by workers on other nodes count
             progress = self.tail.poll()
         except (OSError, TransactionError) as error:  # a journal briefly unreadable must not fail the run
             log.warning("run_watch_failed", run_id=self.tail.run_dir.name, error=f"{type(error).__name__}: {error}")
