@@ -43,7 +43,7 @@ import pyarrow.fs as pafs
 from semray.log import get_logger
 from semray.serving.cache import DEFAULT_TIMEOUT_S, RESPONSES_SCHEMA
 from semray.transactions.errors import TransactionError
-from semray.transactions.remote import StateStore, open_store
+from semray.transactions.remote import StateStore, open_store, uri_for_logs
 
 log = get_logger(__name__)
 
@@ -101,7 +101,7 @@ class CacheCopy:
             self._record(name, [row[0] for row in chunk], [])
             sent, after, part = sent + len(chunk), chunk[-1][0], part + 1
         if sent:
-            log.info("response_cache_pushed", uri=self.store.uri.split("?", 1)[0], entries=sent, path=str(self.path))
+            log.info("response_cache_pushed", uri=uri_for_logs(self.store.uri), entries=sent, path=str(self.path))
         return sent
 
     def pull(self) -> int:
@@ -127,7 +127,7 @@ class CacheCopy:
                 continue
             added += self._record(name, [row[0] for row in rows], rows)
         if added:
-            log.info("response_cache_pulled", uri=self.store.uri.split("?", 1)[0], entries=added, path=str(self.path))
+            log.info("response_cache_pulled", uri=uri_for_logs(self.store.uri), entries=added, path=str(self.path))
         return added
 
     def _record(self, segment: str, keys: Sequence[str], rows: Sequence[Entry]) -> int:
@@ -187,7 +187,7 @@ def copy_with_store(path: Path, uri: str, direction: Direction, *, timeout_s: fl
             "response_cache_store_failed",
             direction=direction,
             path=str(path),
-            uri=uri.split("?", 1)[0],
+            uri=uri_for_logs(uri),
             error=f"{type(error).__name__}: {error}"[:300],
         )
         return 0

@@ -38,6 +38,7 @@ from semray.log import get_logger
 from semray.serving.cache import ResponseCache
 from semray.serving.cache_store import Direction, copy_with_store
 from semray.serving.contract import ModelResponse
+from semray.transactions.remote import uri_for_logs
 
 log = get_logger(__name__)
 
@@ -143,7 +144,7 @@ def copy_cache_with_store(uri: str, path: str, actor: str | None, direction: Dir
             "response_cache_store_failed",
             direction=direction,
             actor=actor,
-            uri=uri.split("?", 1)[0],
+            uri=uri_for_logs(uri),
             error=f"{type(error).__name__}: {error}"[:300],
         )
         return 0

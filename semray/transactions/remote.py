@@ -218,6 +218,15 @@ def open_store(uri: str) -> StateStore:
     return StateStore.from_uri(uri)
 
 
+def uri_for_logs(uri: str) -> str:
+    """A store URI without its query (endpoint options, which may differ per machine), as log lines show it.
+
+    >>> uri_for_logs("s3://bucket/semray?endpoint_override=127.0.0.1%3A9000")
+    's3://bucket/semray'
+    """
+    return uri.split("?", 1)[0]
+
+
 def _fsspec_filesystem(uri: str, error: Exception) -> tuple[pafs.FileSystem, str]:
     try:
         import fsspec

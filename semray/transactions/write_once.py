@@ -42,7 +42,8 @@ def put_once(store: StateStore, path: str, data: bytes) -> None:
     """Put ``data`` at ``path`` (a path of ``store.fs``) unless an object is there: ``ObjectExistsError``."""
     kind = store.fs.type_name
     if kind == "local":
-        _link_once(path, data)
+        if not _linked_once(path, data):
+            raise _exists(store, path)
     elif kind == "s3":
         _put_if_none_match(store, path, data)
     else:
@@ -58,7 +59,8 @@ def _exists(store: StateStore, path: str) -> ObjectExistsError:
     )
 
 
-def _link_once(path: str, data: bytes) -> None:
+def _linked_once(path: str, data: bytes) -> bool:
+    """Whether ``data`` was linked to ``path`` (False: a file was there, left as it was)."""
     folder = os.path.dirname(path)
     os.makedirs(folder, exist_ok=True)
     temporary = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
@@ -71,9 +73,8 @@ def _link_once(path: str, data: bytes) -> None:
         try:
             os.link(temporary, path)
         except FileExistsError:
-            raise ObjectExistsError(
-                f"{path} already exists and is written once: this put was refused, the stored file is unchanged"
-            ) from None
+            return False
+        return True
     finally:
         os.unlink(temporary)
 
