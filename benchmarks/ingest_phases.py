@@ -17,7 +17,8 @@ seconds, then per phase
 7. the publish, of which 8. the segment indexes (``search.create_segment_indexes``) and 9. the
    datasets index,
 
-and what is left (Catalog.open, the summaries, the change set, progress). A profiling tool, not a
+and what is left (Catalog.open, the summaries, the change set, progress); with each phase, the RSS peak while it ran
+and the RSS at its last end, over the RSS with the model loaded (sampled every 20 ms). A profiling tool, not a
 benchmark: it writes no result; ``benchmarks/notes/ingest.md`` quotes its figures with their load.
 """
 
@@ -28,6 +29,7 @@ import functools
 import os
 import shutil
 import sys
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -51,8 +53,9 @@ NESTED = ("8 segment indexes", "9 datasets index")
 """Phases inside the publish: counted in it, left out of the sum of the others."""
 
 
-def clock_phases(cpu: dict[str, float], wall: dict[str, float]) -> None:
-    """Wrap each phase's function (``PHASES``) so its CPU and wall seconds add up in ``cpu`` and ``wall``."""
+def clock_phases(cpu: dict[str, float], wall: dict[str, float], rss: PhaseRss | None = None) -> None:
+    """Wrap each phase's function (``PHASES``) so its CPU and wall seconds add up in ``cpu`` and ``wall`` (and
+    its RSS is sampled in ``rss``)."""
     import importlib
 
     for module_name, qualified, label, generator in PHASES:
@@ -61,21 +64,64 @@ def clock_phases(cpu: dict[str, float], wall: dict[str, float]) -> None:
         *parents, attribute = qualified.split(".")
         for parent in parents:
             owner = getattr(owner, parent)
-        setattr(owner, attribute, _clocked(getattr(owner, attribute), label, generator, cpu, wall))
+        setattr(owner, attribute, _clocked(getattr(owner, attribute), label, generator, cpu, wall, rss))
+
+
+class PhaseRss:
+    """The process's RSS (MiB) sampled every 20 ms: its peak while each phase ran, and at the phase's last end."""
+
+    def __init__(self) -> None:
+        self.peak: dict[str, float] = defaultdict(float)
+        self.after: dict[str, float] = {}
+        self._running: dict[str, int] = defaultdict(int)
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    @staticmethod
+    def now() -> float:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def enter(self, label: str) -> None:
+        self._running[label] += 1
+        self.peak[label] = max(self.peak[label], self.now())
+
+    def leave(self, label: str) -> None:
+        self._running[label] -= 1
+        self.after[label] = self.now()
+        self.peak[label] = max(self.peak[label], self.after[label])
+
+    def _sample(self) -> None:
+        while True:
+            rss = self.now()
+            for label, running in list(self._running.items()):
+                if running:
+                    self.peak[label] = max(self.peak[label], rss)
+            time.sleep(0.02)
 
 
 def _clocked(
-    function: Callable[..., Any], label: str, generator: bool, cpu: dict[str, float], wall: dict[str, float]
+    function: Callable[..., Any],
+    label: str,
+    generator: bool,
+    cpu: dict[str, float],
+    wall: dict[str, float],
+    rss: PhaseRss | None = None,
 ) -> Callable[..., Any]:
     @functools.wraps(function)
     def clocked(*args: Any, **kwargs: Any) -> Any:
         started, cpu_started = time.perf_counter(), time.process_time()
+        if rss is not None:
+            rss.enter(label)
         try:
             # a generator's work happens as it is consumed: consume it here (the ingest iterates it whole anyway)
             return list(function(*args, **kwargs)) if generator else function(*args, **kwargs)
         finally:
             cpu[label] += time.process_time() - cpu_started
             wall[label] += time.perf_counter() - started
+            if rss is not None:
+                rss.leave(label)
 
     return clocked
 
@@ -104,17 +150,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder.embed = simulated_embed(embedder.embedder.dimension)  # type: ignore[method-assign]
     cpu: dict[str, float] = defaultdict(float)
     wall: dict[str, float] = defaultdict(float)
-    clock_phases(cpu, wall)
+    rss = PhaseRss()
+    model_rss = rss.now()
+    clock_phases(cpu, wall, rss)
     load = os.getloadavg()[0]
     started, cpu_started = time.perf_counter(), time.process_time()
     report = add_server(settings, str(folder), name="corpus", engine="local")
     total_cpu, total_wall = time.process_time() - cpu_started, time.perf_counter() - started
     print(
         f"{args.shape} {args.docs}: {report.segments} segments; ingest {total_cpu:.1f} CPU-s, {total_wall:.1f} s; "
-        f"1-minute load {load:.2f} -> {os.getloadavg()[0]:.2f}"
+        f"1-minute load {load:.2f} -> {os.getloadavg()[0]:.2f}; RSS with the model {model_rss:.0f} MiB"
     )
     for _module, _name, label, _generator in PHASES:
-        print(f"  {label:44s} {cpu[label]:6.1f} CPU-s {wall[label]:6.1f} s")
+        peak, after = rss.peak[label] - model_rss, rss.after.get(label, model_rss) - model_rss
+        memory = f"RSS peak +{peak:4.0f}, after +{after:4.0f} MiB"
+        print(f"  {label:44s} {cpu[label]:6.1f} CPU-s {wall[label]:6.1f} s  {memory}")
     phases = sum(seconds for label, seconds in cpu.items() if label not in NESTED)
     print(f"  {'the rest':44s} {total_cpu - phases:6.1f} CPU-s")
     return 0
