@@ -346,12 +346,16 @@ def ann_recall(table: Any, queries: Sequence[str], vectors: Any, k: int = 10) ->
     """Mean share of the exact top ``k`` (cosine, every row compared: ``bypass_vector_index``) that vector search
     (``search_segments``, through the ANN index when one was built) finds: 1.0 without an index."""
     from semray.catalog.search import search_segments
+    from semray.catalog.shards import tables_of
 
     shares = []
     for query, vector in zip(queries, vectors, strict=True):
-        exact = table.search(vector).distance_type("cosine").bypass_vector_index()
-        exact = exact.select(["segment_id", "_distance"]).limit(k)  # _distance named: no deprecation warning
-        truth = set(exact.to_arrow().column("segment_id").to_pylist())
+        ranked = []
+        for shard in tables_of(table):
+            exact = shard.search(vector).distance_type("cosine").bypass_vector_index()
+            exact = exact.select(["segment_id", "_distance"]).limit(k)  # _distance named: no deprecation warning
+            ranked += exact.to_arrow().to_pylist()
+        truth = {row["segment_id"] for row in sorted(ranked, key=lambda row: row["_distance"])[:k]}
         found = {hit.segment_id for hit in search_segments(table, query, vector, k=k, mode="vector")}
         shares.append(len(truth & found) / max(1, len(truth)))
     return round(statistics.mean(shares), 3) if shares else 1.0

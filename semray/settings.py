@@ -202,6 +202,13 @@ class Settings(BaseSettings):
         "(one add per table, so one Lance version; catalog/store.py batch_stream): its memory holds about one batch "
         "of vectors whatever the collection's size",
     )
+    catalog_shard_rows: int = Field(
+        default=100_000,
+        ge=1,
+        description="the catalog's segments are stored as LanceDB tables of at most this many rows, each with its own "
+        "indexes (catalog/shards.py): a publish rebuilds the indexes of the shards it adds rows to, so its time and "
+        "memory follow the rows it adds, not the catalog's size; a search asks every shard",
+    )
 
     agent_max_retries: int = Field(
         default=2, ge=0, description="retries of an agent unit of `semray ask` whose attempt fails validation"

@@ -14,12 +14,13 @@ documents when the input holds them all), so a filtered input gets its exact top
   that level, one output row each: its document's input row, the score, and the segment's id, path,
   span and text (``SEGMENT_HIT_COLUMNS``), ``_rowid`` suffixed ``#<segment_id>`` so it stays unique.
 
-Full-text scores differ a little from a run-scoped index: BM25's term statistics are the whole
-catalog's, not the input's. The query is embedded by the run's embedding tier, so it must be the
-model the catalog was ingested with (a different dimension is refused; see ``search_catalogued_rows``).
+Full-text scores differ a little from a run-scoped index: BM25's term statistics are those of the
+catalog's shard holding the segment (``shards.py``), not the input's. The query is embedded by the
+run's embedding tier, so it must be the model the catalog was ingested with (a different dimension
+is refused; see ``search_catalogued_rows``).
 
 A plan names the catalog version it reads (``SourceSpec.catalog``); ``pinned_segments`` opens the
-``segments`` table at that version and checks the dataset is the one the plan was made against.
+``segments`` shards at that version and checks the dataset is the one the plan was made against.
 
 >>> route = CatalogRoute(dataset="notes", key_column="path")
 >>> search_catalogued_rows(segments, rows, route, "hybrid", "chest pain", vector, k=5)  # doctest: +SKIP
@@ -239,7 +240,8 @@ def _scope(segments: Any, route: CatalogRoute, positions: dict[str, int]) -> str
 
 
 def pinned_segments(catalog_path: Path, pin: CatalogPin) -> Any:
-    """The catalog's ``segments`` table at ``pin.version``, after checking it holds ``pin.dataset`` as planned.
+    """The catalog's ``segments`` at ``pin.version`` (a ``shards.Shards``), after checking it holds ``pin.dataset``
+    as planned.
 
     Raises ``CatalogError`` naming what is wrong: no catalog at ``catalog_path``, no such version, no such
     dataset at it, or a dataset whose content is not the one the plan was made against (the catalog folder

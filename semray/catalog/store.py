@@ -2,7 +2,8 @@
 
 Layout under ``Settings.catalog_path``:
 
-    datasets.lance, columns.lance, files.lance, segments.lance, snippets.lance   LanceDB tables
+    datasets.lance, columns.lance, files.lance, snippets.lance   LanceDB tables
+    segments.lance, segments_1.lance ...   the segments, sharded (``shards.py``)
     _manifests/v00000007.json   catalog version 7: the Lance version of every table at that version
     documents/<dataset>-<hash>.parquet   the text of a documents dataset (what its Scan reads)
     catalog.lock                held (flock) while publishing
@@ -25,6 +26,7 @@ published in between (first committer wins).
 from __future__ import annotations
 
 import datetime
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -34,6 +36,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from semray.catalog.shards import RowStream, Shards, shard_name, shard_names, shard_number
 from semray.catalog.tables import COLUMNS, DATASETS, FILES, ORGANIZATIONS, SEGMENTS, SNIPPETS
 from semray.errors import CatalogError, suggest
 from semray.log import get_logger
@@ -48,6 +51,8 @@ log = get_logger(__name__)
 TABLES = (DATASETS, COLUMNS, FILES, SEGMENTS, SNIPPETS, ORGANIZATIONS)
 """The tables published through manifests (``organizations`` by ``organize.py``; ``memory`` is the memory
 store's own)."""
+SHARDED = (SEGMENTS,)
+"""The tables stored as shards of at most ``Settings.catalog_shard_rows`` rows (``shards.py``)."""
 MANIFESTS = "_manifests"
 LOCK_WAIT_S = 120.0
 _MANIFEST = re.compile(r"^v(\d{8})\.json$")
@@ -133,7 +138,9 @@ class ChangeSet:
 class Catalog:
     """The catalog at one version; ``Catalog.open(settings)`` opens the latest."""
 
-    def __init__(self, path: Path, manifest: Manifest, pinned: bool, publish_rows: int = 4_096) -> None:
+    def __init__(
+        self, path: Path, manifest: Manifest, pinned: bool, publish_rows: int = 4_096, shard_rows: int = 100_000
+    ) -> None:
         import lancedb
 
         self.path = path
@@ -141,6 +148,8 @@ class Catalog:
         self.pinned = pinned
         self.publish_rows = publish_rows
         """The most rows of one batch a publish hands LanceDB (``Settings.catalog_publish_rows``)."""
+        self.shard_rows = shard_rows
+        """The most rows a publish puts in one shard of a ``SHARDED`` table (``Settings.catalog_shard_rows``)."""
         self._db = lancedb.connect(str(path))
         self._tables: dict[str, Any] = {}
 
@@ -149,10 +158,10 @@ class Catalog:
         """The catalog of ``settings`` at its latest version, or at ``version`` (``semray catalog ls --version``)."""
         path = settings.catalog_path
         make_directory_durably(path / MANIFESTS)
-        rows = settings.catalog_publish_rows
+        sizes = {"publish_rows": settings.catalog_publish_rows, "shard_rows": settings.catalog_shard_rows}
         if version is None:
-            return cls(path, latest_manifest(path), pinned=False, publish_rows=rows)
-        return cls(path, read_manifest(path, version), pinned=True, publish_rows=rows)
+            return cls(path, latest_manifest(path), pinned=False, **sizes)
+        return cls(path, read_manifest(path, version), pinned=True, **sizes)
 
     # reading -----------------------------------------------------------------------------
 
@@ -164,9 +173,14 @@ class Catalog:
         return [read_manifest(self.path, number) for number in manifest_numbers(self.path)]
 
     def table(self, name: str) -> Any | None:
-        """The LanceDB table at this catalog version (read-only), or None when it has no such table yet."""
-        if name not in self.manifest.tables:
-            return None
+        """The LanceDB table at this catalog version (read-only), or None when it has no such table yet; the
+        ``Shards`` of a ``SHARDED`` table."""
+        if name in SHARDED:
+            names = shard_names(self.manifest.tables, name)
+            return Shards(name, tuple(self._table_at(shard) for shard in names)) if names else None
+        return self._table_at(name) if name in self.manifest.tables else None
+
+    def _table_at(self, name: str) -> Any:
         if name not in self._tables:
             table = self._db.open_table(name)
             table.checkout(self.manifest.tables[name])
@@ -178,6 +192,8 @@ class Catalog:
         table = self.table(name)
         if table is None:
             return pa.table({})
+        if isinstance(table, Shards):
+            return table.query(where, columns)
         query = table.search().limit(None)
         if where is not None:
             query = query.where(where)
@@ -274,9 +290,7 @@ class Catalog:
                 )
             tables = dict(current.tables)
             for change in change_set.changes:
-                written = self._apply(change, current)
-                if written is not None:
-                    tables[change.table] = written
+                tables.update(self._apply(change, current))
             for staged, destination in change_set.files_to_place.items():
                 make_directory_durably(destination.parent)
                 staged.replace(destination)
@@ -293,34 +307,66 @@ class Catalog:
         self._tables.clear()
         return next_version
 
-    def _apply(self, change: TableChange, current: Manifest) -> int | None:
-        """Write one change; the table's new Lance version, or None when the table does not exist and stays so."""
-        table = self._writable(change, current)
+    def _apply(self, change: TableChange, current: Manifest) -> dict[str, int]:
+        """Write one change; the new Lance version of each table written (none when the table does not exist
+        and stays so)."""
+        if change.table in SHARDED:
+            return self._apply_sharded(change, current)
+        table = self._writable(change.table, current, change.rows)
         if table is None:
-            return None
+            return {}
         if change.delete_where is not None and change.table in current.tables:
             table.delete(change.delete_where)
         if change.rows is not None:
             add_streamed(table, change.rows, self.publish_rows)
         if change.after_write is not None:
             change.after_write(table)
-        version: int = table.version
-        return version
+        return {change.table: table.version}
 
-    def _writable(self, change: TableChange, current: Manifest) -> Any | None:
-        """The latest table, rolled back to ``current``'s version if a failed publish wrote past it; None when
-        the table does not exist and there is nothing to add."""
+    def _apply_sharded(self, change: TableChange, current: Manifest) -> dict[str, int]:
+        """Delete from every shard, then fill the shards with room, in order, then new ones (``shards.py``);
+        ``after_write`` runs on each shard rows were added to, once it is written."""
+        names = shard_names(current.tables, change.table)
+        opened = {name: self._writable(name, current, None) for name in names}
+        written: dict[str, int] = {}
+        if change.delete_where is not None:
+            for name, table in opened.items():
+                if table.count_rows(change.delete_where):  # a shard without such rows keeps its version
+                    table.delete(change.delete_where)
+                    written[name] = table.version
+        if change.rows is None:
+            return written
+        stream = RowStream(change.rows)
+        numbers = [shard_number(change.table, name) or 0 for name in names]
+        new = (shard_name(change.table, number) for number in itertools.count(max(numbers, default=-1) + 1))
+        for name in itertools.chain(names, new):
+            if name in names and not stream.has_rows():
+                break
+            table = opened[name] if name in opened else self._writable(name, current, stream)
+            room = self.shard_rows - int(table.count_rows())
+            if room > 0:
+                add_streamed(table, stream.take(room), self.publish_rows)
+                if change.after_write is not None:
+                    change.after_write(table)
+            written[name] = table.version
+            if not stream.has_rows():
+                break
+        return written
+
+    def _writable(self, name: str, current: Manifest, rows: pa.Table | pa.RecordBatchReader | RowStream | None) -> Any:
+        """The latest table ``name``, rolled back to ``current``'s version if a failed publish wrote past it; a
+        new table of ``rows``' schema when ``current`` has none; None when it has none and ``rows`` is None."""
         existing = set(self._db.list_tables().tables)
-        recorded = current.tables.get(change.table)
+        recorded = current.tables.get(name)
         if recorded is None:
-            if change.table in existing:  # created by a publish that never reached its manifest
-                self._db.drop_table(change.table)
-            if change.rows is None:
+            if name in existing:  # created by a publish that never reached its manifest
+                self._db.drop_table(name)
+            if rows is None:
                 return None
-            return self._db.create_table(change.table, schema=change.rows.schema)
-        table = self._db.open_table(change.table)
+            return self._db.create_table(name, schema=rows.schema)
+        table = self._db.open_table(name)
         if table.version != recorded:
-            log.warning("catalog_restoring_table", table=change.table, latest=table.version, manifest=recorded)
+            log.warning("catalog_restoring_table", table=name, latest=table.version, manifest=recorded)
             table.checkout(recorded)
             table.restore()
         return table

@@ -79,7 +79,7 @@ class TopicLabels:
             return None
         labelled = topic_where(organized.hierarchy, topic)
         where = f"dataset = {quote_literal(pin.dataset)} AND level = 'document' AND {labelled}"
-        rows = segments.search().where(where).select(["document_id"]).limit(MAX_PRUNED_DOCUMENTS + 1).to_arrow()
+        rows = segments.query(where, ["document_id"], limit=MAX_PRUNED_DOCUMENTS + 1)
         documents = tuple(sorted(set(rows.column("document_id").to_pylist())))
         if len(documents) > MAX_PRUNED_DOCUMENTS:
             return None

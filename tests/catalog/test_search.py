@@ -13,6 +13,7 @@ import pytest
 from semray.catalog.retrieval import RRF_K, SearchMode, fuse_rankings
 from semray.catalog.search import create_segment_indexes, search_segments
 from semray.catalog.segment_filter import checked_where, segment_filter
+from semray.catalog.shards import Shards
 from semray.catalog.tables import segments_schema
 from semray.errors import SearchError
 
@@ -263,4 +264,21 @@ def test_indexes_cover_text_filters_and_vectors_past_the_threshold(tmp_path: Pat
     assert kinds["vector"] == "IvfHnswSq"
     hits = search_segments(segments, "topic", vectors[17], k=5, mode="vector", levels=["chunk"])
     assert hits[0].segment_id == "s17" and hits[0].score == pytest.approx(1.0, abs=0.02)
+    for hit in hits:  # through the index, still the cosine similarity (the quantized distance was about twice it)
+        assert hit.score == pytest.approx(float(vectors[int(hit.segment_id[1:])] @ vectors[17]), abs=1e-3)
     assert all(h.level == "chunk" for h in hits)
+
+
+def test_an_indexed_shard_and_an_exact_one_merge_by_the_same_cosine_score(tmp_path: Path) -> None:
+    bulk_vectors, small_vectors = _vectors(300, seed=3), _vectors(20, seed=4)
+    bulk = _segments(tmp_path / "bulk", [("bulk", "chunk", f"bulk {i}") for i in range(300)], bulk_vectors)
+    small = _segments(tmp_path / "small", [("small", "chunk", f"small {i}") for i in range(20)], small_vectors)
+    create_segment_indexes(bulk, ann_min_rows=300)  # an HnswSq index
+    create_segment_indexes(small)  # exact search
+    query = _vectors(1, seed=5)[0]
+    similarity = {("bulk", f"s{i}"): float(v @ query) for i, v in enumerate(bulk_vectors)}
+    similarity |= {("small", f"s{i}"): float(v @ query) for i, v in enumerate(small_vectors)}
+    best = sorted(similarity, key=lambda key: -similarity[key])[:5]
+    hits = search_segments(Shards("segments", (bulk, small)), "q", query, k=5, mode="vector")
+    assert [(hit.dataset, hit.segment_id) for hit in hits] == best
+    assert [hit.score for hit in hits] == pytest.approx([similarity[key] for key in best], abs=1e-3)
