@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.ingest import SHAPES, generate_documents, simulated_embed
+from benchmarks.vector_index_growth import PeakRss
 
 PHASES = (
     ("semray.catalog.servers.folder", "FolderServer.profile", "1 discovery + hashing", False),
@@ -76,12 +77,7 @@ class PhaseRss:
         self._running: dict[str, int] = defaultdict(int)
         threading.Thread(target=self._sample, daemon=True).start()
 
-    @staticmethod
-    def now() -> float:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) / 1024
-        return 0.0
+    now = staticmethod(PeakRss.now)
 
     def enter(self, label: str) -> None:
         self._running[label] += 1
