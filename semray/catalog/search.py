@@ -90,10 +90,10 @@ class SegmentHit:
 def create_segment_indexes(table: Any, *, ann_min_rows: int = ANN_MIN_ROWS) -> None:
     """Build (or rebuild) the full-text, scalar and, past ``ann_min_rows`` rows, vector indexes of ``table``.
 
-    Every index is rebuilt over the whole table, not updated with the rows a publish added: LanceDB 0.40
-    updates an index only through ``Table.optimize()``, which on an ``HnswSq`` index merged it and cut the
-    recall@10 of random vectors from 0.945 to 0.22, was slower overall and raised the
-    peak (``benchmarks/vector_index_growth.py``; docs/catalog_search.md).
+    Every index is rebuilt over the whole table (in the catalog, a shard: ``shards.py``), not updated with the
+    rows a publish added: LanceDB 0.40 updates an index only through ``Table.optimize()``, which on an
+    ``HnswSq`` index merged it and cut the recall@10 of random vectors from 0.945 to 0.22, was slower overall
+    and raised the peak (``benchmarks/vector_index_growth.py``; docs/catalog_search.md).
     """
     from lancedb.index import Bitmap, BTree, HnswSq
 
