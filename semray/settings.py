@@ -202,6 +202,13 @@ class Settings(BaseSettings):
         "(one add per table, so one Lance version; catalog/store.py batch_stream): its memory holds about one batch "
         "of vectors whatever the collection's size",
     )
+    catalog_mmap_threshold: int = Field(
+        default=1 << 20,
+        ge=0,
+        description="when an ingest starts, glibc's malloc is told to serve every block of at least this many bytes "
+        "from a mapping of its own, returned to the system when freed (native_memory.py): LanceDB's writes and "
+        "index builds otherwise leave hundreds of MiB in malloc's arenas; 0 keeps glibc's dynamic threshold",
+    )
     catalog_shard_rows: int = Field(
         default=100_000,
         ge=1,

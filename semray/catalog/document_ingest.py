@@ -19,7 +19,7 @@ from semray.catalog.document_pipeline import run_documents
 from semray.catalog.ingest_progress import IngestClock, IngestProgress
 from semray.catalog.profiling import TableProfile, profile_batches
 from semray.catalog.servers import ServerProfile
-from semray.catalog.servers.base import FileState, combined_hash
+from semray.catalog.servers.base import combined_hash
 from semray.catalog.store import TableChange, in_list
 from semray.catalog.summaries import Description
 from semray.catalog.tables import SEGMENTS, SNIPPETS, SNIPPETS_SCHEMA, segments_schema
@@ -40,7 +40,18 @@ DOCUMENT_COLUMNS = pa.schema(
 )
 """The documents dataset as a plan scans it: one row per document that was read."""
 _STATE_COLUMNS = ("document_id", "content_hash", "size", "status", "reason", "encoding")
-"""The pipeline's columns that make a document's ``FileState``, in its fields' order."""
+"""The pipeline's columns that make a document's state: its row of the ``files`` table, less server and dataset."""
+STATES_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.string()),
+        pa.field("content_hash", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("status", pa.string()),
+        pa.field("reason", pa.string()),
+        pa.field("encoding", pa.string()),
+    ]
+)
+"""The documents' states as ``DocumentsIngest.states`` gives them (``_STATE_COLUMNS``, the id named ``path``)."""
 
 
 class DocumentsIngest:
@@ -52,7 +63,10 @@ class DocumentsIngest:
         self.files = profile.documents
         self._has_files = bool(self.files)
         self.unchanged = set(profile.unchanged_documents)
-        self.states: list[FileState] = []
+        self._states: list[pa.Table] = []
+        """The documents' states, a table per pipeline batch: Arrow columns, not a Python object per document,
+        whose memory the allocator kept after the publish began (docs/catalog.md, Memory)."""
+        self.state_count = 0
         self.read_count = self.segment_count = self.snippet_count = 0
         self.staged_new = ingest.staging / "documents-new.parquet"
         self.staged_segments = ingest.staging / "segments.parquet"
@@ -114,11 +128,22 @@ class DocumentsIngest:
         ``read_count`` and ``segment_count`` stay what they were.
         """
         self.files = ()
-        self.states = []
+        self._states = []
 
     def progress(self, phase: str = "reading") -> IngestProgress:
         """Documents read of those to read, segments embedded, since ``read`` began."""
-        return self._clock.progress(len(self.states), self.segment_count, phase)
+        return self._clock.progress(self.state_count, self.segment_count, phase)
+
+    def states(self) -> pa.Table:
+        """Every document's state (``STATES_SCHEMA``), read or skipped, in the order the pipeline gave them."""
+        return pa.concat_tables(self._states) if self._states else STATES_SCHEMA.empty_table()
+
+    def skipped(self) -> list[tuple[str, str]]:
+        """(path, reason) of every document skipped."""
+        states = self.states()
+        skipped = states.filter(pc.equal(states.column("status"), "skipped"))
+        reasons = [reason or "" for reason in skipped.column("reason").to_pylist()]
+        return list(zip(skipped.column("path").to_pylist(), reasons, strict=True))
 
     def _take(self, batch: pa.Table, writers: dict[str, StagedWriter]) -> None:
         """Stage one pipeline batch: a document's state and row from its first part (the only one, unless it was
@@ -127,8 +152,9 @@ class DocumentsIngest:
         # milliseconds a batch, and a skipped document has no segments or snippets to filter out anyway.
         header = batch.select([*_STATE_COLUMNS, "format", "title", "chars", "text"])
         firsts = header.filter(pc.equal(batch.column("part"), 0))
-        columns = [firsts.column(name).to_pylist() for name in _STATE_COLUMNS]
-        self.states.extend(FileState(*values) for values in zip(*columns, strict=True))
+        states = firsts.select(list(_STATE_COLUMNS)).rename_columns(STATES_SCHEMA.names).cast(STATES_SCHEMA)
+        self._states.append(states)
+        self.state_count += states.num_rows
         first_read = firsts.filter(pc.equal(firsts.column("status"), "read"))
         self.read_count += first_read.num_rows
         read_mask = pc.equal(batch.column("status"), "read")
@@ -188,7 +214,9 @@ class DocumentsIngest:
         for path, row in self.ingest.previous.items():
             if path in self.unchanged:
                 hashes[path] = row["content_hash"]
-        hashes.update({state.relative: state.content_hash for state in self.states if state.status == "read"})
+        states = self.states()
+        read = states.filter(pc.equal(states.column("status"), "read"))
+        hashes.update(zip(read.column("path").to_pylist(), read.column("content_hash").to_pylist(), strict=True))
         self.content_hash = combined_hash(hashes)
         self.final_parquet = (
             self.ingest.settings.catalog_path / "documents" / f"{self.dataset}-{self.content_hash[:16]}.parquet"

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from semray.catalog.document_ingest import DocumentsIngest
 from semray.catalog.document_pipeline import Engine, embed_texts
@@ -52,6 +53,7 @@ from semray.catalog.tables import (
 )
 from semray.errors import CatalogError
 from semray.log import get_logger
+from semray.native_memory import fix_mmap_threshold
 from semray.serving.config import TierConfig
 from semray.serving.profiles import resolve_serving
 from semray.settings import Settings
@@ -195,6 +197,7 @@ def ingest(
     progress: IngestReporter | None = None,
 ) -> IngestReport:
     """Profile and read what changed in ``server`` since the catalog's files say, and publish it."""
+    fix_mmap_threshold(settings.catalog_mmap_threshold)
     staging = settings.catalog_path / "_staging" / uuid.uuid4().hex
     staging.mkdir(parents=True)
     reporter = progress if progress is not None else IngestLogReporter(settings.progress_interval_s)
@@ -273,14 +276,16 @@ class _Ingest:
             present.add(self.name)
         removed = tuple(sorted(set(self.records) - present))
         changed = tuple(sorted(tables) + ([self.name] if publishes_documents else []))
-        file_rows = self._file_rows(profile, documents)
-        change_set = self._change_set(rows, tables, documents, changed, removed, file_rows)
-        skipped = tuple((row["path"], row["reason"] or "") for row in file_rows if row["status"] == "skipped")
-        counts = self._counts(file_rows)
-        # The publish builds the vector index, the ingest's memory peak: the per-file Python objects (a file's
-        # DocumentFile, FileState and files row, about 0.8 kB each) are in the change set's Arrow table by now,
-        # so they go first rather than add to that peak in proportion to the files (docs/catalog.md, Memory).
-        del file_rows, profile
+        files = self._files_table(profile, documents)
+        change_set = self._change_set(rows, tables, documents, changed, removed, files)
+        skipped_rows = files.filter(pc.equal(files.column("status"), "skipped"))
+        reasons = (reason or "" for reason in skipped_rows.column("reason").to_pylist())
+        skipped = tuple(zip(skipped_rows.column("path").to_pylist(), reasons, strict=True))
+        counts = self._counts(files)
+        # The publish builds the vector index, the ingest's memory peak: the per-file lists (the DocumentFiles
+        # discovered, the documents' states) are in the change set's Arrow table by now, so they go first rather
+        # than add to that peak in proportion to the files (docs/catalog.md, Memory).
+        del files, profile
         if documents is not None:
             documents.release_files()
         version = self.catalog.publish(change_set)
@@ -373,7 +378,12 @@ class _Ingest:
             "_profile": profile,
         }
 
-    def _file_rows(self, profile: ServerProfile, documents: DocumentsIngest | None) -> list[dict[str, Any]]:
+    def _files_table(self, profile: ServerProfile, documents: DocumentsIngest | None) -> pa.Table:
+        """The server's rows of the ``files`` table (``FILES_SCHEMA``), sorted by path: the unchanged files' rows
+        of the last version, then the files profiled and the documents read, the later winning for one path.
+
+        The documents' states stay Arrow columns (``DocumentsIngest.states``): no Python object per document.
+        """
         rows: dict[str, dict[str, Any]] = {}
         unchanged_tables = {dataset_name(self.name, suffix) for suffix in profile.unchanged_tables}
         for path, row in self.previous.items():
@@ -383,9 +393,15 @@ class _Ingest:
                 rows[path] = dict(row)
         for state in profile.files:
             rows[state.relative] = self._file_row(state)
-        for state in documents.states if documents is not None else ():
-            rows[state.relative] = self._file_row(state)
-        return [rows[path] for path in sorted(rows)]
+        listed = pa.Table.from_pylist(list(rows.values()), schema=FILES_SCHEMA)
+        if documents is not None and documents.state_count:
+            states = documents.states()
+            listed = listed.filter(pc.invert(pc.is_in(listed.column("path"), value_set=states.column("path"))))
+            count = states.num_rows
+            states = states.append_column("server", pa.array([self.name] * count, pa.string()))
+            states = states.append_column("dataset", pa.array([self.name] * count, pa.string()))
+            listed = pa.concat_tables([listed, states.select(FILES_SCHEMA.names).cast(FILES_SCHEMA)])
+        return listed.sort_by("path")
 
     def _file_row(self, state: FileState) -> dict[str, Any]:
         suffix = state.dataset_suffix
@@ -400,8 +416,8 @@ class _Ingest:
             "encoding": state.encoding,
         }
 
-    def _counts(self, rows: Sequence[Mapping[str, Any]]) -> FileCounts:
-        now = {row["path"]: row["content_hash"] for row in rows}
+    def _counts(self, files: pa.Table) -> FileCounts:
+        now = dict(zip(files.column("path").to_pylist(), files.column("content_hash").to_pylist(), strict=True))
         before = {path: row["content_hash"] for path, row in self.previous.items()}
         counts = Counter(
             "unchanged" if before.get(path) == digest else "changed" if path in before else "new"
@@ -416,7 +432,7 @@ class _Ingest:
         documents: DocumentsIngest | None,
         changed: Sequence[str],
         removed: Sequence[str],
-        file_rows: list[dict[str, Any]],
+        files: pa.Table,
     ) -> ChangeSet:
         replaced = [*changed, *removed]
         vectors = (
@@ -435,7 +451,7 @@ class _Ingest:
             TableChange(
                 FILES,
                 delete_where=f"server = {quote_literal(self.name)}",
-                rows=pa.Table.from_pylist(file_rows, schema=FILES_SCHEMA) if file_rows else None,
+                rows=files if files.num_rows else None,
             ),
         ]
         files_to_place: dict[Path, Path] = {}
@@ -531,11 +547,8 @@ def _free_name(name: str, taken: Iterable[str]) -> str:
 
 def _nothing_readable(uri: str, profile: ServerProfile, documents: DocumentsIngest | None) -> str:
     found = ", ".join(f"{count} {kind}" for kind, count in sorted(profile.found.items())) or "no files"
-    reasons = [
-        f"{state.relative}: {state.reason}"
-        for state in [*profile.files, *(documents.states if documents else ())]
-        if state.status == "skipped"
-    ]
+    skipped = [(state.relative, state.reason) for state in profile.files if state.status == "skipped"]
+    reasons = [f"{path}: {reason}" for path, reason in [*skipped, *(documents.skipped() if documents else ())]]
     shown = "; ".join(reasons[:5]) + (f"; and {len(reasons) - 5} more" if len(reasons) > 5 else "")
     return (
         f"nothing readable in {uri!r} (found {found}){': ' + shown if shown else ''}. The catalog reads csv, tsv, "
