@@ -205,9 +205,9 @@ class Settings(BaseSettings):
     catalog_mmap_threshold: int = Field(
         default=1 << 20,
         ge=0,
-        description="when an ingest starts, glibc's malloc is told to serve every block of at least this many bytes "
-        "from a mapping of its own, returned to the system when freed (native_memory.py): LanceDB's writes and "
-        "index builds otherwise leave hundreds of MiB in malloc's arenas; 0 keeps glibc's dynamic threshold",
+        description="while an ingest publishes, glibc's malloc serves every block of at least this many bytes from a "
+        "mapping of its own, returned to the system when freed (native_memory.py): LanceDB's writes and index "
+        "builds otherwise leave hundreds of MiB in malloc's arenas; 0 leaves malloc alone",
     )
     catalog_shard_rows: int = Field(
         default=100_000,

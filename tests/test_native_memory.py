@@ -1,4 +1,4 @@
-"""A fixed mmap threshold: large blocks stay mappings of their own after one is freed (glibc only).
+"""A low mmap threshold around a block of work: large blocks stay mappings of their own there (glibc only).
 
 Each check runs in a fresh interpreter: the threshold is process-wide, and glibc's dynamic threshold
 in this test process depends on what ran before.
@@ -13,13 +13,13 @@ import sys
 
 import pytest
 
-from semray.native_memory import USER_SETTING, fix_mmap_threshold
+from semray.native_memory import USER_SETTING, large_blocks_returned
 
 GLIBC_MALLINFO2 = hasattr(ctypes.CDLL(None), "mallinfo2")
 
 PROBE = """
 import ctypes, sys
-from semray.native_memory import fix_mmap_threshold
+from semray.native_memory import large_blocks_returned
 
 class Mallinfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in
@@ -31,15 +31,25 @@ libc.mallinfo2.restype = Mallinfo2
 libc.malloc.restype = ctypes.c_void_p
 libc.malloc.argtypes = (ctypes.c_size_t,)
 libc.free.argtypes = (ctypes.c_void_p,)
-if sys.argv[1] == "fixed":
-    assert fix_mmap_threshold(1 << 20)
 block = 8 << 20
-libc.free(libc.malloc(block))  # glibc's dynamic threshold rises past 8 MiB on this free
-before = libc.mallinfo2().hblkhd
-pointer = libc.malloc(block)
-mapped = libc.mallinfo2().hblkhd - before
-libc.free(pointer)
-print(mapped >= block)
+
+def mapped():
+    libc.free(libc.malloc(block))  # glibc's dynamic threshold rises past 8 MiB on this free
+    before = libc.mallinfo2().hblkhd
+    pointer = libc.malloc(block)
+    grown = libc.mallinfo2().hblkhd - before
+    libc.free(pointer)
+    return grown >= block
+
+if sys.argv[1] == "inside":
+    with large_blocks_returned(1 << 20) as taken:
+        print(taken and mapped())
+elif sys.argv[1] == "after":
+    with large_blocks_returned(1 << 20):
+        pass
+    print(mapped())
+else:
+    print(mapped())
 """
 
 
@@ -53,12 +63,15 @@ def mapped_after_a_free(mode: str, **env: str) -> bool:
 
 
 @pytest.mark.skipif(not GLIBC_MALLINFO2, reason="needs glibc >= 2.33 (mallinfo2)")
-def test_a_fixed_threshold_maps_large_blocks_after_one_was_freed() -> None:
+def test_large_blocks_are_mappings_of_their_own_inside_and_come_from_the_heap_after() -> None:
     assert not mapped_after_a_free("dynamic")  # glibc's default keeps the second block in an arena
-    assert mapped_after_a_free("fixed")
+    assert mapped_after_a_free("inside")
+    assert not mapped_after_a_free("after")  # 32 MiB after: the model's blocks come from the heap again
 
 
 def test_zero_and_the_users_setting_leave_malloc_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert not fix_mmap_threshold(0)
+    with large_blocks_returned(0) as taken:
+        assert not taken
     monkeypatch.setenv(USER_SETTING, "65536")
-    assert not fix_mmap_threshold(1 << 20)
+    with large_blocks_returned(1 << 20) as taken:
+        assert not taken

@@ -53,7 +53,7 @@ from semray.catalog.tables import (
 )
 from semray.errors import CatalogError
 from semray.log import get_logger
-from semray.native_memory import fix_mmap_threshold
+from semray.native_memory import large_blocks_returned
 from semray.serving.config import TierConfig
 from semray.serving.profiles import resolve_serving
 from semray.settings import Settings
@@ -197,7 +197,6 @@ def ingest(
     progress: IngestReporter | None = None,
 ) -> IngestReport:
     """Profile and read what changed in ``server`` since the catalog's files say, and publish it."""
-    fix_mmap_threshold(settings.catalog_mmap_threshold)
     staging = settings.catalog_path / "_staging" / uuid.uuid4().hex
     staging.mkdir(parents=True)
     reporter = progress if progress is not None else IngestLogReporter(settings.progress_interval_s)
@@ -288,7 +287,8 @@ class _Ingest:
         del files, profile
         if documents is not None:
             documents.release_files()
-        version = self.catalog.publish(change_set)
+        with large_blocks_returned(self.settings.catalog_mmap_threshold):
+            version = self.catalog.publish(change_set)
         report = IngestReport(
             server=self.name,
             version=version,
