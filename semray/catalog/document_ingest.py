@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from semray.catalog.document_pipeline import run_documents
+from semray.catalog.document_pipeline import input_table, run_documents
 from semray.catalog.ingest_progress import IngestClock, IngestProgress
 from semray.catalog.profiling import TableProfile, profile_batches
 from semray.catalog.servers import ServerProfile
@@ -60,8 +60,10 @@ class DocumentsIngest:
     def __init__(self, ingest: _Ingest, profile: ServerProfile) -> None:
         self.ingest = ingest
         self.dataset = ingest.name
-        self.files = profile.documents
-        self._has_files = bool(self.files)
+        self.files = input_table(profile.documents)
+        """The documents to read as Arrow columns: the ingest drops its ``DocumentFile``s before reading, so their
+        memory is free again before the reading's own objects take theirs (docs/catalog.md, Memory)."""
+        self._has_files = self.files.num_rows > 0
         self.unchanged = set(profile.unchanged_documents)
         self._states: list[pa.Table] = []
         """The documents' states, a table per pipeline batch: Arrow columns, not a Python object per document,
@@ -78,16 +80,16 @@ class DocumentsIngest:
         self._clock = IngestClock(self.dataset, len(self.files))
         previous = ingest.records.get(self.dataset)
         self.previous_parquet = Path(previous.uri) if previous is not None and previous.kind == "documents" else None
-        removed = {
+        self.removed_ids = {
             path
             for path, row in ingest.previous.items()
             if row["dataset"] == self.dataset and path not in self.unchanged
         }
-        self.replaced_ids = removed | {document.relative for document in self.files}
+        """The documents of the last version that are gone or changed (a changed one is read again)."""
 
     @property
     def changed(self) -> bool:
-        return self._has_files or bool(self.replaced_ids - self.unchanged) or self.previous_parquet is None
+        return self._has_files or bool(self.removed_ids) or self.previous_parquet is None
 
     @property
     def publishes(self) -> bool:
@@ -103,7 +105,7 @@ class DocumentsIngest:
         self._clock = IngestClock(self.dataset, len(self.files))
         self.ingest.progress.update(self.progress())
         try:
-            if self.files:
+            if self.files.num_rows:
                 batches = run_documents(
                     self.files,
                     self.dataset,
@@ -127,7 +129,7 @@ class DocumentsIngest:
         Called before the publish, whose vector index build is the ingest's memory peak; ``changed``,
         ``read_count`` and ``segment_count`` stay what they were.
         """
-        self.files = ()
+        self.files = self.files.slice(0, 0)
         self._states = []
 
     def progress(self, phase: str = "reading") -> IngestProgress:
@@ -246,9 +248,11 @@ class DocumentsIngest:
 
     def changes(self) -> list[TableChange]:
         from_dataset = f"dataset = {quote_literal(self.dataset)}"
-        where = f"{from_dataset} AND {in_list('document_id', self.replaced_ids)}"
         if self.ingest.records.get(self.dataset) is None:
             where = from_dataset  # first ingest: clear whatever a dropped namesake left
+        else:
+            replaced = self.removed_ids.union(self.files.column("relative").to_pylist())
+            where = f"{from_dataset} AND {in_list('document_id', replaced)}"
         return [
             TableChange(
                 SEGMENTS, delete_where=where, rows=_read_staged(self.staged_segments), after_write=_index_segments

@@ -399,7 +399,7 @@ def local_embedder(config: TierConfig) -> SegmentEmbedder:
 
 
 def run_documents(
-    documents: Sequence[DocumentFile],
+    documents: Sequence[DocumentFile] | pa.Table,
     dataset: str,
     embedding: TierConfig,
     *,
@@ -409,8 +409,8 @@ def run_documents(
     stream_bytes: int = STREAM_BYTES,
 ) -> Iterator[pa.Table]:
     """Batches of ``DOCUMENT_SCHEMA`` rows whose segments carry vectors, streamed (``sections``, ``stream_bytes``:
-    see DocumentReader)."""
-    table = input_table(documents)
+    see DocumentReader); ``documents`` as ``DocumentFile``s or their ``input_table``."""
+    table = documents if isinstance(documents, pa.Table) else input_table(documents)
     reader_arguments = (dataset, MAX_CHUNK_CHARS, sections, stream_bytes, PART_CHARS)
     if engine == "local":
         reader, embedder = DocumentReader(*reader_arguments), local_embedder(embedding)

@@ -16,6 +16,7 @@ was.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import shutil
@@ -249,6 +250,7 @@ class _Ingest:
 
             connect(self.settings)
         documents = DocumentsIngest(self, profile) if profile.has_documents else None
+        profile = dataclasses.replace(profile, documents=())  # the DocumentsIngest holds them as Arrow columns
         if documents is not None:
             documents.read()
             self._last_progress = documents.progress("publishing")
