@@ -206,7 +206,7 @@ class Settings(BaseSettings):
         default=1 << 20,
         ge=0,
         description="while an ingest publishes, glibc's malloc serves every block of at least this many bytes from a "
-        "mapping of its own, returned to the system when freed (native_memory.py): LanceDB's writes and index "
+        "mapping of its own, returned to the system when freed (catalog/native_memory.py): LanceDB's writes and index "
         "builds otherwise leave hundreds of MiB in malloc's arenas; 0 leaves malloc alone",
     )
     catalog_shard_rows: int = Field(

@@ -16,14 +16,13 @@ was.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import shutil
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ import pyarrow.compute as pc
 from semray.catalog.document_ingest import DocumentsIngest
 from semray.catalog.document_pipeline import Engine, embed_texts
 from semray.catalog.ingest_progress import IngestLogReporter, IngestProgress, IngestReporter
+from semray.catalog.native_memory import large_blocks_returned
 from semray.catalog.profiling import TableProfile
 from semray.catalog.section_writer import SectionWriter
 from semray.catalog.servers import DataServer, ServerProfile, dataset_name, normalise_name, open_server
@@ -54,7 +54,6 @@ from semray.catalog.tables import (
 )
 from semray.errors import CatalogError
 from semray.log import get_logger
-from semray.native_memory import large_blocks_returned
 from semray.serving.config import TierConfig
 from semray.serving.profiles import resolve_serving
 from semray.settings import Settings
@@ -250,7 +249,7 @@ class _Ingest:
 
             connect(self.settings)
         documents = DocumentsIngest(self, profile) if profile.has_documents else None
-        profile = dataclasses.replace(profile, documents=())  # the DocumentsIngest holds them as Arrow columns
+        profile = replace(profile, documents=())  # the DocumentsIngest holds them as Arrow columns
         if documents is not None:
             documents.read()
             self._last_progress = documents.progress("publishing")

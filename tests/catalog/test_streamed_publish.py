@@ -184,9 +184,10 @@ def test_in_process_embedding_calls_gather_read_batches_up_to_the_text_budget(
 
 
 def test_the_publish_holds_no_per_file_python_objects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The vector index is built inside the publish, the ingest's memory peak: the per-file objects (each file's
-    ``DocumentFile`` and ``FileState``) are released before it, so they do not add to it in proportion to the
-    files. Counted among the live objects while the publish runs (the ingest itself still running)."""
+    """The vector index is built inside the publish, the ingest's memory peak: no per-file Python object (a
+    document's ``DocumentFile``, dropped before the reading, or a ``FileState``, which documents never get: their
+    states are Arrow columns) is alive in it, so none adds to it in proportion to the files. Counted among the live
+    objects while the publish runs (the ingest itself still running)."""
     import gc
 
     from semray.catalog.servers.base import DocumentFile, FileState
@@ -209,4 +210,26 @@ def test_the_publish_holds_no_per_file_python_objects(tmp_path: Path, monkeypatc
     monkeypatch.setattr(Catalog, "publish", counting)
     report = add_server(Settings(state_dir=tmp_path / "state"), str(folder), engine="local")
     assert report.documents_read == 12 and report.files.new == 12  # the report still counts every file
+    assert alive == [0]
+
+
+def test_the_reading_starts_with_no_document_file_alive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The documents to read are Arrow columns by the time the reading starts: the ``DocumentFile``s of the
+    discovery are freed first, so the reading's own objects do not land between them."""
+    import gc
+
+    from semray.catalog.servers.base import DocumentFile
+
+    folder = _collection(tmp_path)
+    alive: list[int] = []
+    run_documents = document_ingest.run_documents
+
+    def counting(documents: pa.Table, *args: object, **kwargs: object) -> Iterator[pa.Table]:
+        gc.collect()
+        alive.append(sum(1 for item in gc.get_objects() if type(item) is DocumentFile))
+        return run_documents(documents, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(document_ingest, "run_documents", counting)
+    report = add_server(Settings(state_dir=tmp_path / "state"), str(folder), engine="local")
+    assert report.documents_read == 12
     assert alive == [0]

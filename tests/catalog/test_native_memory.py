@@ -13,13 +13,13 @@ import sys
 
 import pytest
 
-from semray.native_memory import USER_SETTING, large_blocks_returned
+from semray.catalog.native_memory import USER_SETTING, large_blocks_returned
 
 GLIBC_MALLINFO2 = hasattr(ctypes.CDLL(None), "mallinfo2")
 
 PROBE = """
 import ctypes, sys
-from semray.native_memory import large_blocks_returned
+from semray.catalog.native_memory import large_blocks_returned
 
 class Mallinfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in
