@@ -282,9 +282,9 @@ class _Ingest:
         reasons = (reason or "" for reason in skipped_rows.column("reason").to_pylist())
         skipped = tuple(zip(skipped_rows.column("path").to_pylist(), reasons, strict=True))
         counts = self._counts(files)
-        # The publish builds the vector index, the ingest's memory peak: the per-file lists (the DocumentFiles
-        # discovered, the documents' states) are in the change set's Arrow table by now, so they go first rather
-        # than add to that peak in proportion to the files (docs/catalog.md, Memory).
+        # The publish builds the vector index, the ingest's memory peak: the documents' states are in the change
+        # set's files table by now, so they go first rather than add to that peak in proportion to the files
+        # (docs/catalog.md, Memory; the DocumentFiles went before the reading).
         del files, profile
         if documents is not None:
             documents.release_files()
