@@ -22,7 +22,7 @@ from semray.catalog.servers import ServerProfile
 from semray.catalog.servers.base import combined_hash
 from semray.catalog.store import TableChange, in_list
 from semray.catalog.summaries import Description
-from semray.catalog.tables import SEGMENTS, SNIPPETS, SNIPPETS_SCHEMA, segments_schema
+from semray.catalog.tables import FILES_SCHEMA, SEGMENTS, SNIPPETS, SNIPPETS_SCHEMA, segments_schema
 from semray.sql_quoting import quote_literal
 
 if TYPE_CHECKING:
@@ -42,16 +42,9 @@ DOCUMENT_COLUMNS = pa.schema(
 _STATE_COLUMNS = ("document_id", "content_hash", "size", "status", "reason", "encoding")
 """The pipeline's columns that make a document's state: its row of the ``files`` table, less server and dataset."""
 STATES_SCHEMA = pa.schema(
-    [
-        pa.field("path", pa.string()),
-        pa.field("content_hash", pa.string()),
-        pa.field("size", pa.int64()),
-        pa.field("status", pa.string()),
-        pa.field("reason", pa.string()),
-        pa.field("encoding", pa.string()),
-    ]
+    [FILES_SCHEMA.field(name).with_nullable(True) for name in FILES_SCHEMA.names if name not in ("server", "dataset")]
 )
-"""The documents' states as ``DocumentsIngest.states`` gives them (``_STATE_COLUMNS``, the id named ``path``)."""
+"""The documents' states as ``DocumentsIngest.states`` gives them: ``_STATE_COLUMNS``, named as in ``files``."""
 
 
 class DocumentsIngest:
@@ -129,7 +122,7 @@ class DocumentsIngest:
         Called before the publish, whose vector index build is the ingest's memory peak; ``changed``,
         ``read_count`` and ``segment_count`` stay what they were.
         """
-        self.files = self.files.slice(0, 0)
+        self.files = self.files.schema.empty_table()  # a slice, even empty, would keep the columns' buffers
         self._states = []
 
     def progress(self, phase: str = "reading") -> IngestProgress:

@@ -10,6 +10,10 @@ import ctypes
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,3 +79,39 @@ def test_zero_and_the_users_setting_leave_malloc_alone(monkeypatch: pytest.Monke
     monkeypatch.setenv(USER_SETTING, "65536")
     with large_blocks_returned(1 << 20) as taken:
         assert not taken
+
+
+def test_an_ingest_publishes_inside_the_threshold_of_its_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog's publish (LanceDB's writes and index builds) runs with ``Settings.catalog_mmap_threshold``;
+    nothing else of the ingest does (the embedding model's activations are blocks of that size)."""
+    from semray.catalog import ingest
+    from semray.catalog.store import Catalog
+    from semray.settings import Settings
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("The ferry was late.\n")
+    inside: list[int] = []
+    published_inside: list[bool] = []
+    real_context, real_publish = ingest.large_blocks_returned, Catalog.publish
+
+    @contextmanager
+    def recorded(threshold: int) -> Iterator[bool]:
+        assert threshold == 3 << 20
+        with real_context(threshold) as taken:
+            inside.append(threshold)
+            yield taken
+            inside.pop()
+
+    def publish(catalog: Catalog, change_set: Any) -> int:
+        published_inside.append(bool(inside))
+        return real_publish(catalog, change_set)
+
+    monkeypatch.setattr(ingest, "large_blocks_returned", recorded)
+    monkeypatch.setattr(Catalog, "publish", publish)
+    settings = Settings(state_dir=tmp_path / "state", catalog_mmap_threshold=3 << 20)
+    report = ingest.add_server(settings, str(folder), engine="local")
+    assert report.documents_read == 1
+    assert published_inside == [True] and inside == []
